@@ -1,0 +1,190 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { encodeWav, parseWav } from '../domain/wav.ts';
+import type { TranscribeRequest, Transcriber, TranscriptSegment } from '../ports.ts';
+
+export interface PocketsphinxTranscriberOptions {
+  /** Default `pocketsphinx_continuous` (looked up on PATH). */
+  binary?: string;
+  /** Directory holding `en-us/` (acoustic model), `en-us.lm.bin` and `cmudict-en-us.dict`. */
+  modelDir?: string;
+  /** Default 120 000. */
+  timeoutMs?: number;
+}
+
+const SUPPORTED_LANGUAGES = new Set(['en', 'en-us']);
+const SEGMENT_GAP_SECONDS = 0.6;
+const SEGMENT_MAX_WORDS = 20;
+const OUTPUT_LIMIT = 16 * 1024 * 1024;
+
+/** Offline English speech recognition with CMU PocketSphinx (0.8 `pocketsphinx_continuous`). */
+export class PocketsphinxTranscriber implements Transcriber {
+  readonly name = 'pocketsphinx';
+  private readonly binary: string;
+  private readonly modelDir: string | undefined;
+  private readonly timeoutMs: number;
+
+  constructor(options: PocketsphinxTranscriberOptions = {}) {
+    this.binary = options.binary ?? 'pocketsphinx_continuous';
+    this.modelDir = options.modelDir;
+    this.timeoutMs = options.timeoutMs ?? 120_000;
+  }
+
+  async transcribe(request: TranscribeRequest): Promise<TranscriptSegment[]> {
+    const { signal } = request;
+    signal?.throwIfAborted();
+    const language = request.language?.toLowerCase().replace('_', '-') ?? null;
+    if (language !== null && !SUPPORTED_LANGUAGES.has(language)) {
+      throw new AppError(
+        ErrorKind.permanent,
+        'asr.unsupported_language',
+        `pocketsphinx only recognises English, not "${request.language}"`,
+      );
+    }
+    const audio = parseWav(request.wav);
+    if (!audio || audio.sampleRate !== 16_000) {
+      throw new AppError(ErrorKind.permanent, 'asr.bad_input', 'pocketsphinx needs a 16 kHz mono 16-bit WAV');
+    }
+    if (audio.samples.length === 0) return [];
+
+    const dir = await mkdtemp(join(tmpdir(), 'verbatim-asr-'));
+    const file = join(dir, 'window.wav');
+    try {
+      // Re-encoded because pocketsphinx 0.8 assumes the canonical 44-byte header.
+      await writeFile(file, encodeWav(audio.samples, audio.sampleRate));
+      const stdout = await this.run(file, signal);
+      return parsePocketsphinxOutput(stdout);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private run(file: string, signal: AbortSignal | undefined): Promise<string> {
+    const args = ['-infile', file, '-time', 'yes', '-logfn', '/dev/null'];
+    if (this.modelDir !== undefined) {
+      args.push(
+        '-hmm',
+        join(this.modelDir, 'en-us'),
+        '-lm',
+        join(this.modelDir, 'en-us.lm.bin'),
+        '-dict',
+        join(this.modelDir, 'cmudict-en-us.dict'),
+      );
+    }
+    return new Promise<string>((resolve, reject) => {
+      const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      let settled = false;
+
+      const finish = (err: unknown, value?: string): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined && value !== undefined) resolve(value);
+        else reject(err instanceof Error ? err : new Error(String(err)));
+      };
+      const onAbort = (): void => {
+        child.kill('SIGKILL');
+        finish(signal?.reason ?? new Error('aborted'));
+      };
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        finish(
+          new AppError(
+            ErrorKind.transient,
+            'asr.timeout',
+            `pocketsphinx did not finish within ${this.timeoutMs} ms`,
+          ),
+        );
+      }, this.timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+
+      child.stdout.setEncoding('utf8');
+      child.stdout.on('data', (chunk: string) => {
+        if (stdout.length < OUTPUT_LIMIT) stdout += chunk;
+      });
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (chunk: string) => {
+        stderr = (stderr + chunk).slice(-2048);
+      });
+      child.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'EACCES') {
+          finish(
+            new AppError(
+              ErrorKind.permanent,
+              'asr.unavailable',
+              `${this.binary} could not be started (${err.code}); install pocketsphinx (apt-get install pocketsphinx pocketsphinx-en-us) or configure another transcriber`,
+              { cause: err },
+            ),
+          );
+        } else {
+          finish(new AppError(ErrorKind.transient, 'asr.crashed', `pocketsphinx failed: ${err.message}`));
+        }
+      });
+      child.on('close', (code, sig) => {
+        if (code === 0) {
+          finish(undefined, stdout);
+          return;
+        }
+        const detail = stderr.split(file).join('input').trim().split('\n').pop()?.slice(0, 200);
+        finish(
+          new AppError(
+            ErrorKind.transient,
+            'asr.crashed',
+            `pocketsphinx exited with ${code ?? sig}${detail ? `: ${detail}` : ''}`,
+          ),
+        );
+      });
+    });
+  }
+}
+
+const WORD_LINE = /^(\S+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(-?\d+(?:\.\d+)?(?:e-?\d+)?)$/i;
+
+function isFiller(token: string): boolean {
+  return /^<.*>$/.test(token) || /^\[.*\]$/.test(token) || /^\+\+.*\+\+$/.test(token);
+}
+
+/**
+ * Turns `-time yes` output (hypothesis lines, then `word start end confidence` lines with absolute
+ * times in seconds) into segments, split at pauses of 0.6 s or every 20 words.
+ */
+export function parsePocketsphinxOutput(stdout: string): TranscriptSegment[] {
+  const words: Array<{ word: string; start: number; end: number }> = [];
+  for (const raw of stdout.split('\n')) {
+    const match = WORD_LINE.exec(raw.trim());
+    if (!match) continue;
+    const [, token = '', start = '0', end = '0'] = match;
+    if (isFiller(token)) continue;
+    const word = token.replace(/\(\d+\)$/, '');
+    if (word === '') continue;
+    words.push({ word, start: Number(start), end: Number(end) });
+  }
+
+  const segments: TranscriptSegment[] = [];
+  let current: typeof words = [];
+  const flush = (): void => {
+    const first = current[0];
+    const last = current[current.length - 1];
+    if (first && last) {
+      segments.push({
+        startMs: Math.round(first.start * 1000),
+        endMs: Math.round(last.end * 1000),
+        text: current.map((w) => w.word).join(' '),
+      });
+    }
+    current = [];
+  };
+  for (const w of words) {
+    const prev = current[current.length - 1];
+    if (prev && (w.start - prev.end >= SEGMENT_GAP_SECONDS || current.length >= SEGMENT_MAX_WORDS)) flush();
+    current.push(w);
+  }
+  flush();
+  return segments;
+}

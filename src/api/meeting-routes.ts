@@ -1,0 +1,178 @@
+import type { FastifyInstance } from 'fastify';
+import type { MeetingRow } from '../db/schema.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { MeetingSource, MeetingStatus } from '../domain/status.ts';
+import { formatTranscript } from '../domain/transcript-format.ts';
+import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
+import { regenerateMinutes } from '../meetings/minutes.ts';
+import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
+import { workspaceOf, type ApiDeps } from './server.ts';
+
+const MAX_TITLE = 300;
+
+export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
+  const { deps } = api;
+
+  // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.config.maxUploadBytes }, (_req, body, done) => {
+    done(null, body);
+  });
+
+  app.post('/v1/meetings', async (req, reply) => {
+    const body = req.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw invalid('request.body', 'send a JSON object: {"source": "upload", "title": "…"}');
+    }
+    const input = body as Record<string, unknown>;
+    const source = input.source;
+    if (source !== MeetingSource.upload && source !== MeetingSource.live) {
+      throw invalid('meeting.source', 'source must be "upload" or "live"');
+    }
+    const title = input.title ?? 'Untitled meeting';
+    if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
+      throw invalid('meeting.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
+    }
+    const language = input.language ?? null;
+    if (language !== null && (typeof language !== 'string' || !/^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$/.test(language))) {
+      throw invalid('meeting.language', 'language must be a language tag such as "en" or "en-US"');
+    }
+    const meeting = await deps.meetings.create(workspaceOf(req), {
+      source,
+      title: title.trim(),
+      language,
+      windowMs: deps.config.windowMs,
+    });
+    return reply.status(201).send(meetingView(meeting, emptyCounts()));
+  });
+
+  app.put<{ Params: { id: string } }>('/v1/meetings/:id/recording', async (req, reply) => {
+    const workspaceId = workspaceOf(req);
+    await deps.meetings.get(workspaceId, req.params.id);
+    const contentType = req.headers['content-type'];
+    if (!isAcceptedAudioType(contentType)) {
+      throw new AppError(
+        ErrorKind.unsupportedMedia,
+        'recording.unsupported_type',
+        `Content-Type ${contentType ?? '(none)'} is not accepted; send one of: ${ACCEPTED_AUDIO_TYPES.join(', ')}`,
+      );
+    }
+    const body = req.body;
+    if (!Buffer.isBuffer(body) || body.length === 0) {
+      throw invalid('recording.empty', 'the recording is empty');
+    }
+    const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) => {
+    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
+    return meetingView(meeting, await deps.meetings.windowCounts(meeting.id));
+  });
+
+  app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
+    '/v1/meetings/:id/transcript',
+    async (req, reply) => {
+      const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
+      const format = req.query.format ?? 'json';
+      const segments = await deps.meetings.segments(meeting.id);
+      switch (format) {
+        case 'json':
+          return { meetingId: meeting.id, complete: meeting.transcript_completed_at !== null, segments };
+        case 'txt':
+          return reply.type('text/plain; charset=utf-8').send(formatTranscript(segments, 'txt'));
+        case 'vtt':
+          return reply.type('text/vtt; charset=utf-8').send(formatTranscript(segments, 'vtt'));
+        case 'srt':
+          return reply.type('application/x-subrip; charset=utf-8').send(formatTranscript(segments, 'srt'));
+        default:
+          throw invalid('transcript.format', 'format must be one of json, txt, vtt, srt');
+      }
+    },
+  );
+
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
+    await regenerateMinutes(deps, workspaceOf(req), req.params.id);
+    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+  });
+
+  app.get<{ Querystring: { status?: string; limit?: string; cursor?: string } }>('/v1/meetings', async (req) => {
+    const { status, limit: limitText, cursor } = req.query;
+    if (status !== undefined && !(Object.values(MeetingStatus) as string[]).includes(status)) {
+      throw invalid('list.status', `status must be one of ${Object.values(MeetingStatus).join(', ')}`);
+    }
+    const limit = limitText === undefined ? 50 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw invalid('list.limit', 'limit must be 1 to 200');
+    const before = cursor === undefined ? undefined : decodeCursor(cursor);
+    const rows = await deps.meetings.list(workspaceOf(req), {
+      status: status as MeetingStatus | undefined,
+      limit,
+      before,
+    });
+    const last = rows.length === limit ? rows[rows.length - 1] : undefined;
+    return {
+      meetings: await Promise.all(rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id)))),
+      nextCursor: last ? encodeCursor(last) : null,
+    };
+  });
+}
+
+function invalid(code: string, message: string): AppError {
+  return new AppError(ErrorKind.invalidInput, code, message);
+}
+
+function emptyCounts(): WindowCounts {
+  return { total: 0, transcribed: 0, inFlight: 0, exhausted: 0, missing: 0 };
+}
+
+function encodeCursor(m: MeetingRow): string {
+  return Buffer.from(JSON.stringify([m.created_at.toISOString(), m.id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  try {
+    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [string, string];
+    const createdAt = new Date(at);
+    if (Number.isNaN(createdAt.getTime()) || typeof id !== 'string') throw new Error('bad cursor');
+    return { createdAt, id };
+  } catch {
+    throw invalid('list.cursor', 'cursor is not one this API returned');
+  }
+}
+
+/** The public shape of a meeting. Never includes job internals, tokens or storage keys. */
+export function meetingView(m: MeetingRow, counts: WindowCounts) {
+  return {
+    id: m.id,
+    title: m.title,
+    source: m.source,
+    language: m.language,
+    status: m.status,
+    durationMs: m.duration_ms,
+    windows: {
+      total: counts.total,
+      done: counts.transcribed,
+      inFlight: counts.inFlight,
+      exhausted: counts.exhausted,
+      missing: counts.missing,
+    },
+    transcriptComplete: m.transcript_completed_at !== null,
+    minutes: {
+      status: m.minutes_status,
+      reason: m.minutes_code ? { code: m.minutes_code, message: m.minutes_message } : null,
+      content: m.minutes,
+      writtenAt: m.minutes_written_at,
+    },
+    failure: m.failure_code ? { code: m.failure_code, message: m.failure_message } : null,
+    audioDeletedAt: m.audio_deleted_at,
+    untranscribedWhenAudioDeleted:
+      m.audio_deleted_at && m.untranscribed_exhausted !== null
+        ? { inFlight: m.untranscribed_in_flight, exhausted: m.untranscribed_exhausted }
+        : null,
+    createdAt: m.created_at,
+    processingAt: m.processing_at,
+    finalizingAt: m.finalizing_at,
+    completedAt: m.completed_at,
+    failedAt: m.failed_at,
+  };
+}

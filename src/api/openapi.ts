@@ -1,0 +1,138 @@
+import { ACCEPTED_AUDIO_TYPES } from '../meetings/intake.ts';
+
+const error = { $ref: '#/components/schemas/Error' };
+const meeting = { $ref: '#/components/schemas/Meeting' };
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
+const errors = {
+  '400': { description: 'Invalid input', content: { 'application/json': { schema: error } } },
+  '401': { description: 'Missing or invalid API key', content: { 'application/json': { schema: error } } },
+  '404': { description: 'No such meeting in this workspace', content: { 'application/json': { schema: error } } },
+};
+
+/** The API's contract, served at GET /openapi.json. */
+export function openApiDocument(maxUploadBytes: number) {
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Verbatim', version: '0.1.0', description: 'Meeting capture and transcription that never loses a word.' },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API key from `verbatim keys create`' } },
+      schemas: {
+        Error: {
+          type: 'object',
+          properties: {
+            error: {
+              type: 'object',
+              properties: { kind: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' } },
+            },
+          },
+        },
+        Meeting: {
+          type: 'object',
+          properties: {
+            id: { type: 'string', format: 'uuid' },
+            title: { type: 'string' },
+            source: { enum: ['upload', 'live', 'bot'] },
+            language: { type: ['string', 'null'] },
+            status: { enum: ['created', 'recording', 'processing', 'finalizing', 'complete', 'failed'] },
+            durationMs: { type: ['integer', 'null'] },
+            windows: {
+              type: 'object',
+              description: 'done / still being attempted / retries exhausted / no audio or no job',
+              properties: {
+                total: { type: 'integer' },
+                done: { type: 'integer' },
+                inFlight: { type: 'integer' },
+                exhausted: { type: 'integer' },
+                missing: { type: 'integer' },
+              },
+            },
+            transcriptComplete: { type: 'boolean' },
+            minutes: {
+              type: 'object',
+              properties: {
+                status: { enum: ['none', 'pending', 'written', 'unavailable', 'failed'] },
+                reason: { type: ['object', 'null'] },
+                content: { type: ['object', 'null'] },
+              },
+            },
+            failure: { type: ['object', 'null'], properties: { code: { type: 'string' }, message: { type: 'string' } } },
+            audioDeletedAt: { type: ['string', 'null'], format: 'date-time' },
+          },
+        },
+      },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/v1/meetings': {
+        post: {
+          summary: 'Create a meeting',
+          requestBody: {
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['source'],
+                  properties: {
+                    source: { enum: ['upload', 'live'] },
+                    title: { type: 'string', maxLength: 300 },
+                    language: { type: 'string', example: 'en' },
+                  },
+                },
+              },
+            },
+          },
+          responses: { '201': { description: 'Created', content: { 'application/json': { schema: meeting } } }, ...errors },
+        },
+        get: {
+          summary: 'List meetings, newest first',
+          parameters: [
+            { name: 'status', in: 'query', schema: { type: 'string' } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } },
+            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: '{meetings, nextCursor}' }, ...errors },
+        },
+      },
+      '/v1/meetings/{id}': {
+        get: {
+          summary: 'Meeting status, window counts, minutes and failure reason',
+          parameters: [idParam],
+          responses: { '200': { description: 'The meeting', content: { 'application/json': { schema: meeting } } }, ...errors },
+        },
+      },
+      '/v1/meetings/{id}/recording': {
+        put: {
+          summary: 'Upload the recording of an upload meeting; answers 202 once stored and committed',
+          parameters: [idParam],
+          requestBody: {
+            description: `Raw audio bytes, at most ${maxUploadBytes} bytes`,
+            content: Object.fromEntries(ACCEPTED_AUDIO_TYPES.map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
+          },
+          responses: {
+            '202': { description: 'Accepted', content: { 'application/json': { schema: meeting } } },
+            '409': { description: 'The meeting already has a recording or is not an upload meeting' },
+            '413': { description: 'Too large' },
+            '415': { description: 'Not an accepted audio type' },
+            ...errors,
+          },
+        },
+      },
+      '/v1/meetings/{id}/transcript': {
+        get: {
+          summary: 'Transcript segments',
+          parameters: [idParam, { name: 'format', in: 'query', schema: { enum: ['json', 'txt', 'vtt', 'srt'] } }],
+          responses: { '200': { description: 'Segments (JSON) or a text rendering' }, ...errors },
+        },
+      },
+      '/v1/meetings/{id}/minutes': {
+        post: {
+          summary: 'Regenerate the minutes from the transcript',
+          parameters: [idParam],
+          responses: { '202': { description: 'Accepted' }, '409': { description: 'No finished transcript yet' }, ...errors },
+        },
+      },
+      '/healthz': { get: { summary: 'Liveness and database readiness', security: [], responses: { '200': { description: 'ok' } } } },
+      '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'text' } } } },
+    },
+  };
+}

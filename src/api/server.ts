@@ -1,0 +1,90 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { AppError, ErrorKind, httpStatusFor, redactSecrets } from '../domain/errors.ts';
+import type { Logger } from '../log.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import type { PgWorkspaceStore } from '../workspaces/pg-workspace-store.ts';
+import { registerMeetingRoutes } from './meeting-routes.ts';
+import { registerOpsRoutes } from './ops-routes.ts';
+
+export interface ApiDeps {
+  deps: MeetingDeps;
+  workspaces: PgWorkspaceStore;
+  log: Logger;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    workspaceId: string;
+  }
+}
+
+export function workspaceOf(req: FastifyRequest): string {
+  return req.workspaceId;
+}
+
+/** The HTTP API: JSON over /v1, Bearer API keys, one error shape `{error: {kind, code, message}}`. */
+export function buildApi(api: ApiDeps): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: api.log.child({ component: 'api' }) as FastifyBaseLogger,
+    bodyLimit: api.deps.config.maxUploadBytes,
+  });
+  app.decorateRequest('workspaceId', '');
+
+  app.addHook('onRequest', async (req) => {
+    if (!req.url.startsWith('/v1/')) return;
+    const header = req.headers.authorization ?? '';
+    const match = /^Bearer\s+(\S+)$/i.exec(header);
+    const workspaceId = match?.[1] ? await api.workspaces.authenticate(match[1]) : null;
+    if (!workspaceId) {
+      throw new AppError(ErrorKind.unauthorized, 'auth.invalid_key', 'missing or invalid API key (Authorization: Bearer <key>)');
+    }
+    req.workspaceId = workspaceId;
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const e = toHttpError(err);
+    if (e.status >= 500) req.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'request failed');
+    void reply.status(e.status).send({ error: { kind: e.kind, code: e.code, message: e.message } });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    void reply.status(404).send({
+      error: { kind: ErrorKind.notFound, code: 'route.not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` },
+    });
+  });
+
+  registerMeetingRoutes(app, api);
+  registerOpsRoutes(app, api);
+  return app;
+}
+
+interface HttpError {
+  status: number;
+  kind: string;
+  code: string;
+  message: string;
+}
+
+function toHttpError(err: unknown): HttpError {
+  if (err instanceof AppError) {
+    return { status: httpStatusFor(err.kind), kind: err.kind, code: err.code, message: redactSecrets(err.message) };
+  }
+  const fastifyError = err as { statusCode?: number; code?: string; message?: string };
+  if (fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return { status: 413, kind: ErrorKind.tooLarge, code: 'request.too_large', message: 'request body is larger than allowed' };
+  }
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
+    return { status: 400, kind: ErrorKind.invalidInput, code: 'request.malformed_json', message: 'the body is not valid JSON' };
+  }
+  if (fastifyError.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+    return { status: 400, kind: ErrorKind.invalidInput, code: 'request.empty_body', message: 'a JSON body is required' };
+  }
+  if (fastifyError.statusCode && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
+    return {
+      status: fastifyError.statusCode,
+      kind: ErrorKind.invalidInput,
+      code: `request.${(fastifyError.code ?? 'invalid').toLowerCase()}`,
+      message: redactSecrets(fastifyError.message ?? 'bad request'),
+    };
+  }
+  return { status: 500, kind: ErrorKind.unclassified, code: 'internal.error', message: 'internal error' };
+}

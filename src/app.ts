@@ -1,0 +1,148 @@
+/**
+ * The composition root: the one place that picks real implementations from the config and wires
+ * them together. Nothing imports this module except the entry points.
+ */
+import path from 'node:path';
+import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
+import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
+import { LocalBlobStore } from './adapters/local-blob-store.ts';
+import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
+import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
+import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
+import { buildApi } from './api/server.ts';
+import { Checkpoints } from './checkpoints.ts';
+import type { Config } from './config.ts';
+import { openDatabase, type DatabaseHandle } from './db/connect.ts';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.ts';
+import { migrateToLatest } from './db/migrate.ts';
+import { assertNever } from './domain/errors.ts';
+import { Consumer } from './domain/status.ts';
+import type { JobDefinition } from './jobs/job-definition.ts';
+import { PgJobStore } from './jobs/pg-job-store.ts';
+import { createLogger, type Logger } from './log.ts';
+import { closeOutMeetingJob } from './meetings/close-out.ts';
+import type { MeetingDeps } from './meetings/deps.ts';
+import { splitRecordingJob } from './meetings/intake.ts';
+import { onMeetingTranscribed, writeMinutesJob } from './meetings/minutes.ts';
+import { PgMeetingStore } from './meetings/pg-meeting-store.ts';
+import { transcribeWindowJob } from './meetings/transcription.ts';
+import type { MinutesWriter, Transcriber } from './ports.ts';
+import { startWorker, type WorkerHandle } from './worker/worker.ts';
+import { PgWorkspaceStore } from './workspaces/pg-workspace-store.ts';
+
+export interface AppOverrides {
+  transcriber?: Transcriber;
+  minutesWriter?: MinutesWriter;
+  logger?: Logger;
+}
+
+export interface App {
+  config: Config;
+  log: Logger;
+  database: DatabaseHandle;
+  deps: MeetingDeps;
+  workspaces: PgWorkspaceStore;
+  close(): Promise<void>;
+}
+
+export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
+  const log = overrides.logger ?? createLogger(config.logLevel);
+  let embedded: EmbeddedDatabase | null = null;
+  let connectionString = config.databaseUrl;
+  if (!connectionString) {
+    embedded = await startEmbeddedPostgres(config.dataDir, log);
+    connectionString = embedded.connectionString;
+  }
+  const database = openDatabase(connectionString, log);
+  await migrateToLatest(database.db as never, connectionString);
+  const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
+  const jobs = new PgJobStore(
+    database.db,
+    {
+      leaseMs: config.leaseMs,
+      leaseGraceMs: config.leaseGraceMs,
+      retryStepMs: config.retryStepMs,
+      rescueAfterMs: config.rescueAfterMs,
+    },
+    { checkpoints, log },
+  );
+  const deps: MeetingDeps = {
+    db: database.db,
+    jobs,
+    meetings: new PgMeetingStore(database.db),
+    blobs: new LocalBlobStore(path.join(config.dataDir, 'blobs')),
+    transcriber: overrides.transcriber ?? makeTranscriber(config),
+    minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
+    decoder: new FfmpegAudioDecoder(),
+    config,
+    log,
+    checkpoints,
+  };
+  return {
+    config,
+    log,
+    database,
+    deps,
+    workspaces: new PgWorkspaceStore(database.db),
+    close: async () => {
+      await database.close();
+      if (embedded) await embedded.stop();
+    },
+  };
+}
+
+export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
+  return [splitRecordingJob(deps), transcribeWindowJob(deps), closeOutMeetingJob(deps), writeMinutesJob(deps)];
+}
+
+export async function startAppWorker(app: App): Promise<WorkerHandle> {
+  return startWorker(
+    app.deps,
+    jobDefinitions(app.deps),
+    {
+      [Consumer.minutes]: (event) =>
+        onMeetingTranscribed(app.deps, {
+          workspaceId: event.workspaceId,
+          meetingId: event.subjectId,
+          eventId: String(event.payload.eventId),
+        }),
+    },
+    app.database.connectionString,
+  );
+}
+
+export function buildAppApi(app: App) {
+  return buildApi({ deps: app.deps, workspaces: app.workspaces, log: app.log });
+}
+
+function makeTranscriber(config: Config): Transcriber {
+  switch (config.asr.kind) {
+    case 'pocketsphinx':
+      return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs });
+    case 'whisper':
+      return new WhisperTranscriber({
+        baseUrl: config.asr.url,
+        apiKey: config.asr.apiKey || undefined,
+        model: config.asr.model,
+        timeoutMs: config.asr.timeoutMs,
+      });
+    default:
+      return assertNever(config.asr.kind, 'ASR kind');
+  }
+}
+
+function makeMinutesWriter(config: Config): MinutesWriter {
+  switch (config.minutes.kind) {
+    case 'extractive':
+      return new ExtractiveMinutesWriter();
+    case 'openai':
+      return new OpenAiMinutesWriter({
+        baseUrl: config.minutes.url,
+        apiKey: config.minutes.apiKey || undefined,
+        model: config.minutes.model,
+        timeoutMs: config.minutes.timeoutMs,
+      });
+    default:
+      return assertNever(config.minutes.kind, 'minutes writer');
+  }
+}

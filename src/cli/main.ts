@@ -1,0 +1,136 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { buildAppApi, openApp, startAppWorker, type App } from '../app.ts';
+import { ConfigError, loadConfig } from '../config.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { ensureFirstKey, keysCreate } from './keys.ts';
+import { deadLetters, inspect, status } from './ops.ts';
+import { transcribeFile } from './transcribe.ts';
+
+const USAGE = `verbatim — meeting transcription that never loses a word
+
+  verbatim start              api + worker in one process (embedded Postgres unless DATABASE_URL)
+  verbatim api                the HTTP API only
+  verbatim worker             a worker only
+  verbatim migrate            apply database migrations and exit
+  verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
+  verbatim status             per queue: pending, running, age of the oldest due job
+  verbatim inspect ID         a meeting or job: windows, jobs, ordered attempts, audit trail
+  verbatim dead-letters       failed jobs with their attempt history
+  verbatim keys create [--workspace NAME]   create an API key (shown once)
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { workspace: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  const [command, ...rest] = positionals;
+  if (!command || values.help) {
+    process.stdout.write(USAGE);
+    return command ? 0 : 2;
+  }
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  installProcessGuards(log);
+
+  switch (command) {
+    case 'start':
+    case 'api':
+    case 'worker':
+      return serve(command, await openApp(config, { logger: log }), log);
+    case 'migrate': {
+      const app = await openApp(config, { logger: log });
+      await app.close();
+      process.stdout.write('migrations applied\n');
+      return 0;
+    }
+    case 'transcribe': {
+      const file = rest[0];
+      if (!file) throw new UsageError('transcribe needs a FILE');
+      return transcribeFile(config, log, file);
+    }
+    case 'keys': {
+      if (rest[0] !== 'create') throw new UsageError('usage: verbatim keys create [--workspace NAME]');
+      return withApp(config, log, (app) => keysCreate(app, values.workspace ?? 'default'));
+    }
+    case 'status':
+      return withApp(config, log, status);
+    case 'inspect': {
+      const id = rest[0];
+      if (!id) throw new UsageError('inspect needs a meeting or job ID');
+      return withApp(config, log, (app) => inspect(app, id));
+    }
+    case 'dead-letters':
+      return withApp(config, log, deadLetters);
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+async function withApp(
+  config: ReturnType<typeof loadConfig>,
+  log: Logger,
+  fn: (app: App) => Promise<number>,
+): Promise<number> {
+  const app = await openApp(config, { logger: log.child({ level: 'warn' }) });
+  try {
+    return await fn(app);
+  } finally {
+    await app.close();
+  }
+}
+
+async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): Promise<number> {
+  const worker = mode === 'api' ? null : await startAppWorker(app);
+  const api = mode === 'worker' ? null : buildAppApi(app);
+  if (api) {
+    await api.listen({ host: app.config.host, port: app.config.port });
+    const address = api.server.address();
+    const port = typeof address === 'object' && address ? address.port : app.config.port;
+    log.info({ url: `http://${app.config.host}:${port}` }, 'api listening');
+    if (mode === 'start') {
+      const keyFile = await ensureFirstKey(app);
+      if (keyFile) log.info({ keyFile }, 'created a first API key; it is in this file (readable by you only)');
+    }
+  }
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'stopping');
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  if (api) await api.close();
+  if (worker) await worker.stop();
+  await app.close();
+  return 0;
+}
+
+/** J11: a fatal error exits non-zero so a supervisor restarts the process. */
+function installProcessGuards(log: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    log.fatal({ err: reason instanceof Error ? reason.stack : String(reason) }, 'unhandled rejection; exiting');
+    process.exit(1);
+  });
+  process.on('uncaughtException', (err) => {
+    log.fatal({ err: err.stack }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError || err instanceof ConfigError) {
+      process.stderr.write(`verbatim: ${err.message}\n\n${err instanceof UsageError ? USAGE : ''}`);
+      process.exit(2);
+    }
+    process.stderr.write(`verbatim: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,98 @@
+import type { App } from '../app.ts';
+import { isUuid } from '../meetings/pg-meeting-store.ts';
+import { queueStats } from '../ops/queue-stats.ts';
+
+const out = (line = '') => process.stdout.write(`${line}\n`);
+const ts = (d: Date | null) => (d ? d.toISOString() : '-');
+
+/** X1: per queue, how much is waiting and for how long. */
+export async function status(app: App): Promise<number> {
+  const stats = await queueStats(app.database.db);
+  out('queue          pending  due  running  oldest due (s)');
+  for (const s of stats) {
+    out(
+      `${s.queue.padEnd(14)} ${String(s.pending).padStart(7)} ${String(s.due).padStart(4)} ${String(s.running).padStart(8)}  ${s.oldestPendingAgeSeconds.toFixed(1).padStart(14)}`,
+    );
+  }
+  if (stats.length === 0) out('(no jobs yet)');
+  return 0;
+}
+
+/** X1: a meeting (windows, jobs, attempts, audit) or a single job. Tokens are never selected. */
+export async function inspect(app: App, id: string): Promise<number> {
+  if (!isUuid(id)) {
+    out(`not an id: ${id}`);
+    return 2;
+  }
+  const db = app.database.db;
+  const meeting = await db.selectFrom('meetings').selectAll().where('id', '=', id).executeTakeFirst();
+  const jobIds: string[] = [];
+  if (meeting) {
+    out(`meeting ${meeting.id}  "${meeting.title}"  ${meeting.source}  status=${meeting.status}`);
+    if (meeting.failure_code) out(`  failure: ${meeting.failure_code}: ${meeting.failure_message}`);
+    out(`  minutes: ${meeting.minutes_status}${meeting.minutes_code ? ` (${meeting.minutes_code}: ${meeting.minutes_message})` : ''}`);
+    out(`  audio deleted: ${ts(meeting.audio_deleted_at)}`);
+    const windows = await db.selectFrom('windows').selectAll().where('meeting_id', '=', id).orderBy('index').execute();
+    out(`windows (${windows.length}):`);
+    for (const w of windows) {
+      out(
+        `  #${w.index} ${(w.start_ms / 1000).toFixed(1)}-${(w.end_ms / 1000).toFixed(1)}s ${w.status}${w.failure_code ? ` ${w.failure_code}` : ''}`,
+      );
+    }
+    const jobs = await db.selectFrom('jobs').select('id').where('meeting_id', '=', id).orderBy('created_at').execute();
+    jobIds.push(...jobs.map((j) => j.id));
+  } else {
+    const job = await db.selectFrom('jobs').select('id').where('id', '=', id).executeTakeFirst();
+    if (!job) {
+      out(`no meeting or job ${id}`);
+      return 1;
+    }
+    jobIds.push(job.id);
+  }
+  for (const jobId of jobIds) await printJob(app, jobId);
+  const audit = await db
+    .selectFrom('audit_events')
+    .selectAll()
+    .where((eb) => eb.or([eb('subject_id', '=', id), eb('subject_id', 'in', jobIds.length ? jobIds : [id])]))
+    .orderBy('id')
+    .execute();
+  out(`audit trail (${audit.length}):`);
+  for (const a of audit) {
+    out(`  ${ts(a.at)} ${a.subject_type} ${a.subject_id.slice(0, 8)} ${a.from_status ?? '∅'} -> ${a.to_status} by ${a.actor}${a.reason ? ` (${a.reason})` : ''}`);
+  }
+  return 0;
+}
+
+async function printJob(app: App, jobId: string): Promise<void> {
+  const db = app.database.db;
+  const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirstOrThrow();
+  const subject = job.payload.windowIndex !== undefined ? ` window #${String(job.payload.windowIndex)}` : '';
+  out(
+    `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
+  );
+  const attempts = await db
+    .selectFrom('job_attempts')
+    .select(['attempt_no', 'status', 'owner', 'started_at', 'ended_at', 'error_code', 'error_message'])
+    .where('job_id', '=', jobId)
+    .orderBy('attempt_no')
+    .execute();
+  for (const a of attempts) {
+    out(
+      `  attempt ${a.attempt_no} ${a.status} owner=${a.owner} ${ts(a.started_at)} -> ${ts(a.ended_at)}${a.error_code ? ` ${a.error_code}: ${a.error_message}` : ''}`,
+    );
+  }
+}
+
+/** J16: jobs that ended failed, with their attempt history; never republished as they are. */
+export async function deadLetters(app: App): Promise<number> {
+  const failed = await app.database.db
+    .selectFrom('jobs')
+    .select('id')
+    .where('status', '=', 'failed')
+    .orderBy('failed_at', 'desc')
+    .limit(100)
+    .execute();
+  out(`${failed.length} dead letters`);
+  for (const j of failed) await printJob(app, j.id);
+  return 0;
+}

@@ -1,0 +1,207 @@
+/**
+ * The only module that reads `process.env`. Every installation setting is validated here once;
+ * the rest of the code receives a typed `Config`. The README's settings table mirrors `SETTINGS`.
+ */
+import path from 'node:path';
+
+interface Setting {
+  env: string;
+  default: string;
+  help: string;
+}
+
+export const SETTINGS = {
+  databaseUrl: { env: 'DATABASE_URL', default: '', help: 'Postgres URL; empty starts an embedded Postgres' },
+  dataDir: { env: 'VERBATIM_DATA_DIR', default: '.verbatim', help: 'embedded Postgres data and local blobs' },
+  host: { env: 'VERBATIM_HOST', default: '127.0.0.1', help: 'API listen address' },
+  port: { env: 'VERBATIM_PORT', default: '8080', help: 'API listen port' },
+  logLevel: { env: 'VERBATIM_LOG_LEVEL', default: 'info', help: 'trace|debug|info|warn|error' },
+  maxUploadBytes: { env: 'VERBATIM_MAX_UPLOAD_BYTES', default: '524288000', help: 'largest recording accepted' },
+  windowSeconds: { env: 'VERBATIM_WINDOW_SECONDS', default: '60', help: 'transcription window length (L2)' },
+  leaseSeconds: { env: 'VERBATIM_LEASE_SECONDS', default: '15', help: 'job lease length (J2)' },
+  heartbeatSeconds: { env: 'VERBATIM_HEARTBEAT_SECONDS', default: '5', help: 'lease renewal interval (J2)' },
+  leaseGraceSeconds: { env: 'VERBATIM_LEASE_GRACE_SECONDS', default: '0', help: 'grace past lease expiry' },
+  sweepSeconds: { env: 'VERBATIM_SWEEP_SECONDS', default: '5', help: 'fast sweep interval in each worker (J8)' },
+  rescueAfterSeconds: {
+    env: 'VERBATIM_RESCUE_AFTER_SECONDS',
+    default: '30',
+    help: 'a due pending job with no live delivery this long is re-driven (J9)',
+  },
+  maxReclaims: { env: 'VERBATIM_MAX_RECLAIMS', default: '3', help: 'reclaims before quarantine (J7)' },
+  transcribeMaxErrors: {
+    env: 'VERBATIM_TRANSCRIBE_MAX_ERRORS',
+    default: '5',
+    help: 'failed tries of one window before it is given up (L14)',
+  },
+  retryStepSeconds: {
+    env: 'VERBATIM_RETRY_STEP_SECONDS',
+    default: '15',
+    help: 'backoff step: retries wait 1x, 2x, 3x… this (L7, L14)',
+  },
+  closeoutGraceSeconds: { env: 'VERBATIM_CLOSEOUT_GRACE_SECONDS', default: '10', help: 'wait before close-out (L3)' },
+  closeoutPollSeconds: {
+    env: 'VERBATIM_CLOSEOUT_POLL_SECONDS',
+    default: '15',
+    help: 'close-out requeue delay while windows retry (L4)',
+  },
+  closeoutWaitCapSeconds: {
+    env: 'VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS',
+    default: '600',
+    help: 'longest close-out waits for retrying windows (L4)',
+  },
+  closeoutMaxErrors: { env: 'VERBATIM_CLOSEOUT_MAX_ERRORS', default: '2', help: 'close-out error budget (L7)' },
+  closeoutMaxReclaims: { env: 'VERBATIM_CLOSEOUT_MAX_RECLAIMS', default: '3', help: 'close-out reclaim budget (L7)' },
+  minutesRetrySeconds: {
+    env: 'VERBATIM_MINUTES_RETRY_SECONDS',
+    default: '60',
+    help: 'requeue delay during a minutes-model outage (L8)',
+  },
+  minutesWaitCapSeconds: {
+    env: 'VERBATIM_MINUTES_WAIT_CAP_SECONDS',
+    default: '3600',
+    help: 'longest wait for the minutes model (L8)',
+  },
+  transcriptionConcurrency: {
+    env: 'VERBATIM_TRANSCRIPTION_CONCURRENCY',
+    default: '1',
+    help: 'windows transcribed at once per worker (L2)',
+  },
+  closeoutConcurrency: { env: 'VERBATIM_CLOSEOUT_CONCURRENCY', default: '1', help: 'close-outs at once (L13)' },
+  minutesConcurrency: { env: 'VERBATIM_MINUTES_CONCURRENCY', default: '2', help: 'minutes at once (L13)' },
+  intakeConcurrency: { env: 'VERBATIM_INTAKE_CONCURRENCY', default: '1', help: 'recordings split at once' },
+  asr: { env: 'VERBATIM_ASR', default: 'pocketsphinx', help: 'pocketsphinx | whisper' },
+  whisperUrl: { env: 'VERBATIM_WHISPER_URL', default: '', help: 'OpenAI-compatible base URL for whisper' },
+  whisperApiKey: { env: 'VERBATIM_WHISPER_API_KEY', default: '', help: 'API key for the whisper server' },
+  whisperModel: { env: 'VERBATIM_WHISPER_MODEL', default: 'whisper-1', help: 'model name for whisper' },
+  asrTimeoutSeconds: { env: 'VERBATIM_ASR_TIMEOUT_SECONDS', default: '120', help: 'one window recognition timeout' },
+  minutesWriter: { env: 'VERBATIM_MINUTES', default: 'extractive', help: 'extractive | openai' },
+  llmUrl: { env: 'VERBATIM_LLM_URL', default: '', help: 'OpenAI-compatible base URL for minutes' },
+  llmApiKey: { env: 'VERBATIM_LLM_API_KEY', default: '', help: 'API key for the minutes model' },
+  llmModel: { env: 'VERBATIM_LLM_MODEL', default: 'gpt-4o-mini', help: 'model name for minutes' },
+  llmTimeoutSeconds: { env: 'VERBATIM_LLM_TIMEOUT_SECONDS', default: '120', help: 'minutes request timeout' },
+  apiUrl: { env: 'VERBATIM_URL', default: '', help: 'for `verbatim transcribe`: a running API to use' },
+  apiKey: { env: 'VERBATIM_API_KEY', default: '', help: 'for `verbatim transcribe`: its API key' },
+  faults: { env: 'VERBATIM_FAULTS', default: '', help: 'test-only fault injection (JSON list)' },
+  faultStateDir: { env: 'VERBATIM_FAULT_STATE_DIR', default: '', help: 'test-only fault counters' },
+} as const satisfies Record<string, Setting>;
+
+export interface Config {
+  databaseUrl: string | null;
+  dataDir: string;
+  host: string;
+  port: number;
+  logLevel: string;
+  maxUploadBytes: number;
+  windowMs: number;
+  leaseMs: number;
+  heartbeatMs: number;
+  leaseGraceMs: number;
+  sweepMs: number;
+  rescueAfterMs: number;
+  maxReclaims: number;
+  transcribeMaxErrors: number;
+  retryStepMs: number;
+  closeoutGraceMs: number;
+  closeoutPollMs: number;
+  closeoutWaitCapMs: number;
+  closeoutMaxErrors: number;
+  closeoutMaxReclaims: number;
+  minutesRetryMs: number;
+  minutesWaitCapMs: number;
+  concurrency: { transcription: number; closeout: number; minutes: number; intake: number };
+  asr: { kind: 'pocketsphinx' | 'whisper'; url: string; apiKey: string; model: string; timeoutMs: number };
+  minutes: { kind: 'extractive' | 'openai'; url: string; apiKey: string; model: string; timeoutMs: number };
+  client: { url: string; apiKey: string };
+  faults: string;
+  faultStateDir: string;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+export function loadConfig(env: Env = process.env): Config {
+  const raw = (key: keyof typeof SETTINGS): string => {
+    const value = env[SETTINGS[key].env];
+    return value === undefined || value === '' ? SETTINGS[key].default : value;
+  };
+  const num = (key: keyof typeof SETTINGS, min: number): number => {
+    const text = raw(key);
+    const value = Number(text);
+    if (!Number.isFinite(value) || value < min) {
+      throw new ConfigError(`${SETTINGS[key].env} must be a number >= ${min}, got "${text}"`);
+    }
+    return value;
+  };
+  const int = (key: keyof typeof SETTINGS, min: number): number => {
+    const value = num(key, min);
+    if (!Number.isInteger(value)) throw new ConfigError(`${SETTINGS[key].env} must be a whole number`);
+    return value;
+  };
+  const ms = (key: keyof typeof SETTINGS, min = 0): number => Math.round(num(key, min) * 1000);
+  const oneOf = <T extends string>(key: keyof typeof SETTINGS, allowed: readonly T[]): T => {
+    const value = raw(key);
+    if (!(allowed as readonly string[]).includes(value)) {
+      throw new ConfigError(`${SETTINGS[key].env} must be one of ${allowed.join(', ')}, got "${value}"`);
+    }
+    return value as T;
+  };
+
+  const config: Config = {
+    databaseUrl: raw('databaseUrl') || null,
+    dataDir: path.resolve(raw('dataDir')),
+    host: raw('host'),
+    port: int('port', 0),
+    logLevel: oneOf('logLevel', ['trace', 'debug', 'info', 'warn', 'error', 'silent']),
+    maxUploadBytes: int('maxUploadBytes', 1),
+    windowMs: ms('windowSeconds', 1),
+    leaseMs: ms('leaseSeconds', 0.2),
+    heartbeatMs: ms('heartbeatSeconds', 0.05),
+    leaseGraceMs: ms('leaseGraceSeconds'),
+    sweepMs: ms('sweepSeconds', 0.05),
+    rescueAfterMs: ms('rescueAfterSeconds'),
+    maxReclaims: int('maxReclaims', 0),
+    transcribeMaxErrors: int('transcribeMaxErrors', 1),
+    retryStepMs: ms('retryStepSeconds'),
+    closeoutGraceMs: ms('closeoutGraceSeconds'),
+    closeoutPollMs: ms('closeoutPollSeconds', 0.05),
+    closeoutWaitCapMs: ms('closeoutWaitCapSeconds'),
+    closeoutMaxErrors: int('closeoutMaxErrors', 1),
+    closeoutMaxReclaims: int('closeoutMaxReclaims', 0),
+    minutesRetryMs: ms('minutesRetrySeconds', 0.05),
+    minutesWaitCapMs: ms('minutesWaitCapSeconds'),
+    concurrency: {
+      transcription: int('transcriptionConcurrency', 1),
+      closeout: int('closeoutConcurrency', 1),
+      minutes: int('minutesConcurrency', 1),
+      intake: int('intakeConcurrency', 1),
+    },
+    asr: {
+      kind: oneOf('asr', ['pocketsphinx', 'whisper']),
+      url: raw('whisperUrl'),
+      apiKey: raw('whisperApiKey'),
+      model: raw('whisperModel'),
+      timeoutMs: ms('asrTimeoutSeconds', 0.1),
+    },
+    minutes: {
+      kind: oneOf('minutesWriter', ['extractive', 'openai']),
+      url: raw('llmUrl'),
+      apiKey: raw('llmApiKey'),
+      model: raw('llmModel'),
+      timeoutMs: ms('llmTimeoutSeconds', 0.1),
+    },
+    client: { url: raw('apiUrl'), apiKey: raw('apiKey') },
+    faults: raw('faults'),
+    faultStateDir: raw('faultStateDir'),
+  };
+  if (config.heartbeatMs >= config.leaseMs) {
+    throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');
+  }
+  if (config.asr.kind === 'whisper' && !config.asr.url) {
+    throw new ConfigError('VERBATIM_ASR=whisper needs VERBATIM_WHISPER_URL');
+  }
+  if (config.minutes.kind === 'openai' && !config.minutes.url) {
+    throw new ConfigError('VERBATIM_MINUTES=openai needs VERBATIM_LLM_URL');
+  }
+  return config;
+}

@@ -1,0 +1,85 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Logger } from '../log.ts';
+import type { Database } from './schema.ts';
+
+// bigint (int8) columns: counts and sizes here stay far below 2^53.
+pg.types.setTypeParser(20, (value) => Number(value));
+
+export const CHECKOUT_DEADLINE_MS = 5000;
+
+/**
+ * L12: every checkout is validated with a cheap query; a dead connection (a database restart cut it)
+ * is destroyed and the next one tried, and checkout fails once no live connection was had within
+ * 5 s. Without this, dead connections stay in line until they fail the next enqueue.
+ */
+export class ValidatingPool {
+  readonly pool: pg.Pool;
+
+  constructor(
+    connectionString: string,
+    private readonly log: Logger,
+    max = 10,
+  ) {
+    this.pool = new pg.Pool({
+      connectionString,
+      max,
+      connectionTimeoutMillis: CHECKOUT_DEADLINE_MS,
+      idleTimeoutMillis: 30_000,
+    });
+    // Without an 'error' listener an idle client's error (database restart) kills the process.
+    this.pool.on('error', (err) => this.log.warn({ err: err.message }, 'idle database connection failed'));
+    this.pool.on('connect', (client) => {
+      client.on('error', (err) => this.log.warn({ err: err.message }, 'database connection failed'));
+    });
+  }
+
+  async connect(): Promise<pg.PoolClient> {
+    const deadline = Date.now() + CHECKOUT_DEADLINE_MS;
+    let lastError: unknown;
+    while (Date.now() < deadline) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        lastError = err;
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      try {
+        await client.query('select 1');
+        return client;
+      } catch (err) {
+        lastError = err;
+        client.release(err instanceof Error ? err : true);
+      }
+    }
+    throw new Error(`no live database connection within ${CHECKOUT_DEADLINE_MS} ms: ${String(lastError)}`, {
+      cause: lastError,
+    });
+  }
+
+  async end(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+export interface DatabaseHandle {
+  db: Kysely<Database>;
+  pool: ValidatingPool;
+  connectionString: string;
+  close(): Promise<void>;
+}
+
+export function openDatabase(connectionString: string, log: Logger, max = 10): DatabaseHandle {
+  const pool = new ValidatingPool(connectionString, log, max);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    pool,
+    connectionString,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}

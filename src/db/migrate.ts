@@ -1,0 +1,23 @@
+import { Logger as GraphileLogger, runMigrations } from 'graphile-worker';
+import { Migrator, type Kysely, type Migration } from 'kysely';
+import * as m0001 from './migrations/0001-core.ts';
+
+const MIGRATIONS: Record<string, Migration> = {
+  '0001-core': m0001,
+};
+
+/** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */
+export async function migrateToLatest(db: Kysely<unknown>, connectionString: string): Promise<void> {
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: () => Promise.resolve(MIGRATIONS) },
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error || failed) {
+    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
+  }
+  await runMigrations({ connectionString, logger: silentGraphileLogger });
+}
+
+export const silentGraphileLogger = new GraphileLogger(() => () => {});

@@ -1,0 +1,219 @@
+import type { ColumnType, Generated, Insertable, Kysely, Selectable, Transaction } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type Json<T = unknown> = ColumnType<T, string, string>;
+type NullableJson<T = unknown> = ColumnType<T | null, string | null | undefined, string | null>;
+
+export interface WorkspacesTable {
+  id: string;
+  name: string;
+  created_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  created_at: Timestamp;
+  last_used_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface MeetingsTable {
+  id: string;
+  workspace_id: string;
+  source: string;
+  title: string;
+  language: string | null;
+  status: string;
+  window_ms: number;
+  duration_ms: number | null;
+  revision: Generated<number>;
+  failure_code: string | null;
+  failure_message: string | null;
+  minutes_status: Generated<string>;
+  minutes_code: string | null;
+  minutes_message: string | null;
+  minutes: NullableJson;
+  transcript_completed_at: NullableTimestamp;
+  closeout_wait_started_at: NullableTimestamp;
+  untranscribed_in_flight: number | null;
+  untranscribed_exhausted: number | null;
+  audio_deleted_at: NullableTimestamp;
+  created_at: Timestamp;
+  recording_at: NullableTimestamp;
+  processing_at: NullableTimestamp;
+  finalizing_at: NullableTimestamp;
+  completed_at: NullableTimestamp;
+  failed_at: NullableTimestamp;
+  minutes_written_at: NullableTimestamp;
+  updated_at: Timestamp;
+}
+
+export interface BlobsTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string;
+  kind: string;
+  object_key: string;
+  sha256: string;
+  size_bytes: ColumnType<string, number | string, number | string>;
+  content_type: string | null;
+  created_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export interface WindowsTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string;
+  index: number;
+  start_ms: number;
+  end_ms: number;
+  blob_id: string | null;
+  status: string;
+  failure_code: string | null;
+  failure_message: string | null;
+  segment_count: number | null;
+  created_at: Timestamp;
+  transcribed_at: NullableTimestamp;
+  failed_at: NullableTimestamp;
+  missing_at: NullableTimestamp;
+}
+
+export interface SegmentsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  meeting_id: string;
+  window_id: string;
+  seq: number;
+  start_ms: number;
+  end_ms: number;
+  text: string;
+}
+
+export interface JobsTable {
+  id: string;
+  workspace_id: string;
+  kind: string;
+  queue: string;
+  subject_type: string;
+  subject_id: string;
+  meeting_id: string | null;
+  dedupe_key: string | null;
+  status: string;
+  payload: Json<Record<string, unknown>>;
+  input_revision: Generated<number>;
+  attempt_count: Generated<number>;
+  error_count: Generated<number>;
+  reclaim_count: Generated<number>;
+  wait_count: Generated<number>;
+  max_errors: number;
+  max_reclaims: number;
+  run_after: Timestamp;
+  delivery_id: string;
+  delivered_at: NullableTimestamp;
+  dispatch_claimed_at: NullableTimestamp;
+  current_attempt_id: string | null;
+  last_error_kind: string | null;
+  last_error_code: string | null;
+  last_error_message: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  running_at: NullableTimestamp;
+  pending_at: Timestamp;
+  completed_at: NullableTimestamp;
+  failed_at: NullableTimestamp;
+  canceled_at: NullableTimestamp;
+  superseded_at: NullableTimestamp;
+}
+
+export interface JobAttemptsTable {
+  id: string;
+  job_id: string;
+  workspace_id: string;
+  attempt_no: number;
+  status: string;
+  context: Json<Record<string, unknown>>;
+  input_revision: number;
+  owner: string;
+  token: string;
+  started_at: Timestamp;
+  heartbeat_at: Timestamp;
+  lease_expires_at: Timestamp;
+  ended_at: NullableTimestamp;
+  error_kind: string | null;
+  error_code: string | null;
+  error_message: string | null;
+}
+
+export interface WorkersTable {
+  id: string;
+  hostname: string;
+  pid: number;
+  pool_ids: ColumnType<string[], string[] | undefined, string[]>;
+  started_at: Timestamp;
+  heartbeat_at: Timestamp;
+  stopped_at: NullableTimestamp;
+  declared_dead_at: NullableTimestamp;
+}
+
+export interface AuditEventsTable {
+  id: Generated<string>;
+  workspace_id: string | null;
+  subject_type: string;
+  subject_id: string;
+  from_status: string | null;
+  to_status: string;
+  actor: string;
+  reason: string | null;
+  details: NullableJson<Record<string, unknown>>;
+  at: Timestamp;
+}
+
+export interface OutboxTable {
+  id: string;
+  workspace_id: string;
+  event_type: string;
+  consumer: string;
+  subject_id: string;
+  payload: Json<Record<string, unknown>>;
+  status: string;
+  attempt_count: Generated<number>;
+  max_attempts: number;
+  next_attempt_at: Timestamp;
+  lease_owner: string | null;
+  lease_expires_at: NullableTimestamp;
+  last_error: string | null;
+  created_at: Timestamp;
+  delivered_at: NullableTimestamp;
+  failed_at: NullableTimestamp;
+}
+
+export interface Database {
+  workspaces: WorkspacesTable;
+  api_keys: ApiKeysTable;
+  meetings: MeetingsTable;
+  blobs: BlobsTable;
+  windows: WindowsTable;
+  segments: SegmentsTable;
+  jobs: JobsTable;
+  job_attempts: JobAttemptsTable;
+  workers: WorkersTable;
+  audit_events: AuditEventsTable;
+  outbox: OutboxTable;
+}
+
+export type Db = Kysely<Database>;
+export type Tx = Transaction<Database>;
+/** Either a transaction or the pool: store methods that compose into a caller's transaction take this. */
+export type Executor = Kysely<Database>;
+
+export type MeetingRow = Selectable<MeetingsTable>;
+export type WindowRow = Selectable<WindowsTable>;
+export type JobRow = Selectable<JobsTable>;
+export type AttemptRow = Selectable<JobAttemptsTable>;
+export type NewJob = Insertable<JobsTable>;

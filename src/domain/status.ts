@@ -1,0 +1,117 @@
+/**
+ * Every status is declared once here, and every transition is listed as data (from → to). Store
+ * methods with the same names perform them with a guarded UPDATE … WHERE status = ANY(from).
+ */
+export const MeetingStatus = {
+  created: 'created',
+  recording: 'recording',
+  processing: 'processing',
+  finalizing: 'finalizing',
+  complete: 'complete',
+  failed: 'failed',
+} as const;
+export type MeetingStatus = (typeof MeetingStatus)[keyof typeof MeetingStatus];
+
+export const MeetingSource = { live: 'live', upload: 'upload', bot: 'bot' } as const;
+export type MeetingSource = (typeof MeetingSource)[keyof typeof MeetingSource];
+
+export const MeetingTransitions = {
+  startProcessing: { from: [MeetingStatus.created], to: MeetingStatus.processing },
+  startFinalizing: { from: [MeetingStatus.processing, MeetingStatus.recording], to: MeetingStatus.finalizing },
+  completeMeeting: { from: [MeetingStatus.finalizing], to: MeetingStatus.complete },
+  failMeeting: {
+    from: [MeetingStatus.created, MeetingStatus.processing, MeetingStatus.recording, MeetingStatus.finalizing],
+    to: MeetingStatus.failed,
+  },
+} as const satisfies Record<string, { from: readonly MeetingStatus[]; to: MeetingStatus }>;
+
+export const MinutesStatus = {
+  none: 'none',
+  pending: 'pending',
+  written: 'written',
+  unavailable: 'unavailable',
+  failed: 'failed',
+} as const;
+export type MinutesStatus = (typeof MinutesStatus)[keyof typeof MinutesStatus];
+
+export const WindowStatus = {
+  pending: 'pending',
+  transcribed: 'transcribed',
+  failed: 'failed',
+  missing: 'missing',
+} as const;
+export type WindowStatus = (typeof WindowStatus)[keyof typeof WindowStatus];
+
+export const WindowTransitions = {
+  markWindowTranscribed: { from: [WindowStatus.pending], to: WindowStatus.transcribed },
+  markWindowFailed: { from: [WindowStatus.pending], to: WindowStatus.failed },
+  markWindowMissing: { from: [WindowStatus.pending], to: WindowStatus.missing },
+} as const satisfies Record<string, { from: readonly WindowStatus[]; to: WindowStatus }>;
+
+export const JobStatus = {
+  pending: 'pending',
+  running: 'running',
+  completed: 'completed',
+  failed: 'failed',
+  canceled: 'canceled',
+  superseded: 'superseded',
+} as const;
+export type JobStatus = (typeof JobStatus)[keyof typeof JobStatus];
+
+export const ACTIVE_JOB_STATUSES = [JobStatus.pending, JobStatus.running] as const;
+
+export const JobTransitions = {
+  claimJob: { from: [JobStatus.pending], to: JobStatus.running },
+  completeJob: { from: [JobStatus.running], to: JobStatus.completed },
+  requeueJob: { from: [JobStatus.running], to: JobStatus.pending },
+  failJob: { from: [JobStatus.running, JobStatus.pending], to: JobStatus.failed },
+  releaseJob: { from: [JobStatus.running], to: JobStatus.pending },
+  cancelJob: { from: [JobStatus.pending, JobStatus.running], to: JobStatus.canceled },
+  supersedeJob: { from: [JobStatus.pending, JobStatus.running], to: JobStatus.superseded },
+} as const satisfies Record<string, { from: readonly JobStatus[]; to: JobStatus }>;
+
+/** J4: an attempt is `running` until it gets exactly one of these outcomes. */
+export const AttemptOutcome = {
+  completed: 'completed',
+  retryableFailed: 'retryable_failed',
+  failed: 'failed',
+  canceled: 'canceled',
+  superseded: 'superseded',
+  leaseExpired: 'lease_expired',
+} as const;
+export type AttemptOutcome = (typeof AttemptOutcome)[keyof typeof AttemptOutcome];
+export const ATTEMPT_RUNNING = 'running';
+
+export const JobKind = {
+  splitRecording: 'split-recording',
+  transcribeWindow: 'transcribe-window',
+  closeOutMeeting: 'close-out-meeting',
+  writeMinutes: 'write-minutes',
+} as const;
+export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+
+/** L13: one queue per resource, each with its own concurrency. */
+export const QueueName = {
+  intake: 'intake',
+  transcription: 'transcription',
+  closeout: 'closeout',
+  minutes: 'minutes',
+} as const;
+export type QueueName = (typeof QueueName)[keyof typeof QueueName];
+
+export const QUEUE_OF: Record<JobKind, QueueName> = {
+  [JobKind.splitRecording]: QueueName.intake,
+  [JobKind.transcribeWindow]: QueueName.transcription,
+  [JobKind.closeOutMeeting]: QueueName.closeout,
+  [JobKind.writeMinutes]: QueueName.minutes,
+};
+
+export const EventType = { meetingTranscribed: 'meeting.transcribed' } as const;
+export type EventType = (typeof EventType)[keyof typeof EventType];
+
+export const Consumer = { minutes: 'minutes' } as const;
+export type Consumer = (typeof Consumer)[keyof typeof Consumer];
+
+export const CONSUMERS_OF: Record<EventType, Consumer[]> = {
+  [EventType.meetingTranscribed]: [Consumer.minutes],
+};

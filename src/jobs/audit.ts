@@ -1,0 +1,34 @@
+import type { Executor } from '../db/schema.ts';
+
+export interface AuditEntry {
+  workspaceId: string | null;
+  subjectType: 'meeting' | 'window' | 'job' | 'attempt' | 'outbox' | 'worker';
+  subjectId: string;
+  from: string | null;
+  to: string;
+  /** `worker:<id>`, `user:<workspace>`, `sweep:<worker id>`, `api`. */
+  actor: string;
+  reason?: string | null;
+  details?: Record<string, unknown>;
+}
+
+/** J17: every state transition records from, to, actor, reason and time, in the transition's transaction. */
+export async function recordAudit(db: Executor, entries: AuditEntry | AuditEntry[]): Promise<void> {
+  const list = Array.isArray(entries) ? entries : [entries];
+  if (list.length === 0) return;
+  await db
+    .insertInto('audit_events')
+    .values(
+      list.map((e) => ({
+        workspace_id: e.workspaceId,
+        subject_type: e.subjectType,
+        subject_id: e.subjectId,
+        from_status: e.from,
+        to_status: e.to,
+        actor: e.actor,
+        reason: e.reason ?? null,
+        details: e.details ? JSON.stringify(e.details) : null,
+      })),
+    )
+    .execute();
+}

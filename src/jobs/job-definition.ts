@@ -1,0 +1,25 @@
+import type { JobRow, Tx } from '../db/schema.ts';
+import type { JobKind } from '../domain/status.ts';
+import type { Logger } from '../log.ts';
+import type { AttemptHandle } from './attempt-handle.ts';
+import type { TerminalFailureHook } from './pg-job-store.ts';
+
+export interface JobContext {
+  job: JobRow;
+  handle: AttemptHandle;
+  /** Aborted when the lease is lost (J3) or the worker is draining (J11): stop promptly. */
+  signal: AbortSignal;
+  log: Logger;
+  actor: string;
+  /** Commits the caller's writes with the attempt's completion (J5). */
+  complete(commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
+  /** Ends this run normally and runs the job again after `delayMs`, spending no retry. */
+  requeue(delayMs: number, reason: string, commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
+}
+
+export interface JobDefinition {
+  kind: JobKind;
+  /** Must settle the attempt with ctx.complete or ctx.requeue, or throw to fail it. */
+  run(ctx: JobContext): Promise<void>;
+  onTerminalFailure?: TerminalFailureHook;
+}

@@ -1,0 +1,109 @@
+import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
+import type { Checkpoints } from '../checkpoints.ts';
+import type { Logger } from '../log.ts';
+import { LostLeaseError } from './attempt-handle.ts';
+import type { DeliveryPayload } from './delivery.ts';
+import type { JobContext, JobDefinition } from './job-definition.ts';
+import type { PgJobStore } from './pg-job-store.ts';
+
+export interface RunnerDeps {
+  jobs: PgJobStore;
+  log: Logger;
+  checkpoints: Checkpoints;
+  workerId: string;
+  heartbeatMs: number;
+  /** Aborts every running job when the worker drains past its deadline (J11). */
+  shutdownSignal: AbortSignal;
+}
+
+class Shutdown extends Error {}
+
+/**
+ * Runs one delivery: claim (J1), renew the lease while working (J2), and settle the attempt through
+ * the fenced store methods (J3). A lost lease stops the work silently; a delivery for a job that is
+ * not claimable is acknowledged and dropped, since the row, not the message, is the truth.
+ */
+export async function runDelivery(def: JobDefinition, payload: DeliveryPayload, deps: RunnerDeps): Promise<void> {
+  const actor = `worker:${deps.workerId}`;
+  const claimed = await deps.jobs.claimJob(payload.jobId, deps.workerId, { deliveryId: payload.deliveryId });
+  if (!claimed) return;
+  const { job, handle } = claimed;
+  const log = deps.log.child({ jobId: job.id, kind: job.kind, attempt: handle.attemptNo });
+  log.info('attempt started');
+
+  const controller = new AbortController();
+  const onShutdown = () => controller.abort(new Shutdown('worker is stopping'));
+  deps.shutdownSignal.addEventListener('abort', onShutdown, { once: true });
+  const heartbeat = setInterval(() => {
+    deps.jobs.renewLease(handle).then(
+      (held) => {
+        if (!held && !controller.signal.aborted) {
+          log.warn('lease lost to another attempt; stopping this job');
+          controller.abort(new LostLeaseError(job.id));
+        }
+      },
+      (err: unknown) => log.warn({ err: String(err) }, 'lease renewal failed; will retry'),
+    );
+  }, deps.heartbeatMs);
+
+  let settled = false;
+  const ctx: JobContext = {
+    job,
+    handle,
+    signal: controller.signal,
+    log,
+    actor,
+    complete: async (commit) => {
+      await deps.jobs.completeAttempt(handle, actor, commit);
+      settled = true;
+    },
+    requeue: async (delayMs, reason, commit) => {
+      await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
+      settled = true;
+    },
+  };
+
+  try {
+    await deps.checkpoints.hit(`${job.kind}.after-claim`, checkpointContext(job.payload));
+    await def.run(ctx);
+    if (!settled) throw new Error(`${job.kind} handler returned without settling its attempt`);
+    log.info('attempt settled');
+  } catch (err) {
+    if (err instanceof LostLeaseError || controller.signal.reason instanceof LostLeaseError) {
+      log.warn('attempt no longer holds the job; its writes were refused');
+      return;
+    }
+    if (controller.signal.reason instanceof Shutdown) {
+      await deps.jobs.releaseAttempt(handle, actor).catch((e: unknown) => {
+        log.warn({ err: String(e) }, 'could not release attempt; its lease will expire');
+      });
+      return;
+    }
+    const record = toErrorRecord(err);
+    if (record.kind === ErrorKind.unclassified) {
+      log.error({ err: err instanceof Error ? err.stack : String(err) }, 'unclassified job error');
+    }
+    const retryAfter = err instanceof AppError ? err.retryAfterSeconds : undefined;
+    try {
+      const result = await deps.jobs.failAttempt(handle, actor, record, retryAfter, def.onTerminalFailure);
+      log.warn({ code: record.code, kind: record.kind, result }, 'attempt failed');
+    } catch (failErr) {
+      if (failErr instanceof LostLeaseError) {
+        log.warn('attempt no longer holds the job; its failure was not recorded');
+        return;
+      }
+      throw failErr;
+    }
+  } finally {
+    clearInterval(heartbeat);
+    deps.shutdownSignal.removeEventListener('abort', onShutdown);
+  }
+}
+
+function checkpointContext(payload: Record<string, unknown>): Record<string, string | number | boolean | null> {
+  const out: Record<string, string | number | boolean | null> = {};
+  for (const [k, v] of Object.entries(payload)) {
+    if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || v === null) out[k] = v;
+  }
+  return out;
+}

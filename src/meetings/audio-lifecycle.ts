@@ -1,0 +1,50 @@
+import { sql } from 'kysely';
+import type { Tx } from '../db/schema.ts';
+import type { ErrorRecord } from '../domain/errors.ts';
+import { MeetingStatus } from '../domain/status.ts';
+import type { MeetingDeps } from './deps.ts';
+
+export const STOPPED_BEFORE_FINISHED = 'This meeting stopped before it finished';
+
+/**
+ * L11: marks the meeting failed with a reason a person can read. Returns false when the meeting had
+ * already ended (a late failure must not overwrite a completed meeting).
+ */
+export async function failMeetingInTx(
+  deps: MeetingDeps,
+  trx: Tx,
+  meetingId: string,
+  error: ErrorRecord,
+  actor: string,
+): Promise<boolean> {
+  const meeting = await deps.meetings.lock(trx, meetingId);
+  if (meeting.status === MeetingStatus.complete || meeting.status === MeetingStatus.failed) return false;
+  await deps.meetings.transition(trx, meeting, 'failMeeting', actor, `${error.code}: ${error.message}`, {
+    failure_code: error.code,
+    failure_message: `${STOPPED_BEFORE_FINISHED}: ${error.message}`,
+  });
+  deps.log.error({ meetingId, code: error.code }, 'meeting failed');
+  return true;
+}
+
+/**
+ * L16: removes every stored audio object of a meeting and records when. Idempotent; a delete that
+ * fails is left for a later call (issue 4 moves this onto the durable cleanup outbox).
+ */
+export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): Promise<void> {
+  const blobs = await deps.db
+    .selectFrom('blobs')
+    .select(['id', 'object_key'])
+    .where('meeting_id', '=', meetingId)
+    .where('deleted_at', 'is', null)
+    .execute();
+  for (const blob of blobs) {
+    await deps.blobs.delete(blob.object_key);
+    await deps.db.updateTable('blobs').set({ deleted_at: sql<Date>`now()` }).where('id', '=', blob.id).execute();
+  }
+  await deps.db
+    .updateTable('meetings')
+    .set({ audio_deleted_at: sql<Date>`coalesce(audio_deleted_at, now())` })
+    .where('id', '=', meetingId)
+    .execute();
+}

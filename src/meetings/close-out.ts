@@ -1,0 +1,175 @@
+import { sql } from 'kysely';
+import { EventType, JobKind, JobStatus, MeetingStatus, MinutesStatus, WindowStatus } from '../domain/status.ts';
+import { emitEvent } from '../events/outbox.ts';
+import { recordAudit } from '../jobs/audit.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
+import type { MeetingDeps } from './deps.ts';
+import { transcribeDirectly } from './transcription.ts';
+
+/** Extra time past the minutes wait cap before close-out stops waiting for a minutes job that never ran. */
+const MINUTES_BACKSTOP_MARGIN_MS = 10 * 60 * 1000;
+
+/**
+ * The close-out runs in this order and no other (L4): (1) settle windows nobody is working on,
+ * (2) wait while windows are still in a recognition retry, up to a wall-clock cap, (3) transcribe
+ * what is left directly, (4) publish the transcript and wait for minutes, (5) delete the audio and
+ * complete. Each run re-reads the meeting and resumes at the first step not yet done, so a reclaim
+ * or a requeue repeats nothing that was committed.
+ */
+export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
+  const { config } = deps;
+  return {
+    kind: JobKind.closeOutMeeting,
+    run: async (ctx) => {
+      const meetingId = String(ctx.job.payload.meetingId);
+      let meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      if (meeting.status !== MeetingStatus.finalizing) {
+        await ctx.complete();
+        return;
+      }
+
+      if (!meeting.transcript_completed_at) {
+        // (1) + (3): windows with no transcript and nobody working on them.
+        const orphans = await deps.db
+          .selectFrom('windows as w')
+          .selectAll('w')
+          .where('w.meeting_id', '=', meetingId)
+          .where('w.status', '=', WindowStatus.pending)
+          .where((eb) =>
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('jobs as j')
+                  .select('j.id')
+                  .whereRef('j.subject_id', '=', 'w.id')
+                  .where('j.status', 'in', [JobStatus.pending, JobStatus.running]),
+              ),
+            ),
+          )
+          .orderBy('w.index')
+          .execute();
+        for (const window of orphans) {
+          if (!window.blob_id) {
+            await deps.db.transaction().execute(async (trx) => {
+              await deps.meetings.lock(trx, meetingId);
+              await trx
+                .updateTable('windows')
+                .set({ status: WindowStatus.missing, missing_at: sql<Date>`now()` })
+                .where('id', '=', window.id)
+                .where('status', '=', WindowStatus.pending)
+                .execute();
+              await recordAudit(trx, {
+                workspaceId: window.workspace_id,
+                subjectType: 'window',
+                subjectId: window.id,
+                from: WindowStatus.pending,
+                to: WindowStatus.missing,
+                actor: ctx.actor,
+                reason: 'no audio arrived for this window',
+              });
+            });
+          } else {
+            await transcribeDirectly(deps, window, ctx.signal, ctx.actor);
+          }
+        }
+
+        // (2) L4/L5: only windows still being attempted are worth waiting for.
+        const counts = await deps.meetings.windowCounts(meetingId);
+        if (counts.inFlight > 0) {
+          const waited = await deps.db
+            .selectFrom('meetings')
+            .select(sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'))
+            .where('id', '=', meetingId)
+            .executeTakeFirstOrThrow();
+          if (waited.ms < config.closeoutWaitCapMs) {
+            await ctx.requeue(config.closeoutPollMs, `waiting for ${counts.inFlight} windows in retry`, async (trx) => {
+              await trx
+                .updateTable('meetings')
+                .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
+                .where('id', '=', meetingId)
+                .execute();
+            });
+            return;
+          }
+          ctx.log.warn(
+            { meetingId, inFlight: counts.inFlight, waitedMs: Math.round(waited.ms) },
+            'close-out wait cap reached; finishing without windows still in retry',
+          );
+        }
+
+        // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
+        await ctx.requeue(config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS, 'waiting for minutes', async (trx) => {
+          const locked = await deps.meetings.lock(trx, meetingId);
+          await trx
+            .updateTable('meetings')
+            .set({
+              transcript_completed_at: sql<Date>`now()`,
+              minutes_status: MinutesStatus.pending,
+              untranscribed_in_flight: counts.inFlight,
+              untranscribed_exhausted: counts.exhausted + counts.missing,
+              revision: sql<number>`revision + 1`,
+              updated_at: sql<Date>`now()`,
+            })
+            .where('id', '=', meetingId)
+            .execute();
+          await emitEvent(trx, {
+            workspaceId: locked.workspace_id,
+            type: EventType.meetingTranscribed,
+            subjectId: meetingId,
+            payload: { meetingId },
+          });
+        });
+        return;
+      }
+
+      if (meeting.minutes_status === MinutesStatus.pending) {
+        const waited = await deps.db
+          .selectFrom('meetings')
+          .select(sql<number>`extract(epoch from now() - transcript_completed_at) * 1000`.as('ms'))
+          .where('id', '=', meetingId)
+          .executeTakeFirstOrThrow();
+        if (waited.ms < config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS) {
+          await ctx.requeue(config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS - waited.ms, 'waiting for minutes');
+          return;
+        }
+        ctx.log.error({ meetingId }, 'minutes never settled; closing the meeting without them');
+        await deps.db
+          .updateTable('meetings')
+          .set({
+            minutes_status: MinutesStatus.failed,
+            minutes_code: 'minutes.not_started',
+            minutes_message: 'The minutes were never written; use Regenerate.',
+          })
+          .where('id', '=', meetingId)
+          .where('minutes_status', '=', MinutesStatus.pending)
+          .execute();
+      }
+
+      // (5) Delete the audio, then complete. A failed delete throws and is retried by the job.
+      await deleteMeetingAudio(deps, meetingId);
+      meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      const counts = await deps.meetings.windowCounts(meetingId);
+      const untranscribed = counts.inFlight + counts.exhausted + counts.missing;
+      if (untranscribed > 0) {
+        // L5: the warning counts both windows still in retry and windows whose retries ran out.
+        ctx.log.warn(
+          { meetingId, inFlight: counts.inFlight, exhausted: counts.exhausted, missing: counts.missing },
+          'audio deleted while some windows have no transcript',
+        );
+      }
+      await ctx.complete(async (trx) => {
+        const locked = await deps.meetings.lock(trx, meetingId);
+        await deps.meetings.transition(trx, locked, 'completeMeeting', ctx.actor, 'close-out finished', {
+          untranscribed_in_flight: counts.inFlight,
+          untranscribed_exhausted: counts.exhausted + counts.missing,
+        });
+      });
+    },
+    onTerminalFailure: async (trx, job, error) => {
+      const meetingId = String(job.payload.meetingId);
+      const failed = await failMeetingInTx(deps, trx, meetingId, error, 'worker');
+      return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
+    },
+  };
+}

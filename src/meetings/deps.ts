@@ -1,0 +1,21 @@
+import type { Checkpoints } from '../checkpoints.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/schema.ts';
+import type { PgJobStore } from '../jobs/pg-job-store.ts';
+import type { Logger } from '../log.ts';
+import type { AudioDecoder, BlobStore, MinutesWriter, Transcriber } from '../ports.ts';
+import type { PgMeetingStore } from './pg-meeting-store.ts';
+
+/** What the meeting use cases need; built once by the composition root. */
+export interface MeetingDeps {
+  db: Db;
+  jobs: PgJobStore;
+  meetings: PgMeetingStore;
+  blobs: BlobStore;
+  transcriber: Transcriber;
+  minutesWriter: MinutesWriter;
+  decoder: AudioDecoder;
+  config: Config;
+  log: Logger;
+  checkpoints: Checkpoints;
+}

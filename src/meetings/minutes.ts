@@ -1,0 +1,169 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Tx } from '../db/schema.ts';
+import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
+import { JobKind, JobStatus, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import { recordAudit } from '../jobs/audit.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { Minutes } from '../ports.ts';
+import type { MeetingDeps } from './deps.ts';
+
+const MINUTES_MAX_ERRORS = 3;
+
+/**
+ * Writes a meeting's minutes. Quota or billing exhaustion is checked first (L9: some providers send
+ * it as 429) and completes the meeting without minutes; an outside outage requeues every minute for
+ * up to an hour without spending retries (L8); anything else is an ordinary error.
+ */
+export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
+  const { config } = deps;
+  return {
+    kind: JobKind.writeMinutes,
+    run: async (ctx) => {
+      const meetingId = String(ctx.job.payload.meetingId);
+      const meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      const segments = await deps.meetings.segments(meetingId);
+      let minutes: Minutes;
+      try {
+        minutes = await deps.minutesWriter.write({
+          title: meeting.title,
+          language: meeting.language,
+          segments,
+          signal: ctx.signal,
+        });
+      } catch (err) {
+        if (ctx.signal.aborted) throw err;
+        const error = toErrorRecord(err, 'llm');
+        if (error.kind === ErrorKind.quotaExhausted) {
+          ctx.log.warn({ meetingId, code: error.code }, 'minutes quota exhausted; completing without minutes');
+          await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.unavailable, error, null, ctx.actor));
+          return;
+        }
+        if (error.kind === ErrorKind.transient) {
+          const waited = Date.now() - ctx.job.created_at.getTime();
+          if (waited < config.minutesWaitCapMs) {
+            ctx.log.warn({ meetingId, code: error.code }, 'minutes model unavailable; trying again later');
+            await ctx.requeue(config.minutesRetryMs, `minutes model outage: ${error.code}`);
+            return;
+          }
+          const outage: ErrorRecord = {
+            kind: ErrorKind.transient,
+            code: 'llm.outage',
+            message: `The minutes model was unavailable for over ${Math.round(config.minutesWaitCapMs / 60000)} minutes (${error.code}); use Regenerate later.`,
+          };
+          ctx.log.error({ meetingId, code: error.code }, 'minutes model outage outlasted the wait cap');
+          await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.failed, outage, null, ctx.actor));
+          return;
+        }
+        throw err;
+      }
+      await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.written, null, minutes, ctx.actor));
+    },
+    onTerminalFailure: async (trx, job, error) => {
+      await settleMinutes(deps, trx, String(job.payload.meetingId), MinutesStatus.failed, error, null, 'worker');
+      return null;
+    },
+  };
+}
+
+/** Records how the minutes ended and wakes the meeting's close-out if it is waiting on them. */
+async function settleMinutes(
+  deps: MeetingDeps,
+  trx: Tx,
+  meetingId: string,
+  status: MinutesStatus,
+  error: ErrorRecord | null,
+  minutes: Minutes | null,
+  actor: string,
+): Promise<void> {
+  const meeting = await deps.meetings.lock(trx, meetingId);
+  await trx
+    .updateTable('meetings')
+    .set({
+      minutes_status: status,
+      minutes_code: error?.code ?? null,
+      minutes_message: error?.message ?? null,
+      minutes: minutes ? JSON.stringify(minutes) : null,
+      minutes_written_at: minutes ? sql<Date>`now()` : null,
+      revision: sql<number>`revision + 1`,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('id', '=', meetingId)
+    .execute();
+  await recordAudit(trx, {
+    workspaceId: meeting.workspace_id,
+    subjectType: 'meeting',
+    subjectId: meetingId,
+    from: `minutes:${meeting.minutes_status}`,
+    to: `minutes:${status}`,
+    actor,
+    reason: error ? `${error.code}: ${error.message}` : null,
+  });
+  if (meeting.status === MeetingStatus.finalizing) {
+    const closeOut = await trx
+      .selectFrom('jobs')
+      .select('id')
+      .where('subject_id', '=', meetingId)
+      .where('kind', '=', JobKind.closeOutMeeting)
+      .where('status', '=', JobStatus.pending)
+      .executeTakeFirst();
+    if (closeOut) await deps.jobs.wakeJob(trx, closeOut.id, actor, `minutes ${status}`);
+  }
+}
+
+/** O2: the minutes consumer of meeting.transcribed; idempotent on (meeting, event) through the dedupe key. */
+export async function onMeetingTranscribed(
+  deps: MeetingDeps,
+  event: { workspaceId: string; meetingId: string; eventId: string },
+): Promise<void> {
+  await deps.db.transaction().execute(async (trx) => {
+    await deps.jobs.createJob(
+      trx,
+      {
+        workspaceId: event.workspaceId,
+        kind: JobKind.writeMinutes,
+        subjectType: 'meeting',
+        subjectId: event.meetingId,
+        meetingId: event.meetingId,
+        payload: { meetingId: event.meetingId },
+        maxErrors: MINUTES_MAX_ERRORS,
+        maxReclaims: deps.config.maxReclaims,
+        dedupeKey: `write-minutes:${event.meetingId}:${event.eventId}`,
+      },
+      'consumer:minutes',
+    );
+  });
+}
+
+/** The user's Regenerate: supersedes any active minutes job (J13) and starts a new one. */
+export async function regenerateMinutes(deps: MeetingDeps, workspaceId: string, meetingId: string): Promise<void> {
+  const actor = `user:${workspaceId}`;
+  await deps.db.transaction().execute(async (trx) => {
+    const meeting = await deps.meetings.get(workspaceId, meetingId, trx);
+    if (!meeting.transcript_completed_at) {
+      throw new AppError(ErrorKind.conflict, 'minutes.no_transcript', 'the meeting has no finished transcript yet');
+    }
+    await deps.meetings.lock(trx, meetingId);
+    await deps.jobs.supersedeActiveJobs(trx, meetingId, JobKind.writeMinutes, actor);
+    await trx
+      .updateTable('meetings')
+      .set({ minutes_status: MinutesStatus.pending, minutes_code: null, minutes_message: null })
+      .where('id', '=', meetingId)
+      .execute();
+    await deps.jobs.createJob(
+      trx,
+      {
+        workspaceId,
+        kind: JobKind.writeMinutes,
+        subjectType: 'meeting',
+        subjectId: meetingId,
+        meetingId,
+        payload: { meetingId },
+        maxErrors: MINUTES_MAX_ERRORS,
+        maxReclaims: deps.config.maxReclaims,
+        dedupeKey: `write-minutes:${meetingId}:regenerate:${randomUUID()}`,
+      },
+      actor,
+    );
+  });
+}

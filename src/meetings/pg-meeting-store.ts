@@ -1,0 +1,172 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db, Executor, MeetingRow, MeetingsTable, Tx } from '../db/schema.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { JobStatus, MeetingTransitions, type MeetingSource, type MeetingStatus } from '../domain/status.ts';
+import { recordAudit } from '../jobs/audit.ts';
+import type { TranscriptSegment } from '../ports.ts';
+import type { Updateable } from 'kysely';
+
+export interface NewMeeting {
+  source: MeetingSource;
+  title: string;
+  language: string | null;
+  windowMs: number;
+}
+
+export interface WindowCounts {
+  total: number;
+  transcribed: number;
+  /** Pending windows whose job is still being attempted (L5: the only ones worth waiting for). */
+  inFlight: number;
+  /** Windows whose retries ran out. */
+  exhausted: number;
+  /** Windows with no audio, or pending with no active job (never registered, or lost). */
+  missing: number;
+}
+
+export type MeetingTransition = keyof typeof MeetingTransitions;
+
+export class PgMeetingStore {
+  constructor(private readonly db: Db) {}
+
+  async create(workspaceId: string, input: NewMeeting): Promise<MeetingRow> {
+    return this.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .insertInto('meetings')
+        .values({
+          id: randomUUID(),
+          workspace_id: workspaceId,
+          source: input.source,
+          title: input.title,
+          language: input.language,
+          status: 'created',
+          window_ms: input.windowMs,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await recordAudit(trx, {
+        workspaceId,
+        subjectType: 'meeting',
+        subjectId: row.id,
+        from: null,
+        to: row.status,
+        actor: `user:${workspaceId}`,
+      });
+      return row;
+    });
+  }
+
+  /** Scoped read (S1): another workspace's meeting is indistinguishable from a missing one. */
+  async get(workspaceId: string, id: string, db: Executor = this.db): Promise<MeetingRow> {
+    if (!isUuid(id)) throw notFound(id);
+    const row = await db
+      .selectFrom('meetings')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!row) throw notFound(id);
+    return row;
+  }
+
+  /** Worker-side read of a meeting named by one of its own jobs, locked for the transaction. */
+  async lock(trx: Tx, id: string): Promise<MeetingRow> {
+    return trx.selectFrom('meetings').selectAll().where('id', '=', id).forUpdate().executeTakeFirstOrThrow();
+  }
+
+  async list(
+    workspaceId: string,
+    opts: { status?: MeetingStatus; limit: number; before?: { createdAt: Date; id: string } },
+  ): Promise<MeetingRow[]> {
+    let q = this.db.selectFrom('meetings').selectAll().where('workspace_id', '=', workspaceId);
+    if (opts.status) q = q.where('status', '=', opts.status);
+    if (opts.before) {
+      const { createdAt, id } = opts.before;
+      q = q.where(sql<boolean>`(created_at, id) < (${createdAt}::timestamptz, ${id}::uuid)`);
+    }
+    return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+  }
+
+  /**
+   * Performs a named transition as a guarded UPDATE; zero rows means another writer moved the
+   * meeting first, reported as a conflict.
+   */
+  async transition(
+    trx: Tx,
+    meeting: MeetingRow,
+    name: MeetingTransition,
+    actor: string,
+    reason: string | null,
+    set: Updateable<MeetingsTable> = {},
+  ): Promise<MeetingRow> {
+    const t = MeetingTransitions[name];
+    const stamp = `${t.to === 'complete' ? 'completed' : t.to}_at` as const;
+    const row = await trx
+      .updateTable('meetings')
+      .set({
+        ...set,
+        status: t.to,
+        [stamp]: sql<Date>`now()`,
+        revision: sql<number>`revision + 1`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', meeting.id)
+      .where('status', 'in', t.from as readonly string[])
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) {
+      throw new AppError(ErrorKind.conflict, 'meeting.conflict', `meeting is ${meeting.status}; cannot ${name}`);
+    }
+    await recordAudit(trx, {
+      workspaceId: meeting.workspace_id,
+      subjectType: 'meeting',
+      subjectId: meeting.id,
+      from: meeting.status,
+      to: t.to,
+      actor,
+      reason,
+    });
+    return row;
+  }
+
+  async windowCounts(meetingId: string, db: Executor = this.db): Promise<WindowCounts> {
+    const row = await db
+      .selectFrom('windows as w')
+      .select([
+        sql<number>`count(*)::int`.as('total'),
+        sql<number>`(count(*) filter (where w.status = 'transcribed'))::int`.as('transcribed'),
+        sql<number>`(count(*) filter (where w.status = 'failed'))::int`.as('exhausted'),
+        sql<number>`(count(*) filter (where w.status = 'missing' or (w.status = 'pending' and not exists (
+          select 1 from jobs j where j.subject_id = w.id and j.status in (${JobStatus.pending}, ${JobStatus.running})))))::int`.as(
+          'missing',
+        ),
+        sql<number>`(count(*) filter (where w.status = 'pending' and exists (
+          select 1 from jobs j where j.subject_id = w.id and j.status in (${JobStatus.pending}, ${JobStatus.running}))))::int`.as(
+          'inFlight',
+        ),
+      ])
+      .where('w.meeting_id', '=', meetingId)
+      .executeTakeFirstOrThrow();
+    return row;
+  }
+
+  async segments(meetingId: string): Promise<TranscriptSegment[]> {
+    const rows = await this.db
+      .selectFrom('segments')
+      .select(['start_ms', 'end_ms', 'text'])
+      .where('meeting_id', '=', meetingId)
+      .orderBy('start_ms')
+      .orderBy('seq')
+      .execute();
+    return rows.map((r) => ({ startMs: r.start_ms, endMs: r.end_ms, text: r.text }));
+  }
+}
+
+export function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
+}
+
+export function notFound(id: string): AppError {
+  return new AppError(ErrorKind.notFound, 'meeting.not_found', `no meeting ${id} in this workspace`);
+}

@@ -1,0 +1,60 @@
+import { Gauge, Registry } from 'prom-client';
+import type { Db } from '../db/schema.ts';
+import { healthFigures, queueStats } from './queue-stats.ts';
+
+/**
+ * X2: Prometheus metrics computed from the database at scrape time, so every api replica reports
+ * the same figures for work done by any worker process.
+ */
+export function createMetrics(db: Db): { registry: Registry; refresh: () => Promise<void> } {
+  const registry = new Registry();
+  const queueAge = new Gauge({
+    name: 'verbatim_queue_oldest_pending_age_seconds',
+    help: 'Age of the oldest due pending job per queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const queuePending = new Gauge({
+    name: 'verbatim_queue_pending_jobs',
+    help: 'Pending jobs per queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const queueRunning = new Gauge({
+    name: 'verbatim_queue_running_jobs',
+    help: 'Running jobs per queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const figures: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, string, string]> = [
+    ['leasesReclaimed', 'verbatim_leases_reclaimed_total', 'Attempts closed as lease_expired'],
+    ['jobsQuarantined', 'verbatim_jobs_quarantined_total', 'Jobs failed with reclaim_cap_exceeded'],
+    ['jobsFailed', 'verbatim_jobs_failed', 'Jobs that ended failed (dead letters)'],
+    ['minutesOutagesInProgress', 'verbatim_minutes_outages_in_progress', 'Minutes jobs waiting out a model outage'],
+    ['outboxPending', 'verbatim_outbox_pending', 'Events not yet delivered'],
+    ['outboxFailed', 'verbatim_outbox_failed', 'Events whose delivery failed for good'],
+    ['oldestOutboxPendingAgeSeconds', 'verbatim_outbox_oldest_pending_age_seconds', 'Age of the oldest undelivered event'],
+    ['workersAlive', 'verbatim_workers_alive', 'Workers heartbeating'],
+    ['audioAwaitingDeletion', 'verbatim_cleanup_backlog_blobs', 'Audio objects of ended meetings not yet deleted'],
+  ];
+  const gauges = figures.map(([key, name, help]) => ({ key, gauge: new Gauge({ name, help, registers: [registry] }) }));
+  const scrapeOk = new Gauge({ name: 'verbatim_scrape_ok', help: 'Whether the database answered', registers: [registry] });
+  const refresh = async (): Promise<void> => {
+    try {
+      const [stats, health] = await Promise.all([queueStats(db), healthFigures(db)]);
+      queueAge.reset();
+      queuePending.reset();
+      queueRunning.reset();
+      for (const s of stats) {
+        queueAge.set({ queue: s.queue }, s.oldestPendingAgeSeconds);
+        queuePending.set({ queue: s.queue }, s.pending);
+        queueRunning.set({ queue: s.queue }, s.running);
+      }
+      for (const { key, gauge } of gauges) gauge.set(health[key]);
+      scrapeOk.set(1);
+    } catch {
+      scrapeOk.set(0);
+    }
+  };
+  return { registry, refresh };
+}

@@ -1,0 +1,61 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
+import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
+
+export interface QueueStats {
+  queue: string;
+  pending: number;
+  due: number;
+  running: number;
+  oldestPendingAgeSeconds: number;
+}
+
+/** X1/X2: per queue, how much waits and how long the oldest due job has waited. */
+export async function queueStats(db: Db): Promise<QueueStats[]> {
+  const rows = await db
+    .selectFrom('jobs')
+    .select([
+      'queue',
+      sql<number>`(count(*) filter (where status = 'pending'))::int`.as('pending'),
+      sql<number>`(count(*) filter (where status = 'pending' and run_after <= now()))::int`.as('due'),
+      sql<number>`(count(*) filter (where status = 'running'))::int`.as('running'),
+      sql<number>`coalesce(extract(epoch from now() - min(run_after) filter (where status = 'pending' and run_after <= now())), 0)::float`.as(
+        'oldestPendingAgeSeconds',
+      ),
+    ])
+    .groupBy('queue')
+    .orderBy('queue')
+    .execute();
+  return rows;
+}
+
+export interface HealthFigures {
+  leasesReclaimed: number;
+  jobsQuarantined: number;
+  jobsFailed: number;
+  minutesOutagesInProgress: number;
+  outboxPending: number;
+  outboxFailed: number;
+  workersAlive: number;
+  audioAwaitingDeletion: number;
+  oldestOutboxPendingAgeSeconds: number;
+}
+
+export async function healthFigures(db: Db): Promise<HealthFigures> {
+  const result = await sql<HealthFigures>`select
+      (select count(*) from job_attempts where status = 'lease_expired')::int as "leasesReclaimed",
+      (select count(*) from jobs where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED})::int as "jobsQuarantined",
+      (select count(*) from jobs where status = 'failed')::int as "jobsFailed",
+      (select count(*) from jobs where kind = 'write-minutes' and status = 'pending' and wait_count > 0)::int
+        as "minutesOutagesInProgress",
+      (select count(*) from outbox where status = 'pending')::int as "outboxPending",
+      (select count(*) from outbox where status = 'failed')::int as "outboxFailed",
+      (select count(*) from workers where stopped_at is null and declared_dead_at is null)::int as "workersAlive",
+      (select count(*) from blobs b join meetings m on m.id = b.meeting_id
+        where b.deleted_at is null and m.status in ('complete', 'failed'))::int as "audioAwaitingDeletion",
+      coalesce((select extract(epoch from now() - min(created_at)) from outbox where status = 'pending'), 0)::float
+        as "oldestOutboxPendingAgeSeconds"`.execute(db);
+  const row = result.rows[0];
+  if (!row) throw new Error('health figures query returned no row');
+  return row;
+}

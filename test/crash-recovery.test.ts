@@ -1,0 +1,198 @@
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { sql } from 'kysely';
+import {
+  assertNoTokenLeaks,
+  processState,
+  SPEECH,
+  speechWav,
+  spawnVerbatim,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+  type WorkerProcess,
+} from './support/harness.ts';
+
+const wav = speechWav(SPEECH);
+
+async function attemptHistory(h: Harness, windowIndex: number): Promise<string[]> {
+  const rows = await h.app.database.db
+    .selectFrom('job_attempts')
+    .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+    .innerJoin('windows', 'windows.id', 'jobs.subject_id')
+    .select(['job_attempts.status', 'job_attempts.attempt_no'])
+    .where('jobs.kind', '=', 'transcribe-window')
+    .where('windows.index', '=', windowIndex)
+    .orderBy('job_attempts.attempt_no')
+    .execute();
+  return rows.map((r) => r.status);
+}
+
+/** Each window has exactly one committed transcript: transcribed once, segments numbered once. */
+async function assertOneTranscriptPerWindow(h: Harness, meetingId: string): Promise<void> {
+  const db = h.app.database.db;
+  const windows = await db.selectFrom('windows').selectAll().where('meeting_id', '=', meetingId).execute();
+  for (const w of windows) {
+    assert.equal(w.status, 'transcribed', `window ${w.index}`);
+    const segs = await db.selectFrom('segments').select(['seq']).where('window_id', '=', w.id).orderBy('seq').execute();
+    assert.equal(segs.length, w.segment_count, `window ${w.index} has its segments once`);
+    assert.deepEqual(
+      segs.map((s) => s.seq),
+      segs.map((_, i) => i),
+    );
+  }
+}
+
+/** A supervisor: restarts the worker each time it dies, like systemd's Restart=on-failure. */
+function supervise(h: Harness, env: Record<string, string>): { stop(): Promise<void>; starts(): number } {
+  let current: WorkerProcess | null = null;
+  let stopped = false;
+  let starts = 0;
+  const launch = () => {
+    if (stopped) return;
+    starts++;
+    current = h.spawnWorker(env);
+    void current.exited.then(() => launch());
+  };
+  launch();
+  return {
+    starts: () => starts,
+    stop: async () => {
+      stopped = true;
+      await current?.stop();
+    },
+  };
+}
+
+for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.before-commit']) {
+  void it(`A1/J1/J2: a worker SIGKILLed at ${checkpoint} loses nothing and does nothing twice`, async () => {
+    const h = await startHarness();
+    try {
+      const faults = JSON.stringify([{ at: checkpoint, action: 'kill', times: 1, match: { windowIndex: 1 } }]);
+      const sup = supervise(h, { VERBATIM_FAULTS: faults });
+      const id = await uploadMeeting(h, wav);
+      await waitForMeeting(h, id);
+      await sup.stop();
+      assert.equal(sup.starts(), 2, 'the first worker was killed and a second one finished the work');
+      assert.deepEqual(await attemptHistory(h, 1), ['lease_expired', 'completed']);
+      await assertOneTranscriptPerWindow(h, id);
+      const tokens = await h.app.database.db
+        .selectFrom('job_attempts')
+        .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+        .select('job_attempts.token')
+        .where('jobs.kind', '=', 'transcribe-window')
+        .where(sql`(jobs.payload->>'windowIndex')::int`, '=', 1)
+        .execute();
+      assert.equal(new Set(tokens.map((t) => t.token)).size, 2, 'the new attempt has a new token');
+      assert.match(h.logs(), /expired lease reclaimed/);
+      await assertNoTokenLeaks(h);
+    } finally {
+      await h.close();
+    }
+  });
+}
+
+void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor fail once resumed', async () => {
+  const h = await startHarness();
+  try {
+    // The first worker stops itself (a real SIGSTOP) after recognising window 0, before committing.
+    const stale = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([{ at: 'transcribe-window.before-commit', action: 'stop', times: 1, match: { windowIndex: 0 } }]),
+      VERBATIM_TRANSCRIPTION_CONCURRENCY: '1',
+    });
+    const id = await uploadMeeting(h, wav);
+    await waitFor('the first worker to be stopped', async () => processState(stale.pid) === 'T');
+    const fresh = h.spawnWorker();
+    await waitForMeeting(h, id);
+    assert.deepEqual(await attemptHistory(h, 0), ['lease_expired', 'completed']);
+    const db = h.app.database.db;
+    const before = await db.selectFrom('job_attempts').selectAll().orderBy('id').execute();
+    const segmentsBefore = await db.selectFrom('segments').selectAll().orderBy('id').execute();
+
+    process.kill(stale.pid, 'SIGCONT');
+    await waitFor('the resumed worker to notice it lost the job', async () =>
+      /no longer holds the job|lease lost to another attempt/.test(stale.output()),
+    );
+    const after = await db.selectFrom('job_attempts').selectAll().orderBy('id').execute();
+    assert.deepEqual(after, before, 'the stale worker changed no attempt row (no commit, renew or fail)');
+    assert.deepEqual(await db.selectFrom('segments').selectAll().orderBy('id').execute(), segmentsBefore);
+    await assertOneTranscriptPerWindow(h, id);
+    assert.ok(stale.proc.exitCode === null, 'the stale worker keeps running; it only dropped that job');
+    await fresh.stop();
+    await assertNoTokenLeaks(h);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('A5/J7: a window that kills its worker every time is quarantined and the meeting still completes', async () => {
+  const h = await startHarness({ env: { VERBATIM_MAX_RECLAIMS: '2' } });
+  try {
+    const faults = JSON.stringify([{ at: 'transcribe-window.after-claim', action: 'kill', match: { windowIndex: 1 } }]);
+    // One window at a time, so the poison window's crashes take no innocent window down with it.
+    const sup = supervise(h, { VERBATIM_FAULTS: faults, VERBATIM_TRANSCRIPTION_CONCURRENCY: '1' });
+    const id = await uploadMeeting(h, wav);
+    const meeting = await waitForMeeting(h, id);
+    await sup.stop();
+    assert.equal(meeting.windows.exhausted, 1);
+    assert.equal(meeting.windows.done, meeting.windows.total - 1);
+    assert.deepEqual(await attemptHistory(h, 1), ['lease_expired', 'lease_expired', 'lease_expired']);
+    const job = await h.app.database.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', 'transcribe-window')
+      .where('status', '=', 'failed')
+      .executeTakeFirstOrThrow();
+    assert.equal(job.last_error_code, 'reclaim_cap_exceeded');
+    assert.equal(job.reclaim_count, 3);
+
+    // The operator signal: logs, metrics and `verbatim inspect`.
+    assert.match(h.logs(), /job quarantined: reclaim_cap_exceeded/);
+    const metrics = await h.api.inject({ method: 'GET', url: '/metrics' });
+    assert.match(metrics.body, /verbatim_jobs_quarantined_total 1/);
+    const inspect = spawnVerbatim(['inspect', id], h.env());
+    assert.equal(await inspect.exited, 0);
+    assert.match(inspect.output(), /reclaim_cap_exceeded/);
+    assert.match(inspect.output(), /attempt 3 lease_expired/);
+    const audit = await h.app.database.db
+      .selectFrom('audit_events')
+      .select(['to_status', 'actor', 'reason'])
+      .where('subject_id', '=', job.id)
+      .where('to_status', '=', 'failed')
+      .executeTakeFirstOrThrow();
+    assert.match(audit.actor, /^sweep:/);
+    assert.match(audit.reason ?? '', /reclaim_cap_exceeded/);
+    await assertNoTokenLeaks(h);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('A9/J11: an unhandled rejection in a worker process makes it exit non-zero', async () => {
+  const h = await startHarness();
+  try {
+    const worker = h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify([{ at: 'worker.started', action: 'reject' }]) });
+    const code = await worker.exited;
+    assert.equal(code, 1);
+    assert.match(worker.output(), /unhandled rejection; exiting/);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J11: SIGTERM stops claiming and the worker exits 0 after draining', async () => {
+  const h = await startHarness();
+  try {
+    const worker = h.spawnWorker();
+    await waitFor('worker to start', async () => /worker started/.test(worker.output()));
+    worker.proc.kill('SIGTERM');
+    assert.equal(await worker.exited, 0);
+    assert.match(worker.output(), /worker stopped/);
+    const row = await h.app.database.db.selectFrom('workers').select('stopped_at').executeTakeFirstOrThrow();
+    assert.ok(row.stopped_at);
+  } finally {
+    await h.close();
+  }
+});

@@ -1,0 +1,73 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type FakeReply = 'ok' | '503' | '400' | 'hang' | 'quota';
+
+/**
+ * An OpenAI-compatible /v1/audio/transcriptions server on 127.0.0.1 that answers like the real API,
+ * failures included: 503 overloaded, 400 invalid request, 429 insufficient_quota, or no answer.
+ */
+export async function startFakeWhisper(script: (n: number) => FakeReply): Promise<{
+  url: string;
+  calls(): number;
+  authHeaders: string[];
+  close(): Promise<void>;
+}> {
+  let calls = 0;
+  const authHeaders: string[] = [];
+  const hung: http.ServerResponse[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      calls++;
+      authHeaders.push(String(req.headers.authorization ?? ''));
+      if (req.url !== '/v1/audio/transcriptions' || req.method !== 'POST') {
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
+        return;
+      }
+      const reply = script(calls);
+      switch (reply) {
+        case 'ok':
+          res.writeHead(200, { 'content-type': 'application/json' }).end(
+            JSON.stringify({
+              text: 'hello from whisper',
+              duration: 2.5,
+              segments: [{ id: 0, start: 0.2, end: 1.9, text: ' hello from whisper' }],
+            }),
+          );
+          return;
+        case '503':
+          res
+            .writeHead(503, { 'content-type': 'application/json' })
+            .end('{"error":{"message":"The server is overloaded","type":"server_error"}}');
+          return;
+        case '400':
+          res
+            .writeHead(400, { 'content-type': 'application/json' })
+            .end('{"error":{"message":"Invalid file format.","type":"invalid_request_error"}}');
+          return;
+        case 'quota':
+          res
+            .writeHead(429, { 'content-type': 'application/json' })
+            .end('{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}');
+          return;
+        case 'hang':
+          hung.push(res);
+          return;
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls: () => calls,
+    authHeaders,
+    close: async () => {
+      for (const res of hung) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

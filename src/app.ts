@@ -92,7 +92,12 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
 }
 
 export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
-  return [splitRecordingJob(deps), transcribeWindowJob(deps), closeOutMeetingJob(deps), writeMinutesJob(deps)];
+  return [
+    splitRecordingJob(deps),
+    transcribeWindowJob(deps),
+    closeOutMeetingJob(deps),
+    writeMinutesJob(deps),
+  ];
 }
 
 export async function startAppWorker(app: App): Promise<WorkerHandle> {

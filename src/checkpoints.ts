@@ -66,7 +66,9 @@ export class Checkpoints {
     fs.mkdirSync(this.stateDir, { recursive: true });
     for (let n = 0; n < times; n++) {
       try {
-        fs.writeFileSync(path.join(this.stateDir, `fault-${index}-${n}`), String(process.pid), { flag: 'wx' });
+        fs.writeFileSync(path.join(this.stateDir, `fault-${index}-${n}`), String(process.pid), {
+          flag: 'wx',
+        });
         return true;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
@@ -84,7 +86,11 @@ export class Checkpoints {
         return;
       case FaultAction.throw:
         if (fault.kind) {
-          throw new AppError(fault.kind, fault.code ?? 'injected', fault.message ?? `injected fault at ${name}`);
+          throw new AppError(
+            fault.kind,
+            fault.code ?? 'injected',
+            fault.message ?? `injected fault at ${name}`,
+          );
         }
         throw new Error(fault.message ?? `injected fault at ${name}`);
       case FaultAction.stop:

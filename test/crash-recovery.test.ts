@@ -36,7 +36,12 @@ async function assertOneTranscriptPerWindow(h: Harness, meetingId: string): Prom
   const windows = await db.selectFrom('windows').selectAll().where('meeting_id', '=', meetingId).execute();
   for (const w of windows) {
     assert.equal(w.status, 'transcribed', `window ${w.index}`);
-    const segs = await db.selectFrom('segments').select(['seq']).where('window_id', '=', w.id).orderBy('seq').execute();
+    const segs = await db
+      .selectFrom('segments')
+      .select(['seq'])
+      .where('window_id', '=', w.id)
+      .orderBy('seq')
+      .execute();
     assert.equal(segs.length, w.segment_count, `window ${w.index} has its segments once`);
     assert.deepEqual(
       segs.map((s) => s.seq),
@@ -70,7 +75,9 @@ for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.be
   void it(`A1/J1/J2: a worker SIGKILLed at ${checkpoint} loses nothing and does nothing twice`, async () => {
     const h = await startHarness();
     try {
-      const faults = JSON.stringify([{ at: checkpoint, action: 'kill', times: 1, match: { windowIndex: 1 } }]);
+      const faults = JSON.stringify([
+        { at: checkpoint, action: 'kill', times: 1, match: { windowIndex: 1 } },
+      ]);
       const sup = supervise(h, { VERBATIM_FAULTS: faults });
       const id = await uploadMeeting(h, wav);
       await waitForMeeting(h, id);
@@ -99,7 +106,9 @@ void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor
   try {
     // The first worker stops itself (a real SIGSTOP) after recognising window 0, before committing.
     const stale = h.spawnWorker({
-      VERBATIM_FAULTS: JSON.stringify([{ at: 'transcribe-window.before-commit', action: 'stop', times: 1, match: { windowIndex: 0 } }]),
+      VERBATIM_FAULTS: JSON.stringify([
+        { at: 'transcribe-window.before-commit', action: 'stop', times: 1, match: { windowIndex: 0 } },
+      ]),
       VERBATIM_TRANSCRIPTION_CONCURRENCY: '1',
     });
     const id = await uploadMeeting(h, wav);
@@ -130,7 +139,9 @@ void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor
 void it('A5/J7: a window that kills its worker every time is quarantined and the meeting still completes', async () => {
   const h = await startHarness({ env: { VERBATIM_MAX_RECLAIMS: '2' } });
   try {
-    const faults = JSON.stringify([{ at: 'transcribe-window.after-claim', action: 'kill', match: { windowIndex: 1 } }]);
+    const faults = JSON.stringify([
+      { at: 'transcribe-window.after-claim', action: 'kill', match: { windowIndex: 1 } },
+    ]);
     // One window at a time, so the poison window's crashes take no innocent window down with it.
     const sup = supervise(h, { VERBATIM_FAULTS: faults, VERBATIM_TRANSCRIPTION_CONCURRENCY: '1' });
     const id = await uploadMeeting(h, wav);
@@ -173,7 +184,9 @@ void it('A5/J7: a window that kills its worker every time is quarantined and the
 void it('A9/J11: an unhandled rejection in a worker process makes it exit non-zero', async () => {
   const h = await startHarness();
   try {
-    const worker = h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify([{ at: 'worker.started', action: 'reject' }]) });
+    const worker = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([{ at: 'worker.started', action: 'reject' }]),
+    });
     const code = await worker.exited;
     assert.equal(code, 1);
     assert.match(worker.output(), /unhandled rejection; exiting/);

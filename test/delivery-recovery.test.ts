@@ -5,17 +5,36 @@ import { Checkpoints } from '../src/checkpoints.ts';
 import { openDatabase } from '../src/db/connect.ts';
 import { PgJobStore } from '../src/jobs/pg-job-store.ts';
 import { createLogger } from '../src/log.ts';
-import { assertNoTokenLeaks, SPEECH, speechWav, startHarness, uploadMeeting, waitFor, waitForMeeting } from './support/harness.ts';
+import {
+  assertNoTokenLeaks,
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+} from './support/harness.ts';
 
 const wav = speechWav(SPEECH);
-const enqueueFails = JSON.stringify([{ at: 'enqueue', action: 'throw', times: 1, message: 'queue connection refused' }]);
+const enqueueFails = JSON.stringify([
+  { at: 'enqueue', action: 'throw', times: 1, message: 'queue connection refused' },
+]);
 
 async function splitJob(h: Awaited<ReturnType<typeof startHarness>>) {
-  return h.app.database.db.selectFrom('jobs').selectAll().where('kind', '=', 'split-recording').executeTakeFirstOrThrow();
+  return h.app.database.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('kind', '=', 'split-recording')
+    .executeTakeFirstOrThrow();
 }
 
-async function deliveriesOf(h: Awaited<ReturnType<typeof startHarness>>, deliveryId: string): Promise<number> {
-  const r = await sql<{ n: number }>`select count(*)::int as n from graphile_worker.jobs where key = ${deliveryId}`.execute(
+async function deliveriesOf(
+  h: Awaited<ReturnType<typeof startHarness>>,
+  deliveryId: string,
+): Promise<number> {
+  const r = await sql<{
+    n: number;
+  }>`select count(*)::int as n from graphile_worker.jobs where key = ${deliveryId}`.execute(
     h.app.database.db,
   );
   return r.rows[0]!.n;
@@ -57,18 +76,27 @@ void it('A3/J9: two sweeps racing over the same lost delivery re-drive it once',
     await uploadMeeting(h, wav);
     const job = await splitJob(h);
     await waitFor('the job to be due for rescue', async () => {
-      const r = await sql<{ due: boolean }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${job.id}`.execute(
+      const r = await sql<{
+        due: boolean;
+      }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${job.id}`.execute(
         h.app.database.db,
       );
       return r.rows[0]?.due;
     });
     const timings = { leaseMs: 2000, leaseGraceMs: 0, retryStepMs: 300, rescueAfterMs: 1000 };
-    const stores = handles.map((d) => new PgJobStore(d.db, timings, { checkpoints: Checkpoints.none(), log }));
-    const [a, b] = await Promise.all([stores[0]!.rescuePendingJobs('sweep:a'), stores[1]!.rescuePendingJobs('sweep:b')]);
+    const stores = handles.map(
+      (d) => new PgJobStore(d.db, timings, { checkpoints: Checkpoints.none(), log }),
+    );
+    const [a, b] = await Promise.all([
+      stores[0]!.rescuePendingJobs('sweep:a'),
+      stores[1]!.rescuePendingJobs('sweep:b'),
+    ]);
     assert.equal(a.length + b.length, 1, `exactly one sweep re-drove it (a=${a.length}, b=${b.length})`);
     const after = await splitJob(h);
     assert.equal(await deliveriesOf(h, after.delivery_id), 1);
-    const total = await sql<{ n: number }>`select count(*)::int as n from graphile_worker.jobs`.execute(h.app.database.db);
+    const total = await sql<{ n: number }>`select count(*)::int as n from graphile_worker.jobs`.execute(
+      h.app.database.db,
+    );
     assert.equal(total.rows[0]!.n, 1, 'one delivery in the transport, not two');
     // A third sweep finds a live delivery and leaves it alone.
     assert.deepEqual(await stores[0]!.rescuePendingJobs('sweep:c'), []);
@@ -97,7 +125,11 @@ void it('A4/O1/O2: a dispatcher killed after delivering meeting.transcribed deli
       return row.status === 'delivered' ? row : null;
     });
     assert.equal(event.attempt_count, 2, 'delivered twice: before the crash and after');
-    const minutesJobs = await db.selectFrom('jobs').select(['id', 'status']).where('kind', '=', 'write-minutes').execute();
+    const minutesJobs = await db
+      .selectFrom('jobs')
+      .select(['id', 'status'])
+      .where('kind', '=', 'write-minutes')
+      .execute();
     assert.equal(minutesJobs.length, 1, 'the consumer created one minutes job despite two deliveries');
     assert.equal(minutesJobs[0]!.status, 'completed');
     await assertNoTokenLeaks(h);

@@ -1,12 +1,22 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { assertNoTokenLeaks, SPEECH, speechWav, startHarness, uploadMeeting, waitForMeeting } from './support/harness.ts';
+import {
+  assertNoTokenLeaks,
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitForMeeting,
+} from './support/harness.ts';
 import { startFakeWhisper, type FakeReply } from './support/fake-openai.ts';
 
 const wav = speechWav(SPEECH);
 const SECRET = 'sk-test-0123456789abcdefSECRET';
 
-async function withWhisper(script: (n: number) => FakeReply, fn: (h: Awaited<ReturnType<typeof startHarness>>) => Promise<void>) {
+async function withWhisper(
+  script: (n: number) => FakeReply,
+  fn: (h: Awaited<ReturnType<typeof startHarness>>) => Promise<void>,
+) {
   const whisper = await startFakeWhisper(script);
   const h = await startHarness({
     env: {
@@ -20,7 +30,10 @@ async function withWhisper(script: (n: number) => FakeReply, fn: (h: Awaited<Ret
   try {
     h.spawnWorker();
     await fn(h);
-    assert.ok(whisper.authHeaders.every((a) => a === `Bearer ${SECRET}`), 'the key is sent to the provider');
+    assert.ok(
+      whisper.authHeaders.every((a) => a === `Bearer ${SECRET}`),
+      'the key is sent to the provider',
+    );
     assert.ok(!h.logs().includes(SECRET), 'the provider key never reaches a log (S3)');
     assert.ok(!h.responses.join('').includes(SECRET), 'nor an API response');
     await assertNoTokenLeaks(h);
@@ -34,7 +47,15 @@ async function attempts(h: Awaited<ReturnType<typeof startHarness>>) {
   return h.app.database.db
     .selectFrom('job_attempts')
     .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
-    .select(['jobs.id as jobId', 'job_attempts.attempt_no', 'job_attempts.status', 'job_attempts.error_code', 'job_attempts.error_message', 'job_attempts.started_at', 'job_attempts.ended_at'])
+    .select([
+      'jobs.id as jobId',
+      'job_attempts.attempt_no',
+      'job_attempts.status',
+      'job_attempts.error_code',
+      'job_attempts.error_message',
+      'job_attempts.started_at',
+      'job_attempts.ended_at',
+    ])
     .where('jobs.kind', '=', 'transcribe-window')
     .orderBy('jobs.id')
     .orderBy('job_attempts.attempt_no')
@@ -51,7 +72,9 @@ void it('A6/J6: a recognizer answering 503 is retried with backoff and the windo
       const rows = await attempts(h);
       const retried = rows.filter((r) => r.status === 'retryable_failed');
       assert.equal(retried.length, 2);
-      assert.ok(retried.every((r) => r.error_code === 'asr.overloaded' || r.error_code === 'asr.server_error'));
+      assert.ok(
+        retried.every((r) => r.error_code === 'asr.overloaded' || r.error_code === 'asr.server_error'),
+      );
       // The next attempt began no sooner than the backoff step (0.3 s) after the failure.
       for (const failed of retried) {
         const next = rows.find((r) => r.jobId === failed.jobId && r.attempt_no === failed.attempt_no + 1);
@@ -85,12 +108,21 @@ void it('A6/J6: a recognizer answering 400 fails the window with a categorical, 
       const id = await uploadMeeting(h, wav);
       const meeting = await waitForMeeting(h, id);
       assert.equal(meeting.windows.done, 0);
-      assert.equal(meeting.windows.exhausted, meeting.windows.total, 'every window failed, none retried forever');
+      assert.equal(
+        meeting.windows.exhausted,
+        meeting.windows.total,
+        'every window failed, none retried forever',
+      );
       const rows = await attempts(h);
       assert.equal(rows.length, meeting.windows.total, 'a permanent error is not retried');
       assert.ok(rows.every((r) => r.status === 'failed' && r.error_code === 'asr.bad_request'));
-      const windows = await h.app.database.db.selectFrom('windows').select(['failure_code', 'failure_message']).execute();
-      assert.ok(windows.every((w) => w.failure_code === 'asr.bad_request' && !w.failure_message!.includes(SECRET)));
+      const windows = await h.app.database.db
+        .selectFrom('windows')
+        .select(['failure_code', 'failure_message'])
+        .execute();
+      assert.ok(
+        windows.every((w) => w.failure_code === 'asr.bad_request' && !w.failure_message!.includes(SECRET)),
+      );
     },
   );
 });
@@ -98,7 +130,16 @@ void it('A6/J6: a recognizer answering 400 fails the window with a categorical, 
 void it('A6/J6: a transient storage read error is retried', async () => {
   const h = await startHarness();
   try {
-    const fault = [{ at: 'storage.get', action: 'throw', kind: 'transient', code: 'storage.unavailable', times: 1, match: { windowIndex: 0 } }];
+    const fault = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'storage.unavailable',
+        times: 1,
+        match: { windowIndex: 0 },
+      },
+    ];
     h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
     const id = await uploadMeeting(h, wav);
     const meeting = await waitForMeeting(h, id);
@@ -116,7 +157,15 @@ void it('A6/J6: a transient storage read error is retried', async () => {
 void it('J6: an unclassified error spends a retry like any error and is logged with its stack', async () => {
   const h = await startHarness();
   try {
-    const fault = [{ at: 'transcribe-window.after-claim', action: 'throw', times: 1, message: 'boom from a bug', match: { windowIndex: 0 } }];
+    const fault = [
+      {
+        at: 'transcribe-window.after-claim',
+        action: 'throw',
+        times: 1,
+        message: 'boom from a bug',
+        match: { windowIndex: 0 },
+      },
+    ];
     h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
     const id = await uploadMeeting(h, wav);
     await waitForMeeting(h, id);

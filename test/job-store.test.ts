@@ -65,14 +65,22 @@ void describe('job store', () => {
     const job = await newJob();
     const claimed = await store.claimJob(job.id, 'w1');
     assert.ok(claimed);
-    const attempt = await handle.db.selectFrom('job_attempts').selectAll().where('job_id', '=', job.id).executeTakeFirstOrThrow();
+    const attempt = await handle.db
+      .selectFrom('job_attempts')
+      .selectAll()
+      .where('job_id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(attempt.attempt_no, 1);
     assert.equal(attempt.owner, 'w1');
     assert.equal(attempt.status, 'running');
     assert.equal(attempt.context.kind, JobKind.writeMinutes);
     assert.equal(attempt.input_revision, 0);
     assert.ok(attempt.lease_expires_at > attempt.started_at);
-    const row = await handle.db.selectFrom('jobs').selectAll().where('id', '=', job.id).executeTakeFirstOrThrow();
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(row.status, 'running');
     assert.equal(row.current_attempt_id, attempt.id);
     assert.equal(await store.claimJob(job.id, 'w2'), null, 'a live lease cannot be claimed twice');
@@ -85,9 +93,21 @@ void describe('job store', () => {
     const second = (await store.claimJob(job.id, 'w2'))!;
     assert.ok(second);
     assert.notEqual(AttemptHandle.tokenOf(second.handle), AttemptHandle.tokenOf(first.handle));
-    const rows = await handle.db.selectFrom('job_attempts').select(['attempt_no', 'status']).where('job_id', '=', job.id).orderBy('attempt_no').execute();
-    assert.deepEqual(rows.map((r) => r.status), ['lease_expired', 'running']);
-    const jobRow = await handle.db.selectFrom('jobs').select('reclaim_count').where('id', '=', job.id).executeTakeFirstOrThrow();
+    const rows = await handle.db
+      .selectFrom('job_attempts')
+      .select(['attempt_no', 'status'])
+      .where('job_id', '=', job.id)
+      .orderBy('attempt_no')
+      .execute();
+    assert.deepEqual(
+      rows.map((r) => r.status),
+      ['lease_expired', 'running'],
+    );
+    const jobRow = await handle.db
+      .selectFrom('jobs')
+      .select('reclaim_count')
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(jobRow.reclaim_count, 1);
   });
 
@@ -96,16 +116,32 @@ void describe('job store', () => {
     const stale = (await store.claimJob(job.id, 'w1'))!.handle;
     await expire(job.id);
     const fresh = (await store.claimJob(job.id, 'w2'))!.handle;
-    const snapshot = await handle.db.selectFrom('job_attempts').selectAll().where('job_id', '=', job.id).orderBy('attempt_no').execute();
+    const snapshot = await handle.db
+      .selectFrom('job_attempts')
+      .selectAll()
+      .where('job_id', '=', job.id)
+      .orderBy('attempt_no')
+      .execute();
     assert.equal(await store.renewLease(stale), false);
     await assert.rejects(store.completeAttempt(stale, 'w1'), LostLeaseError);
     await assert.rejects(
-      store.failAttempt(stale, 'w1', { kind: ErrorKind.permanent, code: 'x', message: 'x' }, undefined, undefined),
+      store.failAttempt(
+        stale,
+        'w1',
+        { kind: ErrorKind.permanent, code: 'x', message: 'x' },
+        undefined,
+        undefined,
+      ),
       LostLeaseError,
     );
     await assert.rejects(store.requeueAttempt(stale, 'w1', 10, 'x'), LostLeaseError);
     assert.deepEqual(
-      await handle.db.selectFrom('job_attempts').selectAll().where('job_id', '=', job.id).orderBy('attempt_no').execute(),
+      await handle.db
+        .selectFrom('job_attempts')
+        .selectAll()
+        .where('job_id', '=', job.id)
+        .orderBy('attempt_no')
+        .execute(),
       snapshot,
     );
     assert.equal(await store.renewLease(fresh), true);
@@ -117,23 +153,35 @@ void describe('job store', () => {
     const claimed = (await store.claimJob(job.id, 'w1'))!;
     await store.completeAttempt(claimed.handle, 'w1');
     const id = claimed.handle.attemptId;
-    await assert.rejects(sql`update job_attempts set status = 'failed' where id = ${id}`.execute(handle.db), /only running -> outcome/);
-    await assert.rejects(sql`update job_attempts set status = 'running' where id = ${id}`.execute(handle.db), /only running -> outcome/);
+    await assert.rejects(
+      sql`update job_attempts set status = 'failed' where id = ${id}`.execute(handle.db),
+      /only running -> outcome/,
+    );
+    await assert.rejects(
+      sql`update job_attempts set status = 'running' where id = ${id}`.execute(handle.db),
+      /only running -> outcome/,
+    );
     await assert.rejects(sql`delete from job_attempts where id = ${id}`.execute(handle.db), /audit evidence/);
     await assert.rejects(
       sql`insert into job_attempts (id, job_id, workspace_id, attempt_no, status, context, input_revision, owner, token, lease_expires_at)
-          values (${randomUUID()}, ${job.id}, ${workspaceId}, 9, 'paused', '{}', 0, 'x', ${randomUUID()}, now())`.execute(handle.db),
+          values (${randomUUID()}, ${job.id}, ${workspaceId}, 9, 'paused', '{}', 0, 'x', ${randomUUID()}, now())`.execute(
+        handle.db,
+      ),
       /check/,
     );
     const job2 = await newJob();
     const running = (await store.claimJob(job2.id, 'w1'))!;
     await assert.rejects(
-      sql`update job_attempts set token = ${randomUUID()} where id = ${running.handle.attemptId}`.execute(handle.db),
+      sql`update job_attempts set token = ${randomUUID()} where id = ${running.handle.attemptId}`.execute(
+        handle.db,
+      ),
       /immutable/,
     );
     await assert.rejects(
       sql`insert into job_attempts (id, job_id, workspace_id, attempt_no, status, context, input_revision, owner, token, lease_expires_at)
-          values (${randomUUID()}, ${job2.id}, ${workspaceId}, 2, 'running', '{}', 0, 'x', ${randomUUID()}, now())`.execute(handle.db),
+          values (${randomUUID()}, ${job2.id}, ${workspaceId}, 2, 'running', '{}', 0, 'x', ${randomUUID()}, now())`.execute(
+        handle.db,
+      ),
       /job_attempts_one_running/,
       'one running attempt per job',
     );
@@ -147,7 +195,11 @@ void describe('job store', () => {
     await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
     h = (await store.claimJob(job.id, 'w1'))!.handle;
     assert.equal(await store.failAttempt(h, 'w1', transient, undefined, undefined), 'failed');
-    const row = await handle.db.selectFrom('jobs').selectAll().where('id', '=', job.id).executeTakeFirstOrThrow();
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(row.status, 'failed');
     assert.equal(row.last_error_code, 'asr.timeout');
 
@@ -156,10 +208,26 @@ void describe('job store', () => {
     const permanent = { kind: ErrorKind.permanent, code: 'asr.bad_request', message: 'bad' };
     assert.equal(await store.failAttempt(h2, 'w1', permanent, undefined, undefined), 'failed');
 
-    assert.deepEqual([1, 2, 3].map((n) => linearBackoffMs(15_000, n)), [15_000, 30_000, 45_000]);
-    const d = decideFailure({ kind: ErrorKind.transient, code: 'llm.rate_limited', message: '' }, 1, 3, 1000, 20);
-    assert.deepEqual(d, { type: 'retry', delayMs: 20_000 }, 'Retry-After is honoured when longer than the backoff');
-    assert.equal(decideFailure({ kind: ErrorKind.unclassified, code: 'internal.error', message: '' }, 1, 3, 1000).type, 'retry');
+    assert.deepEqual(
+      [1, 2, 3].map((n) => linearBackoffMs(15_000, n)),
+      [15_000, 30_000, 45_000],
+    );
+    const d = decideFailure(
+      { kind: ErrorKind.transient, code: 'llm.rate_limited', message: '' },
+      1,
+      3,
+      1000,
+      20,
+    );
+    assert.deepEqual(
+      d,
+      { type: 'retry', delayMs: 20_000 },
+      'Retry-After is honoured when longer than the backoff',
+    );
+    assert.equal(
+      decideFailure({ kind: ErrorKind.unclassified, code: 'internal.error', message: '' }, 1, 3, 1000).type,
+      'retry',
+    );
   });
 
   void it('J7/J8: the sweep reclaims expired leases and quarantines past the cap with reclaim_cap_exceeded', async () => {
@@ -167,7 +235,10 @@ void describe('job store', () => {
     await store.claimJob(job.id, 'w1');
     await expire(job.id);
     const first = await store.reclaimExpiredLeases('sweep:test', {});
-    assert.deepEqual(first.map((r) => [r.jobId, r.quarantined]), [[job.id, false]]);
+    assert.deepEqual(
+      first.map((r) => [r.jobId, r.quarantined]),
+      [[job.id, false]],
+    );
     await store.claimJob(job.id, 'w2');
     await expire(job.id);
     let hookRan = false;
@@ -177,25 +248,54 @@ void describe('job store', () => {
         return Promise.resolve(null);
       },
     });
-    assert.deepEqual(second.map((r) => [r.jobId, r.quarantined]), [[job.id, true]]);
+    assert.deepEqual(
+      second.map((r) => [r.jobId, r.quarantined]),
+      [[job.id, true]],
+    );
     assert.ok(hookRan, "the kind's terminal hook settled its subject");
-    const row = await handle.db.selectFrom('jobs').selectAll().where('id', '=', job.id).executeTakeFirstOrThrow();
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(row.status, 'failed');
     assert.equal(row.last_error_code, 'reclaim_cap_exceeded');
-    const audit = await handle.db.selectFrom('audit_events').select(['to_status', 'actor']).where('subject_id', '=', job.id).orderBy('id').execute();
-    assert.deepEqual(audit.map((a) => a.to_status), ['pending', 'running', 'pending', 'running', 'failed']);
+    const audit = await handle.db
+      .selectFrom('audit_events')
+      .select(['to_status', 'actor'])
+      .where('subject_id', '=', job.id)
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      audit.map((a) => a.to_status),
+      ['pending', 'running', 'pending', 'running', 'failed'],
+    );
     assert.equal(audit.at(-1)!.actor, 'sweep:test');
   });
 
   void it('J13: a new request supersedes the active job and closes its running attempt, keeping the audit trail', async () => {
     const job = await newJob();
     const claimed = (await store.claimJob(job.id, 'w1'))!;
-    await handle.db.transaction().execute((trx) => store.supersedeActiveJobs(trx, job.subject_id, JobKind.writeMinutes, 'user:x'));
-    const attempt = await handle.db.selectFrom('job_attempts').select('status').where('id', '=', claimed.handle.attemptId).executeTakeFirstOrThrow();
+    await handle.db
+      .transaction()
+      .execute((trx) => store.supersedeActiveJobs(trx, job.subject_id, JobKind.writeMinutes, 'user:x'));
+    const attempt = await handle.db
+      .selectFrom('job_attempts')
+      .select('status')
+      .where('id', '=', claimed.handle.attemptId)
+      .executeTakeFirstOrThrow();
     assert.equal(attempt.status, 'superseded');
-    const row = await handle.db.selectFrom('jobs').select('status').where('id', '=', job.id).executeTakeFirstOrThrow();
+    const row = await handle.db
+      .selectFrom('jobs')
+      .select('status')
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
     assert.equal(row.status, 'superseded');
-    await assert.rejects(store.completeAttempt(claimed.handle, 'w1'), LostLeaseError, 'its token no longer commits');
+    await assert.rejects(
+      store.completeAttempt(claimed.handle, 'w1'),
+      LostLeaseError,
+      'its token no longer commits',
+    );
   });
 
   void it('J12: an attempt handle never serialises its token', async () => {

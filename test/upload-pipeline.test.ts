@@ -37,7 +37,11 @@ void describe('upload pipeline end to end', () => {
     assert.equal(meeting.minutes.content.writer, 'extractive');
     assert.match(meeting.minutes.content.note, /without a language model/);
     assert.ok(meeting.audioDeletedAt, 'audio is deleted once the meeting is complete');
-    const blobs = await h.app.database.db.selectFrom('blobs').select(['deleted_at']).where('meeting_id', '=', id).execute();
+    const blobs = await h.app.database.db
+      .selectFrom('blobs')
+      .select(['deleted_at'])
+      .where('meeting_id', '=', id)
+      .execute();
     assert.ok(blobs.length > 1 && blobs.every((b) => b.deleted_at !== null));
   });
 
@@ -64,12 +68,23 @@ void describe('upload pipeline end to end', () => {
       .where('subject_type', '=', 'meeting')
       .orderBy('id')
       .execute();
-    const moves = trail.filter((t) => !t.to_status.startsWith('minutes:')).map((t) => `${t.from_status ?? '∅'}>${t.to_status}`);
-    assert.deepEqual(moves, ['∅>created', 'created>processing', 'processing>finalizing', 'finalizing>complete']);
+    const moves = trail
+      .filter((t) => !t.to_status.startsWith('minutes:'))
+      .map((t) => `${t.from_status ?? '∅'}>${t.to_status}`);
+    assert.deepEqual(moves, [
+      '∅>created',
+      'created>processing',
+      'processing>finalizing',
+      'finalizing>complete',
+    ]);
     assert.ok(trail.every((t) => t.actor.length > 0));
     const jobs = await db.selectFrom('jobs').select('id').execute();
     for (const job of jobs) {
-      const n = await db.selectFrom('audit_events').select(sql<number>`count(*)::int`.as('n')).where('subject_id', '=', job.id).executeTakeFirstOrThrow();
+      const n = await db
+        .selectFrom('audit_events')
+        .select(sql<number>`count(*)::int`.as('n'))
+        .where('subject_id', '=', job.id)
+        .executeTakeFirstOrThrow();
       assert.ok(n.n >= 3, 'created, claimed and completed are audited');
     }
   });
@@ -80,8 +95,15 @@ void describe('upload pipeline end to end', () => {
     assert.equal(events.length, 1);
     assert.equal(events[0]!.event_type, 'meeting.transcribed');
     assert.equal(events[0]!.status, 'delivered');
-    const minutesJobs = await db.selectFrom('jobs').select('status').where('kind', '=', 'write-minutes').execute();
-    assert.deepEqual(minutesJobs.map((j) => j.status), ['completed']);
+    const minutesJobs = await db
+      .selectFrom('jobs')
+      .select('status')
+      .where('kind', '=', 'write-minutes')
+      .execute();
+    assert.deepEqual(
+      minutesJobs.map((j) => j.status),
+      ['completed'],
+    );
   });
 
   void it('S2: bad input gets a clear 4xx and nothing stored is lost', async () => {
@@ -93,13 +115,17 @@ void describe('upload pipeline end to end', () => {
     assert.equal(unknown.json.error.code, 'meeting.not_found');
     assert.equal((await h.request('GET', '/v1/meetings/not-a-uuid')).status, 404);
 
-    const notAudio = await h.request('PUT', `/v1/meetings/${id}/recording`, Buffer.from('hello'), { 'content-type': 'text/plain' });
+    const notAudio = await h.request('PUT', `/v1/meetings/${id}/recording`, Buffer.from('hello'), {
+      'content-type': 'text/plain',
+    });
     assert.equal(notAudio.status, 415);
     assert.match(notAudio.json.error.message, /audio\/wav/);
     assert.match(notAudio.json.error.message, /audio\/mpeg/);
 
     const big = Buffer.alloc(3 * 1024 * 1024, 1);
-    const tooBig = await h.request('PUT', `/v1/meetings/${id}/recording`, big, { 'content-type': 'audio/wav' });
+    const tooBig = await h.request('PUT', `/v1/meetings/${id}/recording`, big, {
+      'content-type': 'audio/wav',
+    });
     assert.equal(tooBig.status, 413);
 
     const malformed = await h.api.inject({

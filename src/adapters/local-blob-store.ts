@@ -54,7 +54,8 @@ export class LocalBlobStore implements BlobStore {
 function classify(err: unknown, op: string): AppError {
   if (err instanceof AppError) return err;
   const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
-  if (code === 'ENOENT') return new AppError(ErrorKind.permanent, 'storage.not_found', `blob ${op}: not found`);
+  if (code === 'ENOENT')
+    return new AppError(ErrorKind.permanent, 'storage.not_found', `blob ${op}: not found`);
   const kind = TRANSIENT_FS_CODES.has(code) ? ErrorKind.transient : ErrorKind.unclassified;
   return new AppError(kind, 'storage.unavailable', `blob ${op} failed: ${code}`, { cause: err });
 }

@@ -14,9 +14,13 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   const { deps } = api;
 
   // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.config.maxUploadBytes }, (_req, body, done) => {
-    done(null, body);
-  });
+  app.addContentTypeParser(
+    '*',
+    { parseAs: 'buffer', bodyLimit: deps.config.maxUploadBytes },
+    (_req, body, done) => {
+      done(null, body);
+    },
+  );
 
   app.post('/v1/meetings', async (req, reply) => {
     const body = req.body;
@@ -33,7 +37,10 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       throw invalid('meeting.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
     }
     const language = input.language ?? null;
-    if (language !== null && (typeof language !== 'string' || !/^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$/.test(language))) {
+    if (
+      language !== null &&
+      (typeof language !== 'string' || !/^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$/.test(language))
+    ) {
       throw invalid('meeting.language', 'language must be a language tag such as "en" or "en-US"');
     }
     const meeting = await deps.meetings.create(workspaceOf(req), {
@@ -96,25 +103,31 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
   });
 
-  app.get<{ Querystring: { status?: string; limit?: string; cursor?: string } }>('/v1/meetings', async (req) => {
-    const { status, limit: limitText, cursor } = req.query;
-    if (status !== undefined && !(Object.values(MeetingStatus) as string[]).includes(status)) {
-      throw invalid('list.status', `status must be one of ${Object.values(MeetingStatus).join(', ')}`);
-    }
-    const limit = limitText === undefined ? 50 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw invalid('list.limit', 'limit must be 1 to 200');
-    const before = cursor === undefined ? undefined : decodeCursor(cursor);
-    const rows = await deps.meetings.list(workspaceOf(req), {
-      status: status as MeetingStatus | undefined,
-      limit,
-      before,
-    });
-    const last = rows.length === limit ? rows[rows.length - 1] : undefined;
-    return {
-      meetings: await Promise.all(rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id)))),
-      nextCursor: last ? encodeCursor(last) : null,
-    };
-  });
+  app.get<{ Querystring: { status?: string; limit?: string; cursor?: string } }>(
+    '/v1/meetings',
+    async (req) => {
+      const { status, limit: limitText, cursor } = req.query;
+      if (status !== undefined && !(Object.values(MeetingStatus) as string[]).includes(status)) {
+        throw invalid('list.status', `status must be one of ${Object.values(MeetingStatus).join(', ')}`);
+      }
+      const limit = limitText === undefined ? 50 : Number(limitText);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 200)
+        throw invalid('list.limit', 'limit must be 1 to 200');
+      const before = cursor === undefined ? undefined : decodeCursor(cursor);
+      const rows = await deps.meetings.list(workspaceOf(req), {
+        status: status as MeetingStatus | undefined,
+        limit,
+        before,
+      });
+      const last = rows.length === limit ? rows[rows.length - 1] : undefined;
+      return {
+        meetings: await Promise.all(
+          rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id))),
+        ),
+        nextCursor: last ? encodeCursor(last) : null,
+      };
+    },
+  );
 }
 
 function invalid(code: string, message: string): AppError {

@@ -6,16 +6,25 @@ const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'strin
 const errors = {
   '400': { description: 'Invalid input', content: { 'application/json': { schema: error } } },
   '401': { description: 'Missing or invalid API key', content: { 'application/json': { schema: error } } },
-  '404': { description: 'No such meeting in this workspace', content: { 'application/json': { schema: error } } },
+  '404': {
+    description: 'No such meeting in this workspace',
+    content: { 'application/json': { schema: error } },
+  },
 };
 
 /** The API's contract, served at GET /openapi.json. */
 export function openApiDocument(maxUploadBytes: number) {
   return {
     openapi: '3.1.0',
-    info: { title: 'Verbatim', version: '0.1.0', description: 'Meeting capture and transcription that never loses a word.' },
+    info: {
+      title: 'Verbatim',
+      version: '0.1.0',
+      description: 'Meeting capture and transcription that never loses a word.',
+    },
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API key from `verbatim keys create`' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'API key from `verbatim keys create`' },
+      },
       schemas: {
         Error: {
           type: 'object',
@@ -55,7 +64,10 @@ export function openApiDocument(maxUploadBytes: number) {
                 content: { type: ['object', 'null'] },
               },
             },
-            failure: { type: ['object', 'null'], properties: { code: { type: 'string' }, message: { type: 'string' } } },
+            failure: {
+              type: ['object', 'null'],
+              properties: { code: { type: 'string' }, message: { type: 'string' } },
+            },
             audioDeletedAt: { type: ['string', 'null'], format: 'date-time' },
           },
         },
@@ -81,7 +93,10 @@ export function openApiDocument(maxUploadBytes: number) {
               },
             },
           },
-          responses: { '201': { description: 'Created', content: { 'application/json': { schema: meeting } } }, ...errors },
+          responses: {
+            '201': { description: 'Created', content: { 'application/json': { schema: meeting } } },
+            ...errors,
+          },
         },
         get: {
           summary: 'List meetings, newest first',
@@ -97,7 +112,10 @@ export function openApiDocument(maxUploadBytes: number) {
         get: {
           summary: 'Meeting status, window counts, minutes and failure reason',
           parameters: [idParam],
-          responses: { '200': { description: 'The meeting', content: { 'application/json': { schema: meeting } } }, ...errors },
+          responses: {
+            '200': { description: 'The meeting', content: { 'application/json': { schema: meeting } } },
+            ...errors,
+          },
         },
       },
       '/v1/meetings/{id}/recording': {
@@ -106,7 +124,9 @@ export function openApiDocument(maxUploadBytes: number) {
           parameters: [idParam],
           requestBody: {
             description: `Raw audio bytes, at most ${maxUploadBytes} bytes`,
-            content: Object.fromEntries(ACCEPTED_AUDIO_TYPES.map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
+            content: Object.fromEntries(
+              ACCEPTED_AUDIO_TYPES.map((t) => [t, { schema: { type: 'string', format: 'binary' } }]),
+            ),
           },
           responses: {
             '202': { description: 'Accepted', content: { 'application/json': { schema: meeting } } },
@@ -120,7 +140,10 @@ export function openApiDocument(maxUploadBytes: number) {
       '/v1/meetings/{id}/transcript': {
         get: {
           summary: 'Transcript segments',
-          parameters: [idParam, { name: 'format', in: 'query', schema: { enum: ['json', 'txt', 'vtt', 'srt'] } }],
+          parameters: [
+            idParam,
+            { name: 'format', in: 'query', schema: { enum: ['json', 'txt', 'vtt', 'srt'] } },
+          ],
           responses: { '200': { description: 'Segments (JSON) or a text rendering' }, ...errors },
         },
       },
@@ -128,11 +151,23 @@ export function openApiDocument(maxUploadBytes: number) {
         post: {
           summary: 'Regenerate the minutes from the transcript',
           parameters: [idParam],
-          responses: { '202': { description: 'Accepted' }, '409': { description: 'No finished transcript yet' }, ...errors },
+          responses: {
+            '202': { description: 'Accepted' },
+            '409': { description: 'No finished transcript yet' },
+            ...errors,
+          },
         },
       },
-      '/healthz': { get: { summary: 'Liveness and database readiness', security: [], responses: { '200': { description: 'ok' } } } },
-      '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'text' } } } },
+      '/healthz': {
+        get: {
+          summary: 'Liveness and database readiness',
+          security: [],
+          responses: { '200': { description: 'ok' } },
+        },
+      },
+      '/metrics': {
+        get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'text' } } },
+      },
     },
   };
 }

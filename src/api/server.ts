@@ -24,8 +24,9 @@ export function workspaceOf(req: FastifyRequest): string {
 
 /** The HTTP API: JSON over /v1, Bearer API keys, one error shape `{error: {kind, code, message}}`. */
 export function buildApi(api: ApiDeps): FastifyInstance {
+  const loggerInstance: FastifyBaseLogger = api.log.child({ component: 'api' });
   const app: FastifyInstance = Fastify({
-    loggerInstance: api.log.child({ component: 'api' }) as FastifyBaseLogger,
+    loggerInstance,
     bodyLimit: api.deps.config.maxUploadBytes,
   });
   app.decorateRequest('workspaceId', '');
@@ -36,19 +37,28 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const workspaceId = match?.[1] ? await api.workspaces.authenticate(match[1]) : null;
     if (!workspaceId) {
-      throw new AppError(ErrorKind.unauthorized, 'auth.invalid_key', 'missing or invalid API key (Authorization: Bearer <key>)');
+      throw new AppError(
+        ErrorKind.unauthorized,
+        'auth.invalid_key',
+        'missing or invalid API key (Authorization: Bearer <key>)',
+      );
     }
     req.workspaceId = workspaceId;
   });
 
   app.setErrorHandler((err, req, reply) => {
     const e = toHttpError(err);
-    if (e.status >= 500) req.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'request failed');
+    if (e.status >= 500)
+      req.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'request failed');
     void reply.status(e.status).send({ error: { kind: e.kind, code: e.code, message: e.message } });
   });
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send({
-      error: { kind: ErrorKind.notFound, code: 'route.not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` },
+      error: {
+        kind: ErrorKind.notFound,
+        code: 'route.not_found',
+        message: `no route ${req.method} ${req.url.split('?')[0]}`,
+      },
     });
   });
 
@@ -66,17 +76,37 @@ interface HttpError {
 
 function toHttpError(err: unknown): HttpError {
   if (err instanceof AppError) {
-    return { status: httpStatusFor(err.kind), kind: err.kind, code: err.code, message: redactSecrets(err.message) };
+    return {
+      status: httpStatusFor(err.kind),
+      kind: err.kind,
+      code: err.code,
+      message: redactSecrets(err.message),
+    };
   }
   const fastifyError = err as { statusCode?: number; code?: string; message?: string };
   if (fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return { status: 413, kind: ErrorKind.tooLarge, code: 'request.too_large', message: 'request body is larger than allowed' };
+    return {
+      status: 413,
+      kind: ErrorKind.tooLarge,
+      code: 'request.too_large',
+      message: 'request body is larger than allowed',
+    };
   }
   if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
-    return { status: 400, kind: ErrorKind.invalidInput, code: 'request.malformed_json', message: 'the body is not valid JSON' };
+    return {
+      status: 400,
+      kind: ErrorKind.invalidInput,
+      code: 'request.malformed_json',
+      message: 'the body is not valid JSON',
+    };
   }
   if (fastifyError.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
-    return { status: 400, kind: ErrorKind.invalidInput, code: 'request.empty_body', message: 'a JSON body is required' };
+    return {
+      status: 400,
+      kind: ErrorKind.invalidInput,
+      code: 'request.empty_body',
+      message: 'a JSON body is required',
+    };
   }
   if (fastifyError.statusCode && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
     return {

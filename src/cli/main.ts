@@ -101,7 +101,8 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
     log.info({ url: `http://${app.config.host}:${port}` }, 'api listening');
     if (mode === 'start') {
       const keyFile = await ensureFirstKey(app);
-      if (keyFile) log.info({ keyFile }, 'created a first API key; it is in this file (readable by you only)');
+      if (keyFile)
+        log.info({ keyFile }, 'created a first API key; it is in this file (readable by you only)');
     }
   }
   await stopRequested;
@@ -114,7 +115,10 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
 /** J11: a fatal error exits non-zero so a supervisor restarts the process. */
 function installProcessGuards(log: Logger): void {
   process.on('unhandledRejection', (reason) => {
-    log.fatal({ err: reason instanceof Error ? reason.stack : String(reason) }, 'unhandled rejection; exiting');
+    log.fatal(
+      { err: reason instanceof Error ? reason.stack : String(reason) },
+      'unhandled rejection; exiting',
+    );
     process.exit(1);
   });
   process.on('uncaughtException', (err) => {

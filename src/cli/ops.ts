@@ -30,16 +30,28 @@ export async function inspect(app: App, id: string): Promise<number> {
   if (meeting) {
     out(`meeting ${meeting.id}  "${meeting.title}"  ${meeting.source}  status=${meeting.status}`);
     if (meeting.failure_code) out(`  failure: ${meeting.failure_code}: ${meeting.failure_message}`);
-    out(`  minutes: ${meeting.minutes_status}${meeting.minutes_code ? ` (${meeting.minutes_code}: ${meeting.minutes_message})` : ''}`);
+    out(
+      `  minutes: ${meeting.minutes_status}${meeting.minutes_code ? ` (${meeting.minutes_code}: ${meeting.minutes_message})` : ''}`,
+    );
     out(`  audio deleted: ${ts(meeting.audio_deleted_at)}`);
-    const windows = await db.selectFrom('windows').selectAll().where('meeting_id', '=', id).orderBy('index').execute();
+    const windows = await db
+      .selectFrom('windows')
+      .selectAll()
+      .where('meeting_id', '=', id)
+      .orderBy('index')
+      .execute();
     out(`windows (${windows.length}):`);
     for (const w of windows) {
       out(
         `  #${w.index} ${(w.start_ms / 1000).toFixed(1)}-${(w.end_ms / 1000).toFixed(1)}s ${w.status}${w.failure_code ? ` ${w.failure_code}` : ''}`,
       );
     }
-    const jobs = await db.selectFrom('jobs').select('id').where('meeting_id', '=', id).orderBy('created_at').execute();
+    const jobs = await db
+      .selectFrom('jobs')
+      .select('id')
+      .where('meeting_id', '=', id)
+      .orderBy('created_at')
+      .execute();
     jobIds.push(...jobs.map((j) => j.id));
   } else {
     const job = await db.selectFrom('jobs').select('id').where('id', '=', id).executeTakeFirst();
@@ -58,7 +70,9 @@ export async function inspect(app: App, id: string): Promise<number> {
     .execute();
   out(`audit trail (${audit.length}):`);
   for (const a of audit) {
-    out(`  ${ts(a.at)} ${a.subject_type} ${a.subject_id.slice(0, 8)} ${a.from_status ?? '∅'} -> ${a.to_status} by ${a.actor}${a.reason ? ` (${a.reason})` : ''}`);
+    out(
+      `  ${ts(a.at)} ${a.subject_type} ${a.subject_id.slice(0, 8)} ${a.from_status ?? '∅'} -> ${a.to_status} by ${a.actor}${a.reason ? ` (${a.reason})` : ''}`,
+    );
   }
   return 0;
 }
@@ -66,7 +80,8 @@ export async function inspect(app: App, id: string): Promise<number> {
 async function printJob(app: App, jobId: string): Promise<void> {
   const db = app.database.db;
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirstOrThrow();
-  const subject = job.payload.windowIndex !== undefined ? ` window #${String(job.payload.windowIndex)}` : '';
+  const index = job.payload.windowIndex;
+  const subject = typeof index === 'number' ? ` window #${index}` : '';
   out(
     `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
   );

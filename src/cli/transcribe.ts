@@ -19,7 +19,11 @@ interface MeetingView {
   id: string;
   status: string;
   windows: { total: number; done: number; inFlight: number; exhausted: number; missing: number };
-  minutes: { status: string; reason: { code: string; message: string } | null; content: MinutesContent | null };
+  minutes: {
+    status: string;
+    reason: { code: string; message: string } | null;
+    content: MinutesContent | null;
+  };
   failure: { code: string; message: string } | null;
 }
 interface MinutesContent {
@@ -58,8 +62,19 @@ export async function transcribeFile(config: Config, log: Logger, file: string):
   }
 }
 
-async function runAgainst(baseUrl: string, apiKey: string, file: string, data: Buffer, contentType: string): Promise<number> {
-  const call = async <T>(method: string, route: string, body?: Buffer | object, type?: string): Promise<T> => {
+async function runAgainst(
+  baseUrl: string,
+  apiKey: string,
+  file: string,
+  data: Buffer,
+  contentType: string,
+): Promise<number> {
+  const call = async <T>(
+    method: string,
+    route: string,
+    body?: Buffer | object,
+    type?: string,
+  ): Promise<T> => {
     const res = await fetch(`${baseUrl}${route}`, {
       method,
       headers: {
@@ -72,7 +87,10 @@ async function runAgainst(baseUrl: string, apiKey: string, file: string, data: B
     if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${text}`);
     return (res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text) as T;
   };
-  const created = await call<MeetingView>('POST', '/v1/meetings', { source: 'upload', title: path.basename(file) });
+  const created = await call<MeetingView>('POST', '/v1/meetings', {
+    source: 'upload',
+    title: path.basename(file),
+  });
   await call('PUT', `/v1/meetings/${created.id}/recording`, data, contentType);
   let meeting = created;
   const bar = process.stderr.isTTY;
@@ -96,8 +114,11 @@ async function runAgainst(baseUrl: string, apiKey: string, file: string, data: B
   process.stdout.write(`# Transcript\n${transcript}\n`);
   const minutes = meeting.minutes.content;
   if (minutes) {
-    process.stdout.write(`\n# Minutes (${minutes.writer})\n${minutes.note ? `${minutes.note}\n` : ''}\n${minutes.summary}\n`);
-    if (minutes.decisions.length) process.stdout.write(`\nDecisions:\n${minutes.decisions.map((d) => `- ${d}`).join('\n')}\n`);
+    process.stdout.write(
+      `\n# Minutes (${minutes.writer})\n${minutes.note ? `${minutes.note}\n` : ''}\n${minutes.summary}\n`,
+    );
+    if (minutes.decisions.length)
+      process.stdout.write(`\nDecisions:\n${minutes.decisions.map((d) => `- ${d}`).join('\n')}\n`);
     if (minutes.actionItems.length) {
       process.stdout.write(`\nAction items:\n${minutes.actionItems.map((d) => `- ${d}`).join('\n')}\n`);
     }

@@ -29,7 +29,12 @@ export class AppError extends Error {
   /** Seconds a provider asked us to wait (Retry-After), when it said. */
   readonly retryAfterSeconds: number | undefined;
 
-  constructor(kind: ErrorKind, code: string, message: string, opts?: { cause?: unknown; retryAfterSeconds?: number }) {
+  constructor(
+    kind: ErrorKind,
+    code: string,
+    message: string,
+    opts?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
     super(message, opts?.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
     this.kind = kind;
@@ -51,7 +56,10 @@ export function redactSecrets(text: string): string {
   return text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]+/gi, '$1[redacted]')
     .replace(/\b(vbt|sk|pk|rk)[-_][A-Za-z0-9_-]{8,}/g, '[redacted]')
-    .replace(/((?:api[_-]?key|token|secret|password|authorization)["']?\s*[:=]\s*["']?)[^\s"',&]+/gi, '$1[redacted]')
+    .replace(
+      /((?:api[_-]?key|token|secret|password|authorization)["']?\s*[:=]\s*["']?)[^\s"',&]+/gi,
+      '$1[redacted]',
+    )
     .slice(0, 500);
 }
 

@@ -13,8 +13,7 @@ export function exponentialBackoffMs(baseMs: number, attempt: number, capMs = ON
 }
 
 export type FailureDecision =
-  | { type: 'retry'; delayMs: number }
-  | { type: 'fail'; code: string; message: string };
+  { type: 'retry'; delayMs: number } | { type: 'fail'; code: string; message: string };
 
 /**
  * J6: what one failed attempt means for its job. Transient and unclassified errors spend one unit of
@@ -34,7 +33,11 @@ export function decideFailure(
     case ErrorKind.unclassified:
     case ErrorKind.quotaExhausted: {
       if (errorCount >= maxErrors) {
-        return { type: 'fail', code: error.code, message: `gave up after ${errorCount} failures: ${error.message}` };
+        return {
+          type: 'fail',
+          code: error.code,
+          message: `gave up after ${errorCount} failures: ${error.message}`,
+        };
       }
       const backoff = linearBackoffMs(stepMs, errorCount);
       const asked = retryAfterSeconds !== undefined ? retryAfterSeconds * 1000 : 0;

@@ -17,10 +17,18 @@ export type MeetingSource = (typeof MeetingSource)[keyof typeof MeetingSource];
 
 export const MeetingTransitions = {
   startProcessing: { from: [MeetingStatus.created], to: MeetingStatus.processing },
-  startFinalizing: { from: [MeetingStatus.processing, MeetingStatus.recording], to: MeetingStatus.finalizing },
+  startFinalizing: {
+    from: [MeetingStatus.processing, MeetingStatus.recording],
+    to: MeetingStatus.finalizing,
+  },
   completeMeeting: { from: [MeetingStatus.finalizing], to: MeetingStatus.complete },
   failMeeting: {
-    from: [MeetingStatus.created, MeetingStatus.processing, MeetingStatus.recording, MeetingStatus.finalizing],
+    from: [
+      MeetingStatus.created,
+      MeetingStatus.processing,
+      MeetingStatus.recording,
+      MeetingStatus.finalizing,
+    ],
     to: MeetingStatus.failed,
   },
 } as const satisfies Record<string, { from: readonly MeetingStatus[]; to: MeetingStatus }>;

@@ -25,7 +25,13 @@ export class OutboxDispatcher {
   constructor(
     private readonly db: Db,
     private readonly consumers: Record<string, ConsumerHandler>,
-    private readonly deps: { owner: string; leaseMs: number; retryBaseMs: number; log: Logger; checkpoints: Checkpoints },
+    private readonly deps: {
+      owner: string;
+      leaseMs: number;
+      retryBaseMs: number;
+      log: Logger;
+      checkpoints: Checkpoints;
+    },
   ) {}
 
   async dispatchDue(limit = 20): Promise<number> {
@@ -44,7 +50,9 @@ export class OutboxDispatcher {
           .select('id')
           .where('status', '=', 'pending')
           .where('next_attempt_at', '<=', sql<Date>`now()`)
-          .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', sql<Date>`now()`)]))
+          .where((eb) =>
+            eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', sql<Date>`now()`)]),
+          )
           .orderBy('next_attempt_at')
           .limit(limit)
           .forUpdate()
@@ -65,10 +73,18 @@ export class OutboxDispatcher {
       try {
         if (!handler) throw new Error(`no consumer named ${row.consumer}`);
         await handler(event);
-        await this.deps.checkpoints.hit('dispatcher.after-deliver', { eventType: row.event_type, consumer: row.consumer });
+        await this.deps.checkpoints.hit('dispatcher.after-deliver', {
+          eventType: row.event_type,
+          consumer: row.consumer,
+        });
         await this.db
           .updateTable('outbox')
-          .set({ status: 'delivered', delivered_at: sql<Date>`now()`, lease_owner: null, lease_expires_at: null })
+          .set({
+            status: 'delivered',
+            delivered_at: sql<Date>`now()`,
+            lease_owner: null,
+            lease_expires_at: null,
+          })
           .where('id', '=', row.id)
           .where('lease_owner', '=', this.deps.owner)
           .execute();

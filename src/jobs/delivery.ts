@@ -34,7 +34,11 @@ export async function enqueueDelivery(
         max_attempts => ${TRANSPORT_MAX_ATTEMPTS}::int,
         job_key => ${job.delivery_id}::text
       )`.execute(trx);
-    await trx.updateTable('jobs').set({ delivered_at: sql<Date>`now()` }).where('id', '=', job.id).execute();
+    await trx
+      .updateTable('jobs')
+      .set({ delivered_at: sql<Date>`now()` })
+      .where('id', '=', job.id)
+      .execute();
     await sql`release savepoint enqueue_delivery`.execute(trx);
     return true;
   } catch (err) {

@@ -23,7 +23,11 @@ class Shutdown extends Error {}
  * the fenced store methods (J3). A lost lease stops the work silently; a delivery for a job that is
  * not claimable is acknowledged and dropped, since the row, not the message, is the truth.
  */
-export async function runDelivery(def: JobDefinition, payload: DeliveryPayload, deps: RunnerDeps): Promise<void> {
+export async function runDelivery(
+  def: JobDefinition,
+  payload: DeliveryPayload,
+  deps: RunnerDeps,
+): Promise<void> {
   const actor = `worker:${deps.workerId}`;
   const claimed = await deps.jobs.claimJob(payload.jobId, deps.workerId, { deliveryId: payload.deliveryId });
   if (!claimed) return;
@@ -100,7 +104,9 @@ export async function runDelivery(def: JobDefinition, payload: DeliveryPayload, 
   }
 }
 
-function checkpointContext(payload: Record<string, unknown>): Record<string, string | number | boolean | null> {
+function checkpointContext(
+  payload: Record<string, unknown>,
+): Record<string, string | number | boolean | null> {
   const out: Record<string, string | number | boolean | null> = {};
   for (const [k, v] of Object.entries(payload)) {
     if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || v === null) out[k] = v;

@@ -4,7 +4,14 @@ import type { Checkpoints } from '../checkpoints.ts';
 import type { Db, JobRow, Tx } from '../db/schema.ts';
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
 import { decideFailure } from '../domain/retry-policy.ts';
-import { ATTEMPT_RUNNING, AttemptOutcome, JobStatus, JobTransitions, QUEUE_OF, type JobKind } from '../domain/status.ts';
+import {
+  ATTEMPT_RUNNING,
+  AttemptOutcome,
+  JobStatus,
+  JobTransitions,
+  QUEUE_OF,
+  type JobKind,
+} from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
 import { recordAudit } from './audit.ts';
@@ -98,9 +105,18 @@ export class PgJobStore {
    * attempt with a new token in the same transaction. Null when there is nothing to claim (another
    * live worker holds it, it is finished, or it is not due): the delivery is then acknowledged.
    */
-  async claimJob(jobId: string, owner: string, context: Record<string, unknown> = {}): Promise<ClaimedJob | null> {
+  async claimJob(
+    jobId: string,
+    owner: string,
+    context: Record<string, unknown> = {},
+  ): Promise<ClaimedJob | null> {
     return this.db.transaction().execute(async (trx) => {
-      const job = await trx.selectFrom('jobs').selectAll().where('id', '=', jobId).forUpdate().executeTakeFirst();
+      const job = await trx
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', jobId)
+        .forUpdate()
+        .executeTakeFirst();
       if (!job) return null;
       let reclaimed = false;
       if (job.status === JobStatus.running) {
@@ -113,7 +129,9 @@ export class PgJobStore {
       } else if (job.status !== JobStatus.pending) {
         return null;
       }
-      const due = await sql<{ due: boolean }>`select ${job.run_after}::timestamptz <= now() as due`.execute(trx);
+      const due = await sql<{ due: boolean }>`select ${job.run_after}::timestamptz <= now() as due`.execute(
+        trx,
+      );
       if (!reclaimed && !due.rows[0]?.due) return null;
 
       const token = randomUUID();
@@ -241,7 +259,11 @@ export class PgJobStore {
       await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
       await trx
         .updateTable('jobs')
-        .set({ status: JobTransitions.completeJob.to, completed_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+        .set({
+          status: JobTransitions.completeJob.to,
+          completed_at: sql<Date>`now()`,
+          updated_at: sql<Date>`now()`,
+        })
         .where('id', '=', job.id)
         .where('status', 'in', JobTransitions.completeJob.from)
         .execute();
@@ -282,11 +304,26 @@ export class PgJobStore {
     let after: AfterCommit | null = null;
     const result = await this.withFencedAttempt(handle, async (trx, job) => {
       const errorCount = job.error_count + 1;
-      const decision = decideFailure(error, errorCount, job.max_errors, this.timings.retryStepMs, retryAfterSeconds);
+      const decision = decideFailure(
+        error,
+        errorCount,
+        job.max_errors,
+        this.timings.retryStepMs,
+        retryAfterSeconds,
+      );
       if (decision.type === 'retry') {
         await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.retryableFailed, actor, error);
-        await this.returnToPending(trx, job, decision.delayMs, { error_count: errorCount, ...lastError(error) });
-        await this.auditJob(trx, job, JobStatus.pending, actor, `${error.code}: retry in ${decision.delayMs} ms`);
+        await this.returnToPending(trx, job, decision.delayMs, {
+          error_count: errorCount,
+          ...lastError(error),
+        });
+        await this.auditJob(
+          trx,
+          job,
+          JobStatus.pending,
+          actor,
+          `${error.code}: retry in ${decision.delayMs} ms`,
+        );
         return 'retrying' as const;
       }
       const final: ErrorRecord = { kind: error.kind, code: decision.code, message: decision.message };
@@ -329,7 +366,12 @@ export class PgJobStore {
     for (const { job_id } of expired) {
       let after: AfterCommit | null = null;
       const report = await this.db.transaction().execute(async (trx) => {
-        const job = await trx.selectFrom('jobs').selectAll().where('id', '=', job_id).forUpdate().executeTakeFirst();
+        const job = await trx
+          .selectFrom('jobs')
+          .selectAll()
+          .where('id', '=', job_id)
+          .forUpdate()
+          .executeTakeFirst();
         if (!job || job.status !== JobStatus.running) return null;
         const outcome = await this.closeExpiredAttempt(trx, job, actor, hooks);
         if (!outcome) return null;
@@ -341,7 +383,12 @@ export class PgJobStore {
         reports.push(report);
         const level = report.quarantined ? 'error' : 'warn';
         this.deps.log[level](
-          { jobId: report.jobId, kind: report.kind, reclaims: report.reclaims, quarantined: report.quarantined },
+          {
+            jobId: report.jobId,
+            kind: report.kind,
+            reclaims: report.reclaims,
+            quarantined: report.quarantined,
+          },
           report.quarantined
             ? `job quarantined: ${RECLAIM_CAP_EXCEEDED}`
             : 'expired lease reclaimed; job returned to the queue',
@@ -394,7 +441,13 @@ export class PgJobStore {
       return { status: JobStatus.failed, report: { ...report, quarantined: true }, after };
     }
     await this.returnToPending(trx, job, 0, { reclaim_count: reclaims });
-    await this.auditJob(trx, job, JobStatus.pending, actor, `lease expired; reclaim ${reclaims} of ${job.max_reclaims}`);
+    await this.auditJob(
+      trx,
+      job,
+      JobStatus.pending,
+      actor,
+      `lease expired; reclaim ${reclaims} of ${job.max_reclaims}`,
+    );
     return { status: JobStatus.pending, report, after: null };
   }
 
@@ -412,7 +465,11 @@ export class PgJobStore {
       .where((eb) =>
         eb.or([
           eb('dispatch_claimed_at', 'is', null),
-          eb(sql<Date>`dispatch_claimed_at`, '<', sql<Date>`now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`),
+          eb(
+            sql<Date>`dispatch_claimed_at`,
+            '<',
+            sql<Date>`now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`,
+          ),
         ]),
       )
       .where(
@@ -426,7 +483,11 @@ export class PgJobStore {
       const ok = await this.db.transaction().execute(async (trx) => {
         const job = await trx
           .updateTable('jobs')
-          .set({ delivery_id: newDeliveryId(), dispatch_claimed_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+          .set({
+            delivery_id: newDeliveryId(),
+            dispatch_claimed_at: sql<Date>`now()`,
+            updated_at: sql<Date>`now()`,
+          })
           .where('id', '=', candidate.id)
           .where('status', '=', JobStatus.pending)
           .where('delivery_id', '=', candidate.delivery_id)
@@ -575,7 +636,13 @@ export class PgJobStore {
     });
   }
 
-  private async auditJob(trx: Tx, job: JobRow, to: string, actor: string, reason: string | null): Promise<void> {
+  private async auditJob(
+    trx: Tx,
+    job: JobRow,
+    to: string,
+    actor: string,
+    reason: string | null,
+  ): Promise<void> {
     await recordAudit(trx, {
       workspaceId: job.workspace_id,
       subjectType: 'job',

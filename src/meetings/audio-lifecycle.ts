@@ -40,7 +40,11 @@ export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): 
     .execute();
   for (const blob of blobs) {
     await deps.blobs.delete(blob.object_key);
-    await deps.db.updateTable('blobs').set({ deleted_at: sql<Date>`now()` }).where('id', '=', blob.id).execute();
+    await deps.db
+      .updateTable('blobs')
+      .set({ deleted_at: sql<Date>`now()` })
+      .where('id', '=', blob.id)
+      .execute();
   }
   await deps.db
     .updateTable('meetings')

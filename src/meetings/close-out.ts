@@ -1,5 +1,12 @@
 import { sql } from 'kysely';
-import { EventType, JobKind, JobStatus, MeetingStatus, MinutesStatus, WindowStatus } from '../domain/status.ts';
+import {
+  EventType,
+  JobKind,
+  JobStatus,
+  MeetingStatus,
+  MinutesStatus,
+  WindowStatus,
+} from '../domain/status.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -23,7 +30,11 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.closeOutMeeting,
     run: async (ctx) => {
       const meetingId = String(ctx.job.payload.meetingId);
-      let meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      let meeting = await deps.db
+        .selectFrom('meetings')
+        .selectAll()
+        .where('id', '=', meetingId)
+        .executeTakeFirstOrThrow();
       if (meeting.status !== MeetingStatus.finalizing) {
         await ctx.complete();
         return;
@@ -79,17 +90,25 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
         if (counts.inFlight > 0) {
           const waited = await deps.db
             .selectFrom('meetings')
-            .select(sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'))
+            .select(
+              sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as(
+                'ms',
+              ),
+            )
             .where('id', '=', meetingId)
             .executeTakeFirstOrThrow();
           if (waited.ms < config.closeoutWaitCapMs) {
-            await ctx.requeue(config.closeoutPollMs, `waiting for ${counts.inFlight} windows in retry`, async (trx) => {
-              await trx
-                .updateTable('meetings')
-                .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
-                .where('id', '=', meetingId)
-                .execute();
-            });
+            await ctx.requeue(
+              config.closeoutPollMs,
+              `waiting for ${counts.inFlight} windows in retry`,
+              async (trx) => {
+                await trx
+                  .updateTable('meetings')
+                  .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
+                  .where('id', '=', meetingId)
+                  .execute();
+              },
+            );
             return;
           }
           ctx.log.warn(
@@ -99,27 +118,31 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
         }
 
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
-        await ctx.requeue(config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS, 'waiting for minutes', async (trx) => {
-          const locked = await deps.meetings.lock(trx, meetingId);
-          await trx
-            .updateTable('meetings')
-            .set({
-              transcript_completed_at: sql<Date>`now()`,
-              minutes_status: MinutesStatus.pending,
-              untranscribed_in_flight: counts.inFlight,
-              untranscribed_exhausted: counts.exhausted + counts.missing,
-              revision: sql<number>`revision + 1`,
-              updated_at: sql<Date>`now()`,
-            })
-            .where('id', '=', meetingId)
-            .execute();
-          await emitEvent(trx, {
-            workspaceId: locked.workspace_id,
-            type: EventType.meetingTranscribed,
-            subjectId: meetingId,
-            payload: { meetingId },
-          });
-        });
+        await ctx.requeue(
+          config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS,
+          'waiting for minutes',
+          async (trx) => {
+            const locked = await deps.meetings.lock(trx, meetingId);
+            await trx
+              .updateTable('meetings')
+              .set({
+                transcript_completed_at: sql<Date>`now()`,
+                minutes_status: MinutesStatus.pending,
+                untranscribed_in_flight: counts.inFlight,
+                untranscribed_exhausted: counts.exhausted + counts.missing,
+                revision: sql<number>`revision + 1`,
+                updated_at: sql<Date>`now()`,
+              })
+              .where('id', '=', meetingId)
+              .execute();
+            await emitEvent(trx, {
+              workspaceId: locked.workspace_id,
+              type: EventType.meetingTranscribed,
+              subjectId: meetingId,
+              payload: { meetingId },
+            });
+          },
+        );
         return;
       }
 
@@ -130,7 +153,10 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           .where('id', '=', meetingId)
           .executeTakeFirstOrThrow();
         if (waited.ms < config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS) {
-          await ctx.requeue(config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS - waited.ms, 'waiting for minutes');
+          await ctx.requeue(
+            config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS - waited.ms,
+            'waiting for minutes',
+          );
           return;
         }
         ctx.log.error({ meetingId }, 'minutes never settled; closing the meeting without them');
@@ -148,7 +174,11 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
 
       // (5) Delete the audio, then complete. A failed delete throws and is retried by the job.
       await deleteMeetingAudio(deps, meetingId);
-      meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      meeting = await deps.db
+        .selectFrom('meetings')
+        .selectAll()
+        .where('id', '=', meetingId)
+        .executeTakeFirstOrThrow();
       const counts = await deps.meetings.windowCounts(meetingId);
       const untranscribed = counts.inFlight + counts.exhausted + counts.missing;
       if (untranscribed > 0) {

@@ -33,7 +33,12 @@ export function isAcceptedAudioType(contentType: string | undefined): boolean {
 }
 
 /** B1: identity is server-generated — content digest plus a random id — so equal bytes never share an object. */
-export function blobKey(workspaceId: string, meetingId: string, kind: string, data: Buffer): { key: string; sha256: string } {
+export function blobKey(
+  workspaceId: string,
+  meetingId: string,
+  kind: string,
+  data: Buffer,
+): { key: string; sha256: string } {
   const sha256 = createHash('sha256').update(data).digest('hex');
   return { key: `${workspaceId}/${meetingId}/${kind}-${sha256}-${randomUUID()}`, sha256 };
 }
@@ -52,10 +57,18 @@ export async function storeRecording(
 ): Promise<MeetingRow> {
   const meeting = await deps.meetings.get(workspaceId, meetingId);
   if (meeting.source !== MeetingSource.upload) {
-    throw new AppError(ErrorKind.conflict, 'meeting.not_upload', `meeting ${meetingId} is a ${meeting.source} meeting`);
+    throw new AppError(
+      ErrorKind.conflict,
+      'meeting.not_upload',
+      `meeting ${meetingId} is a ${meeting.source} meeting`,
+    );
   }
   if (meeting.status !== MeetingStatus.created) {
-    throw new AppError(ErrorKind.conflict, 'recording.already_stored', `meeting ${meetingId} already has a recording`);
+    throw new AppError(
+      ErrorKind.conflict,
+      'recording.already_stored',
+      `meeting ${meetingId} already has a recording`,
+    );
   }
   const { key, sha256 } = blobKey(workspaceId, meetingId, 'recording', data);
   await deps.blobs.put(key, data);
@@ -75,7 +88,13 @@ export async function storeRecording(
           content_type: contentType,
         })
         .execute();
-      const updated = await deps.meetings.transition(trx, locked, 'startProcessing', `user:${workspaceId}`, 'recording stored');
+      const updated = await deps.meetings.transition(
+        trx,
+        locked,
+        'startProcessing',
+        `user:${workspaceId}`,
+        'recording stored',
+      );
       await deps.jobs.createJob(
         trx,
         {
@@ -113,7 +132,11 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
         .where('kind', '=', 'recording')
         .where('deleted_at', 'is', null)
         .executeTakeFirst();
-      const meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      const meeting = await deps.db
+        .selectFrom('meetings')
+        .selectAll()
+        .where('id', '=', meetingId)
+        .executeTakeFirstOrThrow();
       if (meeting.status !== MeetingStatus.processing || !recording) {
         await ctx.complete();
         return;
@@ -125,7 +148,14 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       if (planned.length === 0) {
         throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the recording contains no audio');
       }
-      const windows: Array<{ index: number; key: string; sha256: string; size: number; startMs: number; endMs: number }> = [];
+      const windows: Array<{
+        index: number;
+        key: string;
+        sha256: string;
+        size: number;
+        startMs: number;
+        endMs: number;
+      }> = [];
       for (const w of planned) {
         const wav = encodeWav(audio.samples.subarray(w.startSample, w.endSample), audio.sampleRate);
         const { key, sha256 } = blobKey(meeting.workspace_id, meetingId, `window-${w.index}`, wav);
@@ -174,7 +204,10 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
         }
         await trx
           .updateTable('meetings')
-          .set({ duration_ms: Math.round((audio.samples.length * 1000) / audio.sampleRate), updated_at: sql<Date>`now()` })
+          .set({
+            duration_ms: Math.round((audio.samples.length * 1000) / audio.sampleRate),
+            updated_at: sql<Date>`now()`,
+          })
           .where('id', '=', meetingId)
           .execute();
       });

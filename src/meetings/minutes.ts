@@ -21,7 +21,11 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
       const meetingId = String(ctx.job.payload.meetingId);
-      const meeting = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirstOrThrow();
+      const meeting = await deps.db
+        .selectFrom('meetings')
+        .selectAll()
+        .where('id', '=', meetingId)
+        .executeTakeFirstOrThrow();
       const segments = await deps.meetings.segments(meetingId);
       let minutes: Minutes;
       try {
@@ -35,8 +39,13 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
         if (ctx.signal.aborted) throw err;
         const error = toErrorRecord(err, 'llm');
         if (error.kind === ErrorKind.quotaExhausted) {
-          ctx.log.warn({ meetingId, code: error.code }, 'minutes quota exhausted; completing without minutes');
-          await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.unavailable, error, null, ctx.actor));
+          ctx.log.warn(
+            { meetingId, code: error.code },
+            'minutes quota exhausted; completing without minutes',
+          );
+          await ctx.complete((trx) =>
+            settleMinutes(deps, trx, meetingId, MinutesStatus.unavailable, error, null, ctx.actor),
+          );
           return;
         }
         if (error.kind === ErrorKind.transient) {
@@ -52,15 +61,27 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
             message: `The minutes model was unavailable for over ${Math.round(config.minutesWaitCapMs / 60000)} minutes (${error.code}); use Regenerate later.`,
           };
           ctx.log.error({ meetingId, code: error.code }, 'minutes model outage outlasted the wait cap');
-          await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.failed, outage, null, ctx.actor));
+          await ctx.complete((trx) =>
+            settleMinutes(deps, trx, meetingId, MinutesStatus.failed, outage, null, ctx.actor),
+          );
           return;
         }
         throw err;
       }
-      await ctx.complete((trx) => settleMinutes(deps, trx, meetingId, MinutesStatus.written, null, minutes, ctx.actor));
+      await ctx.complete((trx) =>
+        settleMinutes(deps, trx, meetingId, MinutesStatus.written, null, minutes, ctx.actor),
+      );
     },
     onTerminalFailure: async (trx, job, error) => {
-      await settleMinutes(deps, trx, String(job.payload.meetingId), MinutesStatus.failed, error, null, 'worker');
+      await settleMinutes(
+        deps,
+        trx,
+        String(job.payload.meetingId),
+        MinutesStatus.failed,
+        error,
+        null,
+        'worker',
+      );
       return null;
     },
   };
@@ -136,12 +157,20 @@ export async function onMeetingTranscribed(
 }
 
 /** The user's Regenerate: supersedes any active minutes job (J13) and starts a new one. */
-export async function regenerateMinutes(deps: MeetingDeps, workspaceId: string, meetingId: string): Promise<void> {
+export async function regenerateMinutes(
+  deps: MeetingDeps,
+  workspaceId: string,
+  meetingId: string,
+): Promise<void> {
   const actor = `user:${workspaceId}`;
   await deps.db.transaction().execute(async (trx) => {
     const meeting = await deps.meetings.get(workspaceId, meetingId, trx);
     if (!meeting.transcript_completed_at) {
-      throw new AppError(ErrorKind.conflict, 'minutes.no_transcript', 'the meeting has no finished transcript yet');
+      throw new AppError(
+        ErrorKind.conflict,
+        'minutes.no_transcript',
+        'the meeting has no finished transcript yet',
+      );
     }
     await deps.meetings.lock(trx, meetingId);
     await deps.jobs.supersedeActiveJobs(trx, meetingId, JobKind.writeMinutes, actor);

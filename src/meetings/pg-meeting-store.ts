@@ -116,7 +116,11 @@ export class PgMeetingStore {
       .returningAll()
       .executeTakeFirst();
     if (!row) {
-      throw new AppError(ErrorKind.conflict, 'meeting.conflict', `meeting is ${meeting.status}; cannot ${name}`);
+      throw new AppError(
+        ErrorKind.conflict,
+        'meeting.conflict',
+        `meeting is ${meeting.status}; cannot ${name}`,
+      );
     }
     await recordAudit(trx, {
       workspaceId: meeting.workspace_id,

@@ -13,7 +13,11 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.transcribeWindow,
     run: async (ctx) => {
       const windowId = String(ctx.job.payload.windowId);
-      const window = await deps.db.selectFrom('windows').selectAll().where('id', '=', windowId).executeTakeFirstOrThrow();
+      const window = await deps.db
+        .selectFrom('windows')
+        .selectAll()
+        .where('id', '=', windowId)
+        .executeTakeFirstOrThrow();
       if (window.status !== WindowStatus.pending) {
         // J15: a settled window is never redone.
         await ctx.complete();
@@ -28,7 +32,11 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
     },
     onTerminalFailure: async (trx, job, error) => {
       const windowId = String(job.payload.windowId);
-      const window = await trx.selectFrom('windows').selectAll().where('id', '=', windowId).executeTakeFirstOrThrow();
+      const window = await trx
+        .selectFrom('windows')
+        .selectAll()
+        .where('id', '=', windowId)
+        .executeTakeFirstOrThrow();
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, 'worker');
       await maybeStartCloseOut(deps, trx, window.meeting_id, 'worker');
@@ -48,7 +56,8 @@ export async function recogniseWindow(
     .select(['object_key', 'deleted_at'])
     .where('id', '=', window.blob_id)
     .executeTakeFirstOrThrow();
-  if (blob.deleted_at) throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
+  if (blob.deleted_at)
+    throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
   await deps.checkpoints.hit('storage.get', { windowIndex: window.index });
   const wav = await deps.blobs.get(blob.object_key);
   const meeting = await deps.db
@@ -108,11 +117,21 @@ export async function commitWindowTranscript(
   return true;
 }
 
-export async function markWindowFailed(trx: Tx, window: WindowRow, error: ErrorRecord, actor: string): Promise<void> {
+export async function markWindowFailed(
+  trx: Tx,
+  window: WindowRow,
+  error: ErrorRecord,
+  actor: string,
+): Promise<void> {
   const t = WindowTransitions.markWindowFailed;
   const moved = await trx
     .updateTable('windows')
-    .set({ status: t.to, failed_at: sql<Date>`now()`, failure_code: error.code, failure_message: error.message })
+    .set({
+      status: t.to,
+      failed_at: sql<Date>`now()`,
+      failure_code: error.code,
+      failure_message: error.message,
+    })
     .where('id', '=', window.id)
     .where('status', 'in', t.from)
     .executeTakeFirst();
@@ -145,7 +164,10 @@ export async function transcribeDirectly(
   } catch (err) {
     if (signal.aborted) throw err;
     const error = toErrorRecord(err, 'asr');
-    deps.log.warn({ windowId: window.id, code: error.code }, 'close-out could not transcribe a window; marking it failed');
+    deps.log.warn(
+      { windowId: window.id, code: error.code },
+      'close-out could not transcribe a window; marking it failed',
+    );
     await deps.db.transaction().execute(async (trx) => {
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, actor);
@@ -158,7 +180,12 @@ export async function transcribeDirectly(
  * and its close-out job is created — in the transaction that settled the last window, after taking
  * the meeting's lock so two last windows cannot both miss (or both start) it.
  */
-export async function maybeStartCloseOut(deps: MeetingDeps, trx: Tx, meetingId: string, actor: string): Promise<void> {
+export async function maybeStartCloseOut(
+  deps: MeetingDeps,
+  trx: Tx,
+  meetingId: string,
+  actor: string,
+): Promise<void> {
   const meeting = await deps.meetings.lock(trx, meetingId);
   if (meeting.status !== MeetingStatus.processing) return;
   const counts = await deps.meetings.windowCounts(meetingId, trx);

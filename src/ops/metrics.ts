@@ -30,15 +30,34 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     ['leasesReclaimed', 'verbatim_leases_reclaimed_total', 'Attempts closed as lease_expired'],
     ['jobsQuarantined', 'verbatim_jobs_quarantined_total', 'Jobs failed with reclaim_cap_exceeded'],
     ['jobsFailed', 'verbatim_jobs_failed', 'Jobs that ended failed (dead letters)'],
-    ['minutesOutagesInProgress', 'verbatim_minutes_outages_in_progress', 'Minutes jobs waiting out a model outage'],
+    [
+      'minutesOutagesInProgress',
+      'verbatim_minutes_outages_in_progress',
+      'Minutes jobs waiting out a model outage',
+    ],
     ['outboxPending', 'verbatim_outbox_pending', 'Events not yet delivered'],
     ['outboxFailed', 'verbatim_outbox_failed', 'Events whose delivery failed for good'],
-    ['oldestOutboxPendingAgeSeconds', 'verbatim_outbox_oldest_pending_age_seconds', 'Age of the oldest undelivered event'],
+    [
+      'oldestOutboxPendingAgeSeconds',
+      'verbatim_outbox_oldest_pending_age_seconds',
+      'Age of the oldest undelivered event',
+    ],
     ['workersAlive', 'verbatim_workers_alive', 'Workers heartbeating'],
-    ['audioAwaitingDeletion', 'verbatim_cleanup_backlog_blobs', 'Audio objects of ended meetings not yet deleted'],
+    [
+      'audioAwaitingDeletion',
+      'verbatim_cleanup_backlog_blobs',
+      'Audio objects of ended meetings not yet deleted',
+    ],
   ];
-  const gauges = figures.map(([key, name, help]) => ({ key, gauge: new Gauge({ name, help, registers: [registry] }) }));
-  const scrapeOk = new Gauge({ name: 'verbatim_scrape_ok', help: 'Whether the database answered', registers: [registry] });
+  const gauges = figures.map(([key, name, help]) => ({
+    key,
+    gauge: new Gauge({ name, help, registers: [registry] }),
+  }));
+  const scrapeOk = new Gauge({
+    name: 'verbatim_scrape_ok',
+    help: 'Whether the database answered',
+    registers: [registry],
+  });
   const refresh = async (): Promise<void> => {
     try {
       const [stats, health] = await Promise.all([queueStats(db), healthFigures(db)]);

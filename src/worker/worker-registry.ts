@@ -30,11 +30,19 @@ export class WorkerRegistry {
   }
 
   async heartbeat(workerId: string): Promise<void> {
-    await this.db.updateTable('workers').set({ heartbeat_at: sql<Date>`now()` }).where('id', '=', workerId).execute();
+    await this.db
+      .updateTable('workers')
+      .set({ heartbeat_at: sql<Date>`now()` })
+      .where('id', '=', workerId)
+      .execute();
   }
 
   async stopped(workerId: string): Promise<void> {
-    await this.db.updateTable('workers').set({ stopped_at: sql<Date>`now()` }).where('id', '=', workerId).execute();
+    await this.db
+      .updateTable('workers')
+      .set({ stopped_at: sql<Date>`now()` })
+      .where('id', '=', workerId)
+      .execute();
   }
 
   /** Declares workers silent for longer than `silenceMs` dead and unlocks their graphile-worker rows. */

@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import os from 'node:os';
-import { Logger as GraphileLogger, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import {
+  Logger as GraphileLogger,
+  run,
+  type Runner,
+  type TaskList,
+  type WorkerEvents,
+} from 'graphile-worker';
 import pg from 'pg';
 import { QUEUE_OF, QueueName } from '../domain/status.ts';
 import { OutboxDispatcher } from '../events/dispatcher.ts';
@@ -35,7 +41,6 @@ export async function startWorker(
   const { config, log } = deps;
   const workerId = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const wlog = log.child({ workerId });
-  const actor = `worker:${workerId}`;
   const sweepActor = `sweep:${workerId}`;
   const registry = new WorkerRegistry(deps.db, wlog);
   await registry.register(workerId);
@@ -62,7 +67,10 @@ export async function startWorker(
       try {
         await step();
       } catch (err) {
-        wlog.warn({ sweep: name, err: err instanceof Error ? err.message : String(err) }, 'sweep step failed');
+        wlog.warn(
+          { sweep: name, err: err instanceof Error ? err.message : String(err) },
+          'sweep step failed',
+        );
       }
     }
   };
@@ -72,7 +80,9 @@ export async function startWorker(
     max: 4 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
   });
   transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
-  transportPool.on('connect', (c) => c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')));
+  transportPool.on('connect', (c) =>
+    c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')),
+  );
 
   const byQueue = new Map<QueueName, JobDefinition[]>();
   for (const def of definitions) {
@@ -124,7 +134,9 @@ export async function startWorker(
   }
 
   const heartbeat = setInterval(() => {
-    registry.heartbeat(workerId).catch((err: unknown) => wlog.warn({ err: String(err) }, 'worker heartbeat failed'));
+    registry
+      .heartbeat(workerId)
+      .catch((err: unknown) => wlog.warn({ err: String(err) }, 'worker heartbeat failed'));
   }, config.heartbeatMs);
   let sweeping: Promise<void> = Promise.resolve();
   const sweepTimer = setInterval(() => {
@@ -154,8 +166,9 @@ export async function startWorker(
 function bridgeLogger(log: Logger): GraphileLogger {
   return new GraphileLogger((scope) => (level, message, meta) => {
     const fields = { graphile: scope.label, ...(meta ?? {}) };
-    if (level === 'error') log.error(fields, message);
-    else if (level === 'warning') log.warn(fields, message);
+    const name: string = level;
+    if (name === 'error') log.error(fields, message);
+    else if (name === 'warning') log.warn(fields, message);
     else log.debug(fields, message);
   });
 }

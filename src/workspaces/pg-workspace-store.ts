@@ -50,7 +50,11 @@ export class PgWorkspaceStore {
     const expected = Buffer.from(row.key_hash, 'hex');
     const actual = Buffer.from(hashKey(apiKey), 'hex');
     if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return null;
-    await this.db.updateTable('api_keys').set({ last_used_at: sql<Date>`now()` }).where('id', '=', row.id).execute();
+    await this.db
+      .updateTable('api_keys')
+      .set({ last_used_at: sql<Date>`now()` })
+      .where('id', '=', row.id)
+      .execute();
     return row.workspace_id;
   }
 }

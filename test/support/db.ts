@@ -18,7 +18,9 @@ function templateName(): string {
   const dir = path.resolve(import.meta.dirname, '../../src/db/migrations');
   const hash = createHash('sha256');
   for (const f of fs.readdirSync(dir).sort()) hash.update(f).update(fs.readFileSync(path.join(dir, f)));
-  hash.update(JSON.stringify(JSON.parse(fs.readFileSync('node_modules/graphile-worker/package.json', 'utf8')).version));
+  hash.update(
+    JSON.stringify(JSON.parse(fs.readFileSync('node_modules/graphile-worker/package.json', 'utf8')).version),
+  );
   return `verbatim_tpl_${hash.digest('hex').slice(0, 12)}`;
 }
 
@@ -30,7 +32,9 @@ async function ensureTemplate(admin: pg.Client, name: string): Promise<void> {
     const building = `${name}_building`;
     await admin.query(`drop database if exists ${building}`);
     await admin.query(`create database ${building}`);
-    const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: urlFor(building) }) }) });
+    const db = new Kysely<unknown>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: urlFor(building) }) }),
+    });
     await migrateToLatest(db, urlFor(building));
     await db.destroy();
     await admin.query(`alter database ${building} rename to ${name}`);

@@ -48,7 +48,12 @@ export interface Harness {
   responses: string[];
   env(extra?: Record<string, string>): Record<string, string>;
   spawnWorker(extra?: Record<string, string>): WorkerProcess;
-  request(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; json: any; text: string }>;
+  request(
+    method: string,
+    url: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; json: any; text: string }>;
   close(): Promise<void>;
 }
 
@@ -160,7 +165,11 @@ export function spawnVerbatim(args: string[], env: Record<string, string>): Work
 }
 
 /** Polls until `fn` returns a truthy value; the timeout only bounds a broken run. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false>,
+  timeoutMs = 90_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await fn();
@@ -194,7 +203,12 @@ export async function uploadMeeting(h: Harness, wav: Buffer, title = 'test meeti
   return id;
 }
 
-export async function waitForMeeting(h: Harness, id: string, status: 'complete' | 'failed' = 'complete', timeoutMs?: number) {
+export async function waitForMeeting(
+  h: Harness,
+  id: string,
+  status: 'complete' | 'failed' = 'complete',
+  timeoutMs?: number,
+) {
   return waitFor(
     `meeting ${id} to be ${status}`,
     async () => {

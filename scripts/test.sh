@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up and runs the checks and the whole test suite against the Postgres on 127.0.0.1:5432
+# (user postgres, trust auth), starting or installing it if it is not there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+extra=()
+command -v pg_ctlcluster >/dev/null 2>&1 || extra+=(postgresql)
+bash scripts/setup.sh "${extra[@]}"
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  hba=/etc/postgresql/$version/main/pg_hba.conf
+  # The tests connect as postgres over TCP without a password, as CI's server allows.
+  if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+    as_root sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+  fi
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432
+
+npm run check
+npm test

@@ -94,6 +94,20 @@ for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.be
         .execute();
       assert.equal(new Set(tokens.map((t) => t.token)).size, 2, 'the new attempt has a new token');
       assert.match(h.logs(), /expired lease reclaimed/);
+      // The dead worker was recognised from its heartbeats and its transport locks were released
+      // at once instead of after graphile-worker's 4-hour expiry.
+      const dead = await h.app.database.db
+        .selectFrom('workers')
+        .select(['pool_ids'])
+        .where('declared_dead_at', 'is not', null)
+        .execute();
+      assert.equal(dead.length, 1);
+      const pools = dead[0]!.pool_ids;
+      assert.ok(pools.length >= 4, 'one transport pool per queue was recorded');
+      const locked = await sql<{ n: number }>`select count(*)::int as n from graphile_worker._private_jobs
+        where locked_by = any(${pools}::text[])`.execute(h.app.database.db);
+      assert.equal(locked.rows[0]!.n, 0);
+      assert.match(h.logs(), /declared dead/);
       await assertNoTokenLeaks(h);
     } finally {
       await h.close();

@@ -539,6 +539,11 @@ export class PgJobStore {
 
   /** Puts a pending job's delivery forward to now (a wake-up after the work it waited for is done). */
   async wakeJob(trx: Tx, jobId: string, actor: string, reason: string): Promise<void> {
+    const before = await trx
+      .selectFrom('jobs')
+      .select('delivery_id')
+      .where('id', '=', jobId)
+      .executeTakeFirst();
     const job = await trx
       .updateTable('jobs')
       .set({ run_after: sql<Date>`now()`, delivery_id: newDeliveryId(), updated_at: sql<Date>`now()` })
@@ -547,6 +552,8 @@ export class PgJobStore {
       .returningAll()
       .executeTakeFirst();
     if (!job) return;
+    // The superseded delivery would only be acknowledged and dropped; don't leave it queued.
+    if (before) await sql`select graphile_worker.remove_job(${before.delivery_id}::text)`.execute(trx);
     await this.auditJob(trx, job, JobStatus.pending, actor, reason);
     await enqueueDelivery(trx, job, this.deps);
   }

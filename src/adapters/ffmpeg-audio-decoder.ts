@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { AudioDecoder, DecodedAudio } from '../ports.ts';
+import { lastStderrLine, runProcess } from './subprocess.ts';
 
 export interface FfmpegAudioDecoderOptions {
   /** Path to the ffmpeg binary; defaults to the one bundled by `@ffmpeg-installer/ffmpeg`. */
@@ -14,7 +14,6 @@ export interface FfmpegAudioDecoderOptions {
 }
 
 const SAMPLE_RATE = 16_000;
-const STDERR_KEEP = 4096;
 
 /** Decodes anything ffmpeg understands to 16 kHz mono s16le. */
 export class FfmpegAudioDecoder implements AudioDecoder {
@@ -48,7 +47,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
     }
   }
 
-  private run(input: string, signal: AbortSignal | undefined): Promise<Buffer> {
+  private async run(input: string, signal: AbortSignal | undefined): Promise<Buffer> {
     const args = [
       '-hide_banner',
       '-loglevel',
@@ -67,70 +66,30 @@ export class FfmpegAudioDecoder implements AudioDecoder {
       String(SAMPLE_RATE),
       'pipe:1',
     ];
-    return new Promise<Buffer>((resolve, reject) => {
-      const child = spawn(this.ffmpegPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-      const chunks: Buffer[] = [];
-      let stderr = '';
-      let settled = false;
-
-      const finish = (err: unknown, value?: Buffer): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (err === undefined && value) resolve(value);
-        else reject(err instanceof Error ? err : new Error(String(err)));
-      };
-      const onAbort = (): void => {
-        child.kill('SIGKILL');
-        finish(signal?.reason ?? new Error('aborted'));
-      };
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        finish(
-          new AppError(
-            ErrorKind.transient,
-            'audio.decode_timeout',
-            `ffmpeg did not finish within ${this.timeoutMs} ms`,
-          ),
-        );
-      }, this.timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-
-      child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr = (stderr + chunk.toString('utf8')).slice(-STDERR_KEEP);
-      });
-      child.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'EACCES') {
-          finish(
-            new AppError(
+    const result = await runProcess({
+      command: this.ffmpegPath,
+      args,
+      timeoutMs: this.timeoutMs,
+      signal,
+      timeoutError: () =>
+        new AppError(
+          ErrorKind.transient,
+          'audio.decode_timeout',
+          `ffmpeg did not finish within ${this.timeoutMs} ms`,
+        ),
+      spawnError: (err) =>
+        err.code === 'ENOENT' || err.code === 'EACCES'
+          ? new AppError(
               ErrorKind.permanent,
               'audio.decoder_missing',
               `ffmpeg could not be started (${err.code}); check the ffmpeg path`,
               { cause: err },
-            ),
-          );
-        } else {
-          finish(new AppError(ErrorKind.transient, 'audio.decoder_failed', `ffmpeg failed: ${err.message}`));
-        }
-      });
-      child.on('close', (code, sig) => {
-        if (code === 0) {
-          finish(undefined, Buffer.concat(chunks));
-          return;
-        }
-        const reason = lastLine(stderr.split(input).join('input')) || `ffmpeg exited with ${code ?? sig}`;
-        finish(new AppError(ErrorKind.permanent, 'audio.undecodable', reason.slice(0, 200)));
-      });
+            )
+          : new AppError(ErrorKind.transient, 'audio.decoder_failed', `ffmpeg failed: ${err.message}`),
     });
+    if (result.code === 0) return result.stdout;
+    const reason =
+      lastStderrLine(result.stderr, input) || `ffmpeg exited with ${result.code ?? result.signal}`;
+    throw new AppError(ErrorKind.permanent, 'audio.undecodable', reason);
   }
-}
-
-function lastLine(text: string): string {
-  const lines = text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '');
-  return lines[lines.length - 1] ?? '';
 }

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { encodeWav, parseWav } from '../domain/wav.ts';
 import type { TranscribeRequest, Transcriber, TranscriptSegment } from '../ports.ts';
+import { lastStderrLine, runProcess } from './subprocess.ts';
 
 export interface PocketsphinxTranscriberOptions {
   /** Default `pocketsphinx_continuous` (looked up on PATH). */
@@ -62,7 +62,7 @@ export class PocketsphinxTranscriber implements Transcriber {
     }
   }
 
-  private run(file: string, signal: AbortSignal | undefined): Promise<string> {
+  private async run(file: string, signal: AbortSignal | undefined): Promise<string> {
     const args = ['-infile', file, '-time', 'yes', '-logfn', '/dev/null'];
     if (this.modelDir !== undefined) {
       args.push(
@@ -74,73 +74,35 @@ export class PocketsphinxTranscriber implements Transcriber {
         join(this.modelDir, 'cmudict-en-us.dict'),
       );
     }
-    return new Promise<string>((resolve, reject) => {
-      const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      let settled = false;
-
-      const finish = (err: unknown, value?: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (err === undefined && value !== undefined) resolve(value);
-        else reject(err instanceof Error ? err : new Error(String(err)));
-      };
-      const onAbort = (): void => {
-        child.kill('SIGKILL');
-        finish(signal?.reason ?? new Error('aborted'));
-      };
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        finish(
-          new AppError(
-            ErrorKind.transient,
-            'asr.timeout',
-            `pocketsphinx did not finish within ${this.timeoutMs} ms`,
-          ),
-        );
-      }, this.timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-
-      child.stdout.setEncoding('utf8');
-      child.stdout.on('data', (chunk: string) => {
-        if (stdout.length < OUTPUT_LIMIT) stdout += chunk;
-      });
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (chunk: string) => {
-        stderr = (stderr + chunk).slice(-2048);
-      });
-      child.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'EACCES') {
-          finish(
-            new AppError(
+    const result = await runProcess({
+      command: this.binary,
+      args,
+      timeoutMs: this.timeoutMs,
+      signal,
+      maxStdoutBytes: OUTPUT_LIMIT,
+      timeoutError: () =>
+        new AppError(
+          ErrorKind.transient,
+          'asr.timeout',
+          `pocketsphinx did not finish within ${this.timeoutMs} ms`,
+        ),
+      spawnError: (err) =>
+        err.code === 'ENOENT' || err.code === 'EACCES'
+          ? new AppError(
               ErrorKind.permanent,
               'asr.unavailable',
               `${this.binary} could not be started (${err.code}); install pocketsphinx (apt-get install pocketsphinx pocketsphinx-en-us) or configure another transcriber`,
               { cause: err },
-            ),
-          );
-        } else {
-          finish(new AppError(ErrorKind.transient, 'asr.crashed', `pocketsphinx failed: ${err.message}`));
-        }
-      });
-      child.on('close', (code, sig) => {
-        if (code === 0) {
-          finish(undefined, stdout);
-          return;
-        }
-        const detail = stderr.split(file).join('input').trim().split('\n').pop()?.slice(0, 200);
-        finish(
-          new AppError(
-            ErrorKind.transient,
-            'asr.crashed',
-            `pocketsphinx exited with ${code ?? sig}${detail ? `: ${detail}` : ''}`,
-          ),
-        );
-      });
+            )
+          : new AppError(ErrorKind.transient, 'asr.crashed', `pocketsphinx failed: ${err.message}`),
     });
+    if (result.code === 0) return result.stdout.toString('utf8');
+    const detail = lastStderrLine(result.stderr, file);
+    throw new AppError(
+      ErrorKind.transient,
+      'asr.crashed',
+      `pocketsphinx exited with ${result.code ?? result.signal}${detail ? `: ${detail}` : ''}`,
+    );
   }
 }
 

@@ -35,6 +35,16 @@ export const SETTINGS = {
     default: '30',
     help: 'a due pending job with no live delivery this long is re-driven (J9)',
   },
+  jobTimeoutSeconds: {
+    env: 'VERBATIM_JOB_TIMEOUT_SECONDS',
+    default: '1800',
+    help: 'an attempt running longer is abandoned and retried (job.timeout)',
+  },
+  drainSeconds: {
+    env: 'VERBATIM_DRAIN_SECONDS',
+    default: '25',
+    help: 'on SIGTERM, how long running jobs may finish before they are handed back (J11)',
+  },
   maxReclaims: { env: 'VERBATIM_MAX_RECLAIMS', default: '3', help: 'reclaims before quarantine (J7)' },
   transcribeMaxErrors: {
     env: 'VERBATIM_TRANSCRIBE_MAX_ERRORS',
@@ -134,6 +144,8 @@ export interface Config {
   leaseGraceMs: number;
   sweepMs: number;
   rescueAfterMs: number;
+  jobTimeoutMs: number;
+  drainMs: number;
   maxReclaims: number;
   transcribeMaxErrors: number;
   retryStepMs: number;
@@ -196,6 +208,8 @@ export function loadConfig(env: Env = process.env): Config {
     leaseGraceMs: ms('leaseGraceSeconds'),
     sweepMs: ms('sweepSeconds', 0.05),
     rescueAfterMs: ms('rescueAfterSeconds'),
+    jobTimeoutMs: ms('jobTimeoutSeconds', 1),
+    drainMs: ms('drainSeconds'),
     maxReclaims: int('maxReclaims', 0),
     transcribeMaxErrors: int('transcribeMaxErrors', 1),
     retryStepMs: ms('retryStepSeconds'),

@@ -134,9 +134,11 @@ void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor
     const before = await db.selectFrom('job_attempts').selectAll().orderBy('id').execute();
     const segmentsBefore = await db.selectFrom('segments').selectAll().orderBy('id').execute();
 
+    const seenBefore = stale.output().length;
     process.kill(stale.pid, 'SIGCONT');
-    await waitFor('the resumed worker to notice it lost the job', async () =>
-      /no longer holds the job|lease lost to another attempt/.test(stale.output()),
+    // Only what the worker says after it resumed counts: its commit was tried and refused.
+    await waitFor('the resumed worker to have its writes refused', async () =>
+      /its writes were refused/.test(stale.output().slice(seenBefore)),
     );
     const after = await db.selectFrom('job_attempts').selectAll().orderBy('id').execute();
     assert.deepEqual(after, before, 'the stale worker changed no attempt row (no commit, renew or fail)');
@@ -219,6 +221,45 @@ void it('J11: SIGTERM stops claiming and the worker exits 0 after draining', asy
     assert.match(worker.output(), /worker stopped/);
     const row = await h.app.database.db.selectFrom('workers').select('stopped_at').executeTakeFirstOrThrow();
     assert.ok(row.stopped_at);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J11: SIGTERM during a job drains, then hands the unfinished attempt back without spending a retry', async () => {
+  const h = await startHarness({ env: { VERBATIM_DRAIN_SECONDS: '1' } });
+  try {
+    const stuck = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([
+        { at: 'transcribe-window.before-commit', action: 'hang', times: 1, match: { windowIndex: 0 } },
+      ]),
+      VERBATIM_TRANSCRIPTION_CONCURRENCY: '1',
+    });
+    const id = await uploadMeeting(h, wav);
+    await waitFor(
+      'window 0 to be in progress',
+      async () =>
+        /checkpoint|attempt started/.test(stuck.output()) && (await attemptHistory(h, 0)).includes('running'),
+    );
+    stuck.proc.kill('SIGTERM');
+    assert.equal(await stuck.exited, 0);
+    assert.match(stuck.output(), /attempt released to another worker/);
+    const history = await h.app.database.db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select(['job_attempts.status', 'job_attempts.error_code', 'jobs.error_count', 'jobs.reclaim_count'])
+      .where(sql`(jobs.payload->>'windowIndex')::int`, '=', 0)
+      .where('jobs.kind', '=', 'transcribe-window')
+      .execute();
+    assert.deepEqual(
+      history.map((r) => [r.status, r.error_code]),
+      [['retryable_failed', 'worker.shutdown']],
+    );
+    assert.equal(history[0]!.error_count, 0, 'a released attempt spends no retry');
+    assert.equal(history[0]!.reclaim_count, 0);
+    h.spawnWorker();
+    await waitForMeeting(h, id);
+    assert.deepEqual(await attemptHistory(h, 0), ['retryable_failed', 'completed']);
   } finally {
     await h.close();
   }

@@ -179,3 +179,22 @@ void it('J6: an unclassified error spends a retry like any error and is logged w
     await h.close();
   }
 });
+
+void it('J6: an attempt that hangs past the job time limit is abandoned and retried as job.timeout', async () => {
+  const h = await startHarness({ env: { VERBATIM_JOB_TIMEOUT_SECONDS: '1.5' } });
+  try {
+    const fault = [
+      { at: 'transcribe-window.before-commit', action: 'hang', times: 1, match: { windowIndex: 0 } },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
+    const id = await uploadMeeting(h, wav);
+    await waitForMeeting(h, id);
+    const rows = await attempts(h);
+    assert.deepEqual(
+      rows.filter((r) => r.status !== 'completed').map((r) => [r.status, r.error_code]),
+      [['retryable_failed', 'job.timeout']],
+    );
+  } finally {
+    await h.close();
+  }
+});

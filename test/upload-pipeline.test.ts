@@ -175,6 +175,11 @@ void describe('upload pipeline end to end', () => {
       payload: Buffer.alloc(100),
     });
     assert.equal(put.statusCode, 404);
+    // An encoded path reaches the same route and needs the same key.
+    for (const url of [`/%761/meetings/${first.id}`, '/v%31/meetings']) {
+      const res = await h.api.inject({ method: 'GET', url });
+      assert.equal(res.statusCode, 401, url);
+    }
     const list = await h.api.inject({ method: 'GET', url: '/v1/meetings', headers: auth });
     assert.deepEqual(JSON.parse(list.body).meetings, []);
   });

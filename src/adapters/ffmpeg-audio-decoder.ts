@@ -88,6 +88,14 @@ export class FfmpegAudioDecoder implements AudioDecoder {
           : new AppError(ErrorKind.transient, 'audio.decoder_failed', `ffmpeg failed: ${err.message}`),
     });
     if (result.code === 0) return result.stdout;
+    if (result.code === null) {
+      // Killed by a signal (the OOM killer, a shutdown): says nothing about the file.
+      throw new AppError(
+        ErrorKind.transient,
+        'audio.decoder_killed',
+        `ffmpeg was killed by ${result.signal}`,
+      );
+    }
     const reason =
       lastStderrLine(result.stderr, input) || `ffmpeg exited with ${result.code ?? result.signal}`;
     throw new AppError(ErrorKind.permanent, 'audio.undecodable', reason);

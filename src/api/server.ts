@@ -19,6 +19,9 @@ declare module 'fastify' {
 }
 
 export function workspaceOf(req: FastifyRequest): string {
+  if (!req.workspaceId) {
+    throw new AppError(ErrorKind.unauthorized, 'auth.invalid_key', 'missing or invalid API key');
+  }
   return req.workspaceId;
 }
 
@@ -31,8 +34,10 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   });
   app.decorateRequest('workspaceId', '');
 
+  // S1: decided on the matched route, not the raw URL, so an encoded path cannot skip the check.
   app.addHook('onRequest', async (req) => {
-    if (!req.url.startsWith('/v1/')) return;
+    const route = req.routeOptions.url;
+    if (route === undefined || !route.startsWith('/v1/')) return;
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const workspaceId = match?.[1] ? await api.workspaces.authenticate(match[1]) : null;

@@ -91,6 +91,20 @@ export function networkErrorCode(err: unknown): string | undefined {
   return undefined;
 }
 
+function postgresErrorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * Failures that say nothing about the job: lost connections (08), deadlocks and serialization
+ * failures (40), exhausted resources (53), an administrator's shutdown (57P), lock timeouts (55P03)
+ * and statement timeouts (57014). Retrying is the right answer to each.
+ */
+function isTransientPostgresCode(code: string): boolean {
+  return /^(08|40|53|57P)/.test(code) || code === '55P03' || code === '57014';
+}
+
 /**
  * Turns any thrown value into a record. An error that is not one of ours is a bug or an
  * unrecognised failure: it spends a retry like any error but is never treated as an outside outage.
@@ -100,6 +114,10 @@ export function toErrorRecord(err: unknown, codePrefix = 'internal'): ErrorRecor
   const net = networkErrorCode(err);
   if (net) {
     return { kind: ErrorKind.transient, code: `${codePrefix}.network`, message: redactSecrets(`${net}`) };
+  }
+  const pgCode = postgresErrorCode(err);
+  if (pgCode && isTransientPostgresCode(pgCode)) {
+    return { kind: ErrorKind.transient, code: 'db.transient', message: redactSecrets(`postgres ${pgCode}`) };
   }
   const message = err instanceof Error ? err.message : String(err);
   return { kind: ErrorKind.unclassified, code: `${codePrefix}.error`, message: redactSecrets(message) };

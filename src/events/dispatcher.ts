@@ -35,6 +35,21 @@ export class OutboxDispatcher {
   ) {}
 
   async dispatchDue(limit = 20): Promise<number> {
+    // An event whose delivery keeps killing its dispatcher never reaches the error path below;
+    // once its leases have used up its attempts it ends failed, for an operator (metric, CLI).
+    const exhausted = await this.db
+      .updateTable('outbox')
+      .set({ status: 'failed', failed_at: sql<Date>`now()`, last_error: 'delivery attempts exhausted' })
+      .where('status', '=', 'pending')
+      .where(sql<boolean>`attempt_count >= max_attempts`)
+      .where((eb) =>
+        eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', sql<Date>`now()`)]),
+      )
+      .returning(['id', 'consumer'])
+      .execute();
+    for (const row of exhausted) {
+      this.deps.log.error({ outboxId: row.id, consumer: row.consumer }, 'event delivery failed for good');
+    }
     const rows = await this.db
       .updateTable('outbox')
       .set({
@@ -49,6 +64,7 @@ export class OutboxDispatcher {
           .selectFrom('outbox')
           .select('id')
           .where('status', '=', 'pending')
+          .where(sql<boolean>`attempt_count < max_attempts`)
           .where('next_attempt_at', '<=', sql<Date>`now()`)
           .where((eb) =>
             eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', sql<Date>`now()`)]),

@@ -1,5 +1,5 @@
-import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
 import type { Checkpoints } from '../checkpoints.ts';
+import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { LostLeaseError } from './attempt-handle.ts';
 import type { DeliveryPayload } from './delivery.ts';
@@ -12,16 +12,23 @@ export interface RunnerDeps {
   checkpoints: Checkpoints;
   workerId: string;
   heartbeatMs: number;
+  /** An attempt running longer than this is abandoned and failed as `job.timeout`. */
+  maxRunMs: number;
   /** Aborts every running job when the worker drains past its deadline (J11). */
   shutdownSignal: AbortSignal;
 }
 
 class Shutdown extends Error {}
+class RunTimeout extends Error {}
 
 /**
  * Runs one delivery: claim (J1), renew the lease while working (J2), and settle the attempt through
- * the fenced store methods (J3). A lost lease stops the work silently; a delivery for a job that is
- * not claimable is acknowledged and dropped, since the row, not the message, is the truth.
+ * the fenced store methods (J3). A delivery for a job that is not claimable is acknowledged and
+ * dropped, since the row, not the message, is the truth.
+ *
+ * The handler is raced against the attempt's abort signal: once the lease is lost, the worker is
+ * draining or the run is over its time limit, the runner stops waiting — a handler stuck in an
+ * await that ignores the signal cannot hold the job, and anything it writes later is refused.
  */
 export async function runDelivery(
   def: JobDefinition,
@@ -38,7 +45,13 @@ export async function runDelivery(
   const controller = new AbortController();
   const onShutdown = () => controller.abort(new Shutdown('worker is stopping'));
   deps.shutdownSignal.addEventListener('abort', onShutdown, { once: true });
+  if (deps.shutdownSignal.aborted) onShutdown();
+  const deadline = setTimeout(
+    () => controller.abort(new RunTimeout(`ran longer than ${deps.maxRunMs} ms`)),
+    deps.maxRunMs,
+  );
   const heartbeat = setInterval(() => {
+    if (controller.signal.aborted) return;
     deps.jobs.renewLease(handle).then(
       (held) => {
         if (!held && !controller.signal.aborted) {
@@ -49,6 +62,12 @@ export async function runDelivery(
       (err: unknown) => log.warn({ err: String(err) }, 'lease renewal failed; will retry'),
     );
   }, deps.heartbeatMs);
+  const aborted = new Promise<never>((_, reject) => {
+    controller.signal.addEventListener('abort', () => reject(controller.signal.reason as Error), {
+      once: true,
+    });
+  });
+  aborted.catch(() => undefined);
 
   let settled = false;
   const ctx: JobContext = {
@@ -65,25 +84,35 @@ export async function runDelivery(
       await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
       settled = true;
     },
+    fenced: (fn) => deps.jobs.withFencedAttempt(handle, fn),
   };
 
   try {
-    await deps.checkpoints.hit(`${job.kind}.after-claim`, checkpointContext(job.payload));
-    await def.run(ctx);
+    const work = (async () => {
+      await deps.checkpoints.hit(`${job.kind}.after-claim`, checkpointContext(job.payload));
+      await def.run(ctx);
+    })();
+    work.catch(() => undefined);
+    await Promise.race([work, aborted]);
     if (!settled) throw new Error(`${job.kind} handler returned without settling its attempt`);
     log.info('attempt settled');
   } catch (err) {
-    if (err instanceof LostLeaseError || controller.signal.reason instanceof LostLeaseError) {
+    const reason: unknown = controller.signal.reason;
+    if (err instanceof LostLeaseError || reason instanceof LostLeaseError) {
       log.warn('attempt no longer holds the job; its writes were refused');
       return;
     }
-    if (controller.signal.reason instanceof Shutdown) {
+    if (reason instanceof Shutdown) {
       await deps.jobs.releaseAttempt(handle, actor).catch((e: unknown) => {
         log.warn({ err: String(e) }, 'could not release attempt; its lease will expire');
       });
+      log.info('attempt released to another worker');
       return;
     }
-    const record = toErrorRecord(err);
+    const record: ErrorRecord =
+      reason instanceof RunTimeout
+        ? { kind: ErrorKind.transient, code: 'job.timeout', message: reason.message }
+        : toErrorRecord(err);
     if (record.kind === ErrorKind.unclassified) {
       log.error({ err: err instanceof Error ? err.stack : String(err) }, 'unclassified job error');
     }
@@ -93,13 +122,14 @@ export async function runDelivery(
       log.warn({ code: record.code, kind: record.kind, result }, 'attempt failed');
     } catch (failErr) {
       if (failErr instanceof LostLeaseError) {
-        log.warn('attempt no longer holds the job; its failure was not recorded');
+        log.warn('attempt no longer holds the job; its writes were refused');
         return;
       }
       throw failErr;
     }
   } finally {
     clearInterval(heartbeat);
+    clearTimeout(deadline);
     deps.shutdownSignal.removeEventListener('abort', onShutdown);
   }
 }

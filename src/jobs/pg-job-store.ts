@@ -365,19 +365,29 @@ export class PgJobStore {
     const reports: ReclaimReport[] = [];
     for (const { job_id } of expired) {
       let after: AfterCommit | null = null;
-      const report = await this.db.transaction().execute(async (trx) => {
-        const job = await trx
-          .selectFrom('jobs')
-          .selectAll()
-          .where('id', '=', job_id)
-          .forUpdate()
-          .executeTakeFirst();
-        if (!job || job.status !== JobStatus.running) return null;
-        const outcome = await this.closeExpiredAttempt(trx, job, actor, hooks);
-        if (!outcome) return null;
-        after = outcome.after;
-        return outcome.report;
-      });
+      // One job that cannot be reclaimed (a throwing hook, a deadlock) must not stall the others.
+      const report = await this.db
+        .transaction()
+        .execute(async (trx) => {
+          const job = await trx
+            .selectFrom('jobs')
+            .selectAll()
+            .where('id', '=', job_id)
+            .forUpdate()
+            .executeTakeFirst();
+          if (!job || job.status !== JobStatus.running) return null;
+          const outcome = await this.closeExpiredAttempt(trx, job, actor, hooks);
+          if (!outcome) return null;
+          after = outcome.after;
+          return outcome.report;
+        })
+        .catch((err: unknown) => {
+          this.deps.log.error(
+            { jobId: job_id, err: String(err) },
+            'could not reclaim an expired lease; will try again',
+          );
+          return null;
+        });
       if (after) await runAfterCommit(after, this.deps.log);
       if (report) {
         reports.push(report);

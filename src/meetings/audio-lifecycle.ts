@@ -52,3 +52,29 @@ export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): 
     .where('id', '=', meetingId)
     .execute();
 }
+
+/**
+ * The audio sweep: retries the deletion of audio that an ended meeting still has (a delete that
+ * failed at close-out or after a failure). Deletion is never given up; the backlog is a metric.
+ */
+export async function deleteEndedMeetingsAudio(deps: MeetingDeps, limit = 20): Promise<number> {
+  const rows = await deps.db
+    .selectFrom('blobs')
+    .innerJoin('meetings', 'meetings.id', 'blobs.meeting_id')
+    .select('blobs.meeting_id')
+    .distinct()
+    .where('blobs.deleted_at', 'is', null)
+    .where('meetings.status', 'in', [MeetingStatus.complete, MeetingStatus.failed])
+    .limit(limit)
+    .execute();
+  let cleaned = 0;
+  for (const { meeting_id } of rows) {
+    try {
+      await deleteMeetingAudio(deps, meeting_id);
+      cleaned++;
+    } catch (err) {
+      deps.log.warn({ meetingId: meeting_id, err: String(err) }, 'audio deletion failed again; will retry');
+    }
+  }
+  return cleaned;
+}

@@ -113,8 +113,15 @@ export async function storeRecording(
       return updated;
     });
   } catch (err) {
-    // Nothing references the object: remove it now (issue 4 adds the durable cleanup record).
-    await deps.blobs.delete(key).catch(() => undefined);
+    // Remove the object only if no row references it: a COMMIT whose answer was lost may have
+    // succeeded (issue 4 adds the durable cleanup record for the rest).
+    const referenced = await deps.db
+      .selectFrom('blobs')
+      .select('id')
+      .where('object_key', '=', key)
+      .executeTakeFirst()
+      .catch(() => ({ id: 'unknown' }));
+    if (!referenced) await deps.blobs.delete(key).catch(() => undefined);
     throw err;
   }
 }

@@ -97,6 +97,15 @@ async function settleMinutes(
   minutes: Minutes | null,
   actor: string,
 ): Promise<void> {
+  // Lock order everywhere: job rows before the meeting row.
+  const closeOut = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('subject_id', '=', meetingId)
+    .where('kind', '=', JobKind.closeOutMeeting)
+    .where('status', '=', JobStatus.pending)
+    .forUpdate()
+    .executeTakeFirst();
   const meeting = await deps.meetings.lock(trx, meetingId);
   await trx
     .updateTable('meetings')
@@ -120,15 +129,8 @@ async function settleMinutes(
     actor,
     reason: error ? `${error.code}: ${error.message}` : null,
   });
-  if (meeting.status === MeetingStatus.finalizing) {
-    const closeOut = await trx
-      .selectFrom('jobs')
-      .select('id')
-      .where('subject_id', '=', meetingId)
-      .where('kind', '=', JobKind.closeOutMeeting)
-      .where('status', '=', JobStatus.pending)
-      .executeTakeFirst();
-    if (closeOut) await deps.jobs.wakeJob(trx, closeOut.id, actor, `minutes ${status}`);
+  if (meeting.status === MeetingStatus.finalizing && closeOut) {
+    await deps.jobs.wakeJob(trx, closeOut.id, actor, `minutes ${status}`);
   }
 }
 
@@ -172,8 +174,9 @@ export async function regenerateMinutes(
         'the meeting has no finished transcript yet',
       );
     }
-    await deps.meetings.lock(trx, meetingId);
+    // Job rows before the meeting row, as everywhere else.
     await deps.jobs.supersedeActiveJobs(trx, meetingId, JobKind.writeMinutes, actor);
+    await deps.meetings.lock(trx, meetingId);
     await trx
       .updateTable('meetings')
       .set({ minutes_status: MinutesStatus.pending, minutes_code: null, minutes_message: null })

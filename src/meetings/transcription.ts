@@ -157,10 +157,11 @@ export async function transcribeDirectly(
   window: WindowRow,
   signal: AbortSignal,
   actor: string,
+  fenced: <T>(fn: (trx: Tx) => Promise<T>) => Promise<T>,
 ): Promise<void> {
+  let segments: TranscriptSegment[];
   try {
-    const segments = await recogniseWindow(deps, window, signal);
-    await deps.db.transaction().execute((trx) => commitWindowTranscript(deps, trx, window, segments, actor));
+    segments = await recogniseWindow(deps, window, signal);
   } catch (err) {
     if (signal.aborted) throw err;
     const error = toErrorRecord(err, 'asr');
@@ -168,11 +169,13 @@ export async function transcribeDirectly(
       { windowId: window.id, code: error.code },
       'close-out could not transcribe a window; marking it failed',
     );
-    await deps.db.transaction().execute(async (trx) => {
+    await fenced(async (trx) => {
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, actor);
     });
+    return;
   }
+  await fenced((trx) => commitWindowTranscript(deps, trx, window, segments, actor));
 }
 
 /**

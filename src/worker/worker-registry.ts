@@ -47,32 +47,35 @@ export class WorkerRegistry {
 
   /** Declares workers silent for longer than `silenceMs` dead and unlocks their graphile-worker rows. */
   async reapDeadWorkers(silenceMs: number, actor: string): Promise<string[]> {
-    const dead = await this.db
-      .updateTable('workers')
-      .set({ declared_dead_at: sql<Date>`now()` })
-      .where('stopped_at', 'is', null)
-      .where('declared_dead_at', 'is', null)
-      .where(sql<boolean>`heartbeat_at < now() - ${silenceMs} * interval '1 millisecond'`)
-      .returning(['id', 'pool_ids', 'pid', 'hostname'])
-      .execute();
-    if (dead.length === 0) return [];
-    const poolIds = dead.flatMap((w) => w.pool_ids);
-    if (poolIds.length > 0) {
-      await sql`select graphile_worker.force_unlock_workers(${poolIds}::text[])`.execute(this.db);
-    }
-    for (const w of dead) {
-      await recordAudit(this.db, {
-        workspaceId: null,
-        subjectType: 'worker',
-        subjectId: w.id,
-        from: 'alive',
-        to: 'dead',
-        actor,
-        reason: `no heartbeat for ${silenceMs} ms; transport locks released`,
-        details: { pid: w.pid, hostname: w.hostname },
-      });
-      this.log.warn({ deadWorker: w.id, pid: w.pid }, 'worker stopped heartbeating; declared dead');
-    }
-    return dead.map((w) => w.id);
+    // Declaring and unlocking commit together: a worker is never marked dead with its locks kept.
+    return this.db.transaction().execute(async (trx) => {
+      const dead = await trx
+        .updateTable('workers')
+        .set({ declared_dead_at: sql<Date>`now()` })
+        .where('stopped_at', 'is', null)
+        .where('declared_dead_at', 'is', null)
+        .where(sql<boolean>`heartbeat_at < now() - ${silenceMs} * interval '1 millisecond'`)
+        .returning(['id', 'pool_ids', 'pid', 'hostname'])
+        .execute();
+      if (dead.length === 0) return [];
+      const poolIds = dead.flatMap((w) => w.pool_ids);
+      if (poolIds.length > 0) {
+        await sql`select graphile_worker.force_unlock_workers(${poolIds}::text[])`.execute(trx);
+      }
+      for (const w of dead) {
+        await recordAudit(trx, {
+          workspaceId: null,
+          subjectType: 'worker',
+          subjectId: w.id,
+          from: 'alive',
+          to: 'dead',
+          actor,
+          reason: `no heartbeat for ${silenceMs} ms; transport locks released`,
+          details: { pid: w.pid, hostname: w.hostname },
+        });
+        this.log.warn({ deadWorker: w.id, pid: w.pid }, 'worker stopped heartbeating; declared dead');
+      }
+      return dead.map((w) => w.id);
+    });
   }
 }

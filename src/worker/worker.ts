@@ -16,6 +16,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import { runDelivery } from '../jobs/job-runner.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
+import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
@@ -62,6 +63,7 @@ export async function startWorker(
       ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
       ['rescue-pending-jobs', () => deps.jobs.rescuePendingJobs(sweepActor)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
+      ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
     ];
     for (const [name, step] of steps) {
       try {
@@ -107,6 +109,7 @@ export async function startWorker(
           checkpoints: deps.checkpoints,
           workerId,
           heartbeatMs: config.heartbeatMs,
+          maxRunMs: config.jobTimeoutMs,
           shutdownSignal: shutdown.signal,
         });
       };
@@ -138,16 +141,20 @@ export async function startWorker(
       .heartbeat(workerId)
       .catch((err: unknown) => wlog.warn({ err: String(err) }, 'worker heartbeat failed'));
   }, config.heartbeatMs);
-  let sweeping: Promise<void> = Promise.resolve();
+  // A tick that finds the previous sweep still running is skipped, so a slow sweep never piles up.
+  let sweeping: Promise<void> | null = null;
   const sweepTimer = setInterval(() => {
-    sweeping = sweeping.then(sweep);
+    if (sweeping) return;
+    sweeping = sweep().finally(() => {
+      sweeping = null;
+    });
   }, config.sweepMs);
   await deps.checkpoints.hit('worker.started', {});
   wlog.info({ queues: [...byQueue.keys()] }, 'worker started');
 
   return {
     workerId,
-    stop: async (drainMs = 25_000) => {
+    stop: async (drainMs = config.drainMs) => {
       clearInterval(sweepTimer);
       wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
       const drained = Promise.all(runners.map((r) => r.stop()));
@@ -155,7 +162,7 @@ export async function startWorker(
       await drained;
       clearTimeout(timer);
       clearInterval(heartbeat);
-      await sweeping.catch(() => undefined);
+      await sweeping?.catch(() => undefined);
       await registry.stopped(workerId).catch(() => undefined);
       await transportPool.end();
       wlog.info('worker stopped');

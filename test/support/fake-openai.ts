@@ -71,3 +71,71 @@ export async function startFakeWhisper(script: (n: number) => FakeReply): Promis
     },
   };
 }
+
+/** An OpenAI-compatible /v1/chat/completions server on 127.0.0.1 with the same failure modes. */
+export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
+  url: string;
+  calls(): number;
+  close(): Promise<void>;
+}> {
+  let calls = 0;
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      calls++;
+      const reply = script(calls);
+      const json = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      switch (reply) {
+        case 'ok':
+          json(200, {
+            id: 'chatcmpl-1',
+            object: 'chat.completion',
+            model: 'fake-model',
+            choices: [
+              {
+                index: 0,
+                finish_reason: 'stop',
+                message: {
+                  role: 'assistant',
+                  content: JSON.stringify({
+                    summary: 'The team reviewed the budget.',
+                    decisions: ['Hire two engineers'],
+                    action_items: ['Alice sends the report by Friday'],
+                  }),
+                },
+              },
+            ],
+          });
+          return;
+        case '503':
+          json(503, { error: { message: 'The engine is currently overloaded', type: 'server_error' } });
+          return;
+        case '400':
+          json(400, { error: { message: 'Invalid request', type: 'invalid_request_error' } });
+          return;
+        case 'quota':
+          json(429, {
+            error: {
+              message: 'You exceeded your current quota',
+              type: 'insufficient_quota',
+              code: 'insufficient_quota',
+            },
+          });
+          return;
+        case 'hang':
+          return;
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls: () => calls,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

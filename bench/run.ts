@@ -1,0 +1,171 @@
+/**
+ * Verbatim benchmark (`npm run bench`). Each part runs on its own fresh database on the test
+ * Postgres (VERBATIM_TEST_PG, default postgres://postgres@127.0.0.1:5432/postgres):
+ *
+ *   (a) raw graphile-worker no-op jobs/s at concurrency C
+ *   (b) Verbatim windows/s through claim → heartbeat → commit → audit, instant recogniser, same C
+ *   (c) kill-to-rerun latency after SIGKILL, with the default and with short lease settings
+ *
+ * (b) is run twice: as specified, one meeting holding all N windows, and with the same N windows in
+ * one-hour meetings (60 windows of the default 60 s), which separates the per-window cost from the
+ * per-meeting work each window commit does. Tables are ANALYZEd after seeding, as autovacuum would
+ * have done on a live database; a just-seeded meeting is otherwise planned as if its tables were empty.
+ *
+ * Knobs: BENCH_N (jobs and windows, default 2000), BENCH_CONCURRENCY (4), BENCH_SAMPLES (5),
+ * BENCH_PER_MEETING (60), BENCH_PARTS (any of a, b, c; default abc).
+ */
+import { max, median } from './fixtures.ts';
+import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
+import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
+
+const N = intFromEnv('BENCH_N', 2000);
+const CONCURRENCY = intFromEnv('BENCH_CONCURRENCY', 4);
+const SAMPLES = intFromEnv('BENCH_SAMPLES', 5);
+const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
+const PARTS = process.env.BENCH_PARTS ?? 'abc';
+const RATIO_TARGET = 0.3;
+const DEFAULTS_CEILING_S = 20;
+
+const SETTINGS: RecoverySetting[] = [
+  { label: 'defaults', env: {}, leaseS: 15, heartbeatS: 5, sweepS: 5 },
+  {
+    label: 'short',
+    env: {
+      VERBATIM_LEASE_SECONDS: '2',
+      VERBATIM_HEARTBEAT_SECONDS: '0.4',
+      VERBATIM_SWEEP_SECONDS: '0.5',
+    },
+    leaseS: 2,
+    heartbeatS: 0.4,
+    sweepS: 0.5,
+  },
+];
+
+function intFromEnv(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number >= 1`);
+  return value;
+}
+
+function say(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+const verdict = (ok: boolean) => (ok ? 'PASS' : 'MISS');
+const fmt = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+
+function describeThroughput(label: string, unit: string, t: Throughput): void {
+  say(
+    `${label}: ${fmt(t.rate)} ${unit}/s (first to last item); ` +
+      `${fmt(t.wallMs / 1000, 2)} s wall incl. ${fmt(t.startupMs)} ms start-up`,
+  );
+  for (const note of t.notes) say(`    ${note}`);
+}
+
+async function main(): Promise<number> {
+  say(`Verbatim benchmark: concurrency ${CONCURRENCY}, N=${N}, ${SAMPLES} kill samples per setting`);
+  const rows: string[] = [];
+  let failed = false;
+
+  let noop: Throughput | null = null;
+  let windows: Throughput | null = null;
+  if (PARTS.includes('a')) {
+    say('(a) graphile-worker no-op jobs…');
+    try {
+      noop = await graphileNoop(N, CONCURRENCY);
+      describeThroughput('(a)', 'jobs', noop);
+    } catch (err) {
+      failed = true;
+      say(`(a) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+  let spread: Throughput | null = null;
+  if (PARTS.includes('b')) {
+    say(`(b) Verbatim windows, instant recogniser, one meeting of ${N} windows…`);
+    try {
+      windows = await verbatimWindows(N, CONCURRENCY);
+      describeThroughput('(b)', 'windows', windows);
+    } catch (err) {
+      failed = true;
+      say(`(b) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+    say(`(b) the same ${N} windows in meetings of ${PER_MEETING}…`);
+    try {
+      spread = await verbatimWindows(N, CONCURRENCY, PER_MEETING);
+      describeThroughput('(b)', 'windows', spread);
+    } catch (err) {
+      failed = true;
+      say(`(b) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+  if (noop) rows.push(`(a) graphile-worker no-op                  ${fmt(noop.rate).padStart(8)} jobs/s`);
+  const windowsRow = (label: string, t: Throughput) => {
+    let line = `${label}${fmt(t.rate).padStart(8)} windows/s`;
+    if (noop) {
+      const ratio = t.rate / noop.rate;
+      line += `   ratio ${fmt(ratio, 2)}  target ≥ ${fmt(RATIO_TARGET, 2)}  ${verdict(ratio >= RATIO_TARGET)}`;
+    }
+    rows.push(line);
+  };
+  if (windows) windowsRow(`(b) verbatim windows, 1 meeting of ${N}`.padEnd(43), windows);
+  if (spread) windowsRow(`(b) verbatim windows, meetings of ${PER_MEETING}`.padEnd(43), spread);
+
+  if (PARTS.includes('c')) {
+    for (const setting of SETTINGS) {
+      say(
+        `(c) kill-to-rerun, ${setting.label} (lease ${setting.leaseS} s, heartbeat ${setting.heartbeatS} s, ` +
+          `sweep ${setting.sweepS} s)…`,
+      );
+      let samples: RecoverySample[];
+      try {
+        samples = await killToRerun(setting, SAMPLES);
+      } catch (err) {
+        failed = true;
+        say(
+          `(c) ${setting.label} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+        );
+        continue;
+      }
+      say(
+        `    exit → attempt 2: ${samples.map((s) => fmt(s.latencyS, 2)).join(', ')} s; ` +
+          `lease expiry → attempt 2: ${samples.map((s) => fmt(s.afterExpiryS, 2)).join(', ')} s`,
+      );
+      const bySweep = samples.filter((s) => s.reclaimedBy === 'sweep').length;
+      say(
+        `    reclaimed by the lease sweep ${bySweep}×, by a claim of the released delivery after the ` +
+          `dead-worker reap ${samples.length - bySweep}×`,
+      );
+      const latencies = samples.map((s) => s.latencyS);
+      const med = median(latencies);
+      const worst = max(latencies);
+      const bound = setting.leaseS + setting.sweepS + 2;
+      let line =
+        `(c) kill-to-rerun, ${setting.label}`.padEnd(43) +
+        `median ${fmt(med).padStart(4)} s  ` +
+        `max ${fmt(worst).padStart(4)} s   max ≤ ${fmt(bound)} s (lease ${setting.leaseS} + sweep ` +
+        `${setting.sweepS} + 2)  ${verdict(worst <= bound)}`;
+      if (setting.label === 'defaults') {
+        line += `   max ≤ ${DEFAULTS_CEILING_S} s  ${verdict(worst <= DEFAULTS_CEILING_S)}`;
+      }
+      rows.push(line);
+    }
+  }
+
+  say('');
+  say(`Verbatim benchmark (concurrency ${CONCURRENCY}, N=${N}, ${SAMPLES} kill samples per setting)`);
+  for (const row of rows) say(row);
+  if (failed) say('some parts failed; see above');
+  return failed ? 1 : 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -93,6 +93,7 @@ export async function verbatimWindows(
       VERBATIM_TRANSCRIPTION_CONCURRENCY: String(concurrency),
     });
     const app = await openApp(config, {
+      role: 'worker',
       transcriber: new InstantTranscriber(),
       logger: createLogger(config.logLevel, 'verbatim-bench'),
     });
@@ -117,19 +118,27 @@ export async function verbatimWindows(
         await worker.stop(5_000);
       }
 
-      const check = await probe.query<{ transcribed: number; attempts: number; audits: number }>(
-        `select (select count(*)::int from windows where status = 'transcribed') as transcribed,
+      const check = await probe.query<{
+        transcribed: number;
+        attempts: number;
+        audits: number;
+        inside: number;
+      }>(
+        `select (select percentile_cont(0.5) within group (order by extract(epoch from a.ended_at - a.started_at) * 1000)
+                  from job_attempts a)::float as inside,
+                (select count(*)::int from windows where status = 'transcribed') as transcribed,
                 (select count(*)::int from job_attempts a join jobs j on j.id = a.job_id
                   where j.kind = 'transcribe-window' and a.status = 'completed') as attempts,
                 (select count(*)::int from audit_events) as audits`,
       );
-      const { transcribed, attempts, audits } = check.rows[0]!;
+      const { transcribed, attempts, audits, inside } = check.rows[0]!;
       if (transcribed !== n) throw new Error(`only ${transcribed} of ${n} windows were transcribed`);
       return {
         ...drained,
         notes: [
           `seeded ${n} windows in ${Math.ceil(n / perMeeting)} meeting(s) in ${(seedMs / 1000).toFixed(1)} s`,
           `${attempts} completed transcribe attempts, ${(audits / n).toFixed(1)} audit rows per window`,
+          `median claim-to-commit time inside an attempt: ${inside.toFixed(2)} ms`,
         ],
       };
     } finally {

@@ -39,7 +39,11 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
     case 'api':
     case 'worker':
-      return serve(command, await openApp(config, { logger: log }), log);
+      return serve(
+        command,
+        await openApp(config, { logger: log, role: command === 'start' ? 'all' : command }),
+        log,
+      );
     case 'migrate': {
       const app = await openApp(config, { logger: log });
       await app.close();

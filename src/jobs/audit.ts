@@ -12,9 +12,36 @@ export interface AuditEntry {
   details?: Record<string, unknown>;
 }
 
+const buffers = new WeakMap<object, AuditEntry[]>();
+
+/**
+ * Collects the audit rows a transaction records and writes them in one statement at its end, still
+ * inside it: a busy transaction (a window commit records three transitions) pays one round trip.
+ */
+export async function withAuditBuffer<T>(trx: Executor, fn: () => Promise<T>): Promise<T> {
+  const buffer: AuditEntry[] = [];
+  buffers.set(trx, buffer);
+  try {
+    const result = await fn();
+    await insertAudit(trx, buffer);
+    return result;
+  } finally {
+    buffers.delete(trx);
+  }
+}
+
 /** J17: every state transition records from, to, actor, reason and time, in the transition's transaction. */
 export async function recordAudit(db: Executor, entries: AuditEntry | AuditEntry[]): Promise<void> {
   const list = Array.isArray(entries) ? entries : [entries];
+  const buffer = buffers.get(db);
+  if (buffer) {
+    buffer.push(...list);
+    return;
+  }
+  await insertAudit(db, list);
+}
+
+async function insertAudit(db: Executor, list: AuditEntry[]): Promise<void> {
   if (list.length === 0) return;
   await db
     .insertInto('audit_events')

@@ -15,6 +15,8 @@ export interface JobContext {
   complete(commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
   /** Ends this run normally and runs the job again after `delayMs`, spending no retry. */
   requeue(delayMs: number, reason: string, commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
+  /** Settles the attempt with one fenced statement built by the caller (see PgJobStore.runFencedStatement). */
+  completeWith: (settle: (handle: AttemptHandle) => Promise<void>) => Promise<void>;
   /** Writes that must not outlive the lease (J3), without settling the attempt. */
   fenced: <T>(fn: (trx: Tx, job: JobRow) => Promise<T>) => Promise<T>;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
 import type { Db, JobRow, Tx } from '../db/schema.ts';
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
@@ -14,7 +14,7 @@ import {
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
-import { recordAudit } from './audit.ts';
+import { recordAudit, withAuditBuffer } from './audit.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery.ts';
 
 export interface JobSpec {
@@ -110,12 +110,14 @@ export class PgJobStore {
     owner: string,
     context: Record<string, unknown> = {},
   ): Promise<ClaimedJob | null> {
+    const fast = await this.claimPendingJob(jobId, owner, context);
+    if (fast) return fast;
     return this.db.transaction().execute(async (trx) => {
       const job = await trx
         .selectFrom('jobs')
         .selectAll()
         .where('id', '=', jobId)
-        .forUpdate()
+        .forNoKeyUpdate()
         .executeTakeFirst();
       if (!job) return null;
       let reclaimed = false;
@@ -189,6 +191,52 @@ export class PgJobStore {
     });
   }
 
+  /**
+   * The common claim — a due pending job — as one statement: the job's compare-and-swap to running,
+   * its attempt row and both audit rows commit together (J1). Null when the job is not a due
+   * pending one; claimJob then takes the transactional path that handles an expired lease.
+   */
+  private async claimPendingJob(
+    jobId: string,
+    owner: string,
+    context: Record<string, unknown>,
+  ): Promise<ClaimedJob | null> {
+    const token = randomUUID();
+    const attemptId = randomUUID();
+    const actor = `worker:${owner}`;
+    // The claim commits without waiting for its WAL flush: the attempt's first synchronous commit
+    // (renewal, completion, failure) flushes it, and a claim lost in a database crash only puts the
+    // job back to pending, where it runs again (docs/hot-path.md).
+    const result = await sql<JobRow>`
+      with cfg as (select set_config('synchronous_commit', 'off', true)),
+      j as (
+        update jobs set status = 'running', attempt_count = attempt_count + 1, current_attempt_id = ${attemptId}::uuid,
+          running_at = now(), updated_at = now()
+        where id = ${jobId}::uuid and status = 'pending' and run_after <= now()
+        returning *
+      ), a as (
+        insert into job_attempts
+          (id, job_id, workspace_id, attempt_no, status, context, input_revision, owner, token, lease_expires_at)
+        select ${attemptId}::uuid, j.id, j.workspace_id, j.attempt_count, 'running',
+          jsonb_build_object('kind', j.kind, 'payload', j.payload) || ${JSON.stringify(context)}::jsonb,
+          j.input_revision, ${owner}, ${token}::uuid, now() + ${this.timings.leaseMs} * interval '1 millisecond'
+        from j
+        returning id
+      ), au as (
+        insert into audit_events (workspace_id, subject_type, subject_id, from_status, to_status, actor, reason, details)
+        select j.workspace_id, 'job', j.id::text, 'pending', 'running', ${actor}, 'attempt ' || j.attempt_count || ' claimed', null
+        from j
+        union all
+        select j.workspace_id, 'attempt', ${attemptId}, null, 'running', ${actor}, null,
+          jsonb_build_object('jobId', j.id, 'attemptNo', j.attempt_count)
+        from j
+      )
+      select j.* from j, cfg`.execute(this.db);
+    const job = result.rows[0];
+    if (!job) return null;
+    return { job, handle: new AttemptHandle(job.id, attemptId, job.attempt_count, token) };
+  }
+
   /** J2/J3: extends the lease only while the token is the job's current running attempt. */
   async renewLease(handle: AttemptHandle): Promise<boolean> {
     const result = await this.db
@@ -221,31 +269,30 @@ export class PgJobStore {
   async withFencedAttempt<T>(handle: AttemptHandle, fn: (trx: Tx, job: JobRow) => Promise<T>): Promise<T> {
     return this.db.transaction().execute(async (trx) => {
       const job = await this.lockFenced(trx, handle);
-      return fn(trx, job);
+      return withAuditBuffer(trx, () => fn(trx, job));
     });
   }
 
   private async lockFenced(trx: Tx, handle: AttemptHandle): Promise<JobRow> {
-    const job = await trx
-      .selectFrom('jobs')
-      .selectAll('jobs')
-      .where('jobs.id', '=', handle.jobId)
-      .where('jobs.status', '=', JobStatus.running)
-      .where('jobs.current_attempt_id', '=', handle.attemptId)
-      .where((eb) =>
-        eb.exists(
-          eb
-            .selectFrom('job_attempts')
-            .select('job_attempts.id')
-            .where('job_attempts.id', '=', handle.attemptId)
-            .where('job_attempts.token', '=', AttemptHandle.tokenOf(handle))
-            .where('job_attempts.status', '=', ATTEMPT_RUNNING),
-        ),
-      )
-      .forUpdate()
-      .executeTakeFirst();
+    const result = await fencedCall(handle, () =>
+      sql<JobRow>`select * from verbatim_fence(${handle.jobId}::uuid, ${handle.attemptId}::uuid,
+        ${AttemptHandle.tokenOf(handle)}::uuid)`.execute(trx),
+    );
+    const job = result.rows[0];
     if (!job) throw new LostLeaseError(handle.jobId);
     return job;
+  }
+
+  /**
+   * Runs one statement that calls a fenced SQL function (verbatim_fence raises VB001 for a stale
+   * token, reported as LostLeaseError). For hot paths that settle an attempt in one round trip.
+   */
+  async runFencedStatement(
+    handle: AttemptHandle,
+    build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<unknown>,
+  ): Promise<void> {
+    const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
+    await fencedCall(handle, () => build(ids).execute(this.db));
   }
 
   /** J5: the caller's writes, the attempt's outcome and the job's completion commit together. */
@@ -256,18 +303,11 @@ export class PgJobStore {
   ): Promise<void> {
     await this.withFencedAttempt(handle, async (trx, job) => {
       if (commit) await commit(trx, job);
-      await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
-      await trx
-        .updateTable('jobs')
-        .set({
-          status: JobTransitions.completeJob.to,
-          completed_at: sql<Date>`now()`,
-          updated_at: sql<Date>`now()`,
-        })
-        .where('id', '=', job.id)
-        .where('status', 'in', JobTransitions.completeJob.from)
-        .execute();
-      await this.auditJob(trx, job, JobStatus.completed, actor, null);
+      await fencedCall(handle, () =>
+        sql`select verbatim_complete_attempt(${job.id}::uuid, ${handle.attemptId}::uuid, ${actor})`.execute(
+          trx,
+        ),
+      );
     });
   }
 
@@ -373,7 +413,7 @@ export class PgJobStore {
             .selectFrom('jobs')
             .selectAll()
             .where('id', '=', job_id)
-            .forUpdate()
+            .forNoKeyUpdate()
             .executeTakeFirst();
           if (!job || job.status !== JobStatus.running) return null;
           const outcome = await this.closeExpiredAttempt(trx, job, actor, hooks);
@@ -531,7 +571,7 @@ export class PgJobStore {
       .where('subject_id', '=', subjectId)
       .where('kind', '=', kind)
       .where('status', 'in', JobTransitions.supersedeJob.from)
-      .forUpdate()
+      .forNoKeyUpdate()
       .execute();
     for (const job of active) {
       if (job.status === JobStatus.running && job.current_attempt_id) {
@@ -688,5 +728,16 @@ async function runAfterCommit(after: AfterCommit, log: Logger): Promise<void> {
     await after();
   } catch (err) {
     log.error({ err: err instanceof Error ? err.message : String(err) }, 'work after commit failed');
+  }
+}
+
+const LOST_LEASE_SQLSTATE = 'VB001';
+
+async function fencedCall<T>(handle: AttemptHandle, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if ((err as { code?: unknown }).code === LOST_LEASE_SQLSTATE) throw new LostLeaseError(handle.jobId);
+    throw err;
   }
 }

@@ -104,7 +104,7 @@ async function settleMinutes(
     .where('subject_id', '=', meetingId)
     .where('kind', '=', JobKind.closeOutMeeting)
     .where('status', '=', JobStatus.pending)
-    .forUpdate()
+    .forNoKeyUpdate()
     .executeTakeFirst();
   const meeting = await deps.meetings.lock(trx, meetingId);
   await trx

@@ -72,7 +72,12 @@ export class PgMeetingStore {
 
   /** Worker-side read of a meeting named by one of its own jobs, locked for the transaction. */
   async lock(trx: Tx, id: string): Promise<MeetingRow> {
-    return trx.selectFrom('meetings').selectAll().where('id', '=', id).forUpdate().executeTakeFirstOrThrow();
+    return trx
+      .selectFrom('meetings')
+      .selectAll()
+      .where('id', '=', id)
+      .forNoKeyUpdate()
+      .executeTakeFirstOrThrow();
   }
 
   async list(

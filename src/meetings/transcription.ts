@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
-import { JobKind, MeetingStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
+import { JobKind, WindowStatus, WindowTransitions } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
@@ -12,23 +12,24 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
   return {
     kind: JobKind.transcribeWindow,
     run: async (ctx) => {
-      const windowId = String(ctx.job.payload.windowId);
-      const window = await deps.db
-        .selectFrom('windows')
-        .selectAll()
-        .where('id', '=', windowId)
-        .executeTakeFirstOrThrow();
-      if (window.status !== WindowStatus.pending) {
+      const source = await loadWindowSource(deps, String(ctx.job.payload.windowId));
+      if (source.window.status !== WindowStatus.pending) {
         // J15: a settled window is never redone.
         await ctx.complete();
         return;
       }
-      const segments = await recogniseWindow(deps, window, ctx.signal);
-      await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: window.index });
-      await ctx.complete(async (trx) => {
-        await commitWindowTranscript(deps, trx, window, segments, ctx.actor);
-        await maybeStartCloseOut(deps, trx, window.meeting_id, ctx.actor);
-      });
+      const segments = await recogniseSource(deps, source, ctx.signal);
+      await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
+      const rows = segmentRows(source.window, segments);
+      // J5 in one statement: fence, window and segments, close-out start if last, completion.
+      await ctx.completeWith((handle) =>
+        deps.jobs.runFencedStatement(
+          handle,
+          (ids) => sql`select verbatim_complete_window_attempt(${ids.jobId}::uuid, ${ids.attemptId}::uuid,
+            ${ids.token}::uuid, ${ctx.actor}, ${JSON.stringify(rows)}::jsonb,
+            ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int)`,
+        ),
+      );
     },
     onTerminalFailure: async (trx, job, error) => {
       const windowId = String(job.payload.windowId);
@@ -45,27 +46,61 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
   };
 }
 
+interface WindowSource {
+  window: WindowRow;
+  objectKey: string | null;
+  deletedAt: Date | null;
+  language: string | null;
+}
+
+/** The window with what recognising it needs (its audio's key, the meeting's language), in one read. */
+async function loadWindowSource(deps: MeetingDeps, windowId: string): Promise<WindowSource> {
+  const row = await deps.db
+    .selectFrom('windows')
+    .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
+    .leftJoin('blobs', 'blobs.id', 'windows.blob_id')
+    .selectAll('windows')
+    .select(['blobs.object_key', 'blobs.deleted_at as blob_deleted_at', 'meetings.language'])
+    .where('windows.id', '=', windowId)
+    .executeTakeFirstOrThrow();
+  const { object_key, blob_deleted_at, language, ...window } = row;
+  return { window, objectKey: object_key, deletedAt: blob_deleted_at, language };
+}
+
+async function recogniseSource(
+  deps: MeetingDeps,
+  source: WindowSource,
+  signal: AbortSignal,
+): Promise<TranscriptSegment[]> {
+  if (!source.objectKey)
+    throw new AppError(ErrorKind.permanent, 'audio.missing', 'window has no stored audio');
+  if (source.deletedAt)
+    throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
+  await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
+  const wav = await deps.blobs.get(source.objectKey);
+  return deps.transcriber.transcribe({ wav, language: source.language, signal });
+}
+
 export async function recogniseWindow(
   deps: MeetingDeps,
   window: WindowRow,
   signal: AbortSignal,
 ): Promise<TranscriptSegment[]> {
-  if (!window.blob_id) throw new AppError(ErrorKind.permanent, 'audio.missing', 'window has no stored audio');
-  const blob = await deps.db
-    .selectFrom('blobs')
-    .select(['object_key', 'deleted_at'])
-    .where('id', '=', window.blob_id)
-    .executeTakeFirstOrThrow();
-  if (blob.deleted_at)
-    throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
-  await deps.checkpoints.hit('storage.get', { windowIndex: window.index });
-  const wav = await deps.blobs.get(blob.object_key);
-  const meeting = await deps.db
-    .selectFrom('meetings')
-    .select(['language'])
-    .where('id', '=', window.meeting_id)
-    .executeTakeFirstOrThrow();
-  return deps.transcriber.transcribe({ wav, language: meeting.language, signal });
+  return recogniseSource(deps, await loadWindowSource(deps, window.id), signal);
+}
+
+/**
+ * Segment rows on the meeting's timeline, numbered, empty ones dropped, each kept inside its window
+ * so windows never overlap (L18).
+ */
+function segmentRows(window: WindowRow, segments: TranscriptSegment[]) {
+  return segments
+    .filter((s) => s.text.trim().length > 0)
+    .map((s, seq) => {
+      const start = Math.min(window.end_ms, window.start_ms + Math.max(0, Math.round(s.startMs)));
+      const end = Math.min(window.end_ms, Math.max(start, window.start_ms + Math.round(s.endMs)));
+      return { seq, start_ms: start, end_ms: end, text: s.text.trim() };
+    });
 }
 
 /**
@@ -74,47 +109,15 @@ export async function recogniseWindow(
  * segment is kept inside its window so windows never overlap (L18).
  */
 export async function commitWindowTranscript(
-  deps: MeetingDeps,
   trx: Tx,
   window: WindowRow,
   segments: TranscriptSegment[],
   actor: string,
 ): Promise<boolean> {
-  await deps.meetings.lock(trx, window.meeting_id);
-  const t = WindowTransitions.markWindowTranscribed;
-  const moved = await trx
-    .updateTable('windows')
-    .set({ status: t.to, transcribed_at: sql<Date>`now()`, segment_count: segments.length })
-    .where('id', '=', window.id)
-    .where('status', 'in', t.from)
-    .executeTakeFirst();
-  if (Number(moved.numUpdatedRows) !== 1) return false;
-  const rows = segments
-    .filter((s) => s.text.trim().length > 0)
-    .map((s, seq) => {
-      const start = Math.min(window.end_ms, window.start_ms + Math.max(0, Math.round(s.startMs)));
-      const end = Math.min(window.end_ms, Math.max(start, window.start_ms + Math.round(s.endMs)));
-      return {
-        workspace_id: window.workspace_id,
-        meeting_id: window.meeting_id,
-        window_id: window.id,
-        seq,
-        start_ms: start,
-        end_ms: end,
-        text: s.text.trim(),
-      };
-    });
-  if (rows.length > 0) await trx.insertInto('segments').values(rows).execute();
-  await recordAudit(trx, {
-    workspaceId: window.workspace_id,
-    subjectType: 'window',
-    subjectId: window.id,
-    from: window.status,
-    to: t.to,
-    actor,
-    details: { segments: rows.length },
-  });
-  return true;
+  const rows = segmentRows(window, segments);
+  const result = await sql<{ moved: boolean }>`select verbatim_commit_window(${window.id}::uuid,
+    ${JSON.stringify(rows)}::jsonb, ${actor}) as moved`.execute(trx);
+  return result.rows[0]?.moved === true;
 }
 
 export async function markWindowFailed(
@@ -175,7 +178,7 @@ export async function transcribeDirectly(
     });
     return;
   }
-  await fenced((trx) => commitWindowTranscript(deps, trx, window, segments, actor));
+  await fenced((trx) => commitWindowTranscript(trx, window, segments, actor));
 }
 
 /**
@@ -189,37 +192,7 @@ export async function maybeStartCloseOut(
   meetingId: string,
   actor: string,
 ): Promise<void> {
-  const meeting = await deps.meetings.lock(trx, meetingId);
-  if (meeting.status !== MeetingStatus.processing) return;
-  const counts = await deps.meetings.windowCounts(meetingId, trx);
-  if (counts.inFlight > 0) return;
-  await deps.meetings.transition(trx, meeting, 'startFinalizing', actor, 'every window settled');
-  await createCloseOutJob(deps, trx, meeting.workspace_id, meetingId, 0, actor);
-}
-
-export async function createCloseOutJob(
-  deps: MeetingDeps,
-  trx: Tx,
-  workspaceId: string,
-  meetingId: string,
-  delayMs: number,
-  actor: string,
-): Promise<void> {
-  await deps.jobs.createJob(
-    trx,
-    {
-      workspaceId,
-      kind: JobKind.closeOutMeeting,
-      subjectType: 'meeting',
-      subjectId: meetingId,
-      meetingId,
-      payload: { meetingId },
-      // L7: the retry budget is split between errors and stalled-job reclaims.
-      maxErrors: deps.config.closeoutMaxErrors,
-      maxReclaims: deps.config.closeoutMaxReclaims,
-      delayMs,
-      dedupeKey: `close-out:${meetingId}`,
-    },
-    actor,
-  );
+  // L7: the close-out's retry budget is split between errors and stalled-job reclaims.
+  await sql`select verbatim_start_close_out(${meetingId}::uuid, ${actor}, ${deps.config.closeoutMaxErrors}::int,
+    ${deps.config.closeoutMaxReclaims}::int, 0)`.execute(trx);
 }

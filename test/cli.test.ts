@@ -72,7 +72,7 @@ void it('X1: `verbatim status` shows per-queue pending counts and the age of the
   }
 });
 
-void it('upload formats: an Ogg/Opus and an MP3 recording go through the same pipeline', async () => {
+void it('upload formats: Ogg/Opus, MP3, WebM/Opus and M4A recordings go through the same pipeline', async () => {
   const h = await startHarness();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-fmt-'));
   try {
@@ -82,6 +82,8 @@ void it('upload formats: an Ogg/Opus and an MP3 recording go through the same pi
     for (const [ext, type, codec] of [
       ['ogg', 'audio/ogg', 'libopus'],
       ['mp3', 'audio/mpeg', 'libmp3lame'],
+      ['webm', 'audio/webm', 'libopus'],
+      ['m4a', 'audio/mp4', 'aac'],
     ] as const) {
       const out = path.join(dir, `in.${ext}`);
       execFileSync(ffmpeg.path, ['-y', '-loglevel', 'error', '-i', wavFile, '-c:a', codec, out]);

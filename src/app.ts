@@ -18,6 +18,7 @@ import { migrateToLatest } from './db/migrate.ts';
 import { assertNever } from './domain/errors.ts';
 import { Consumer } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
+import { PgJobSweeps } from './jobs/job-sweeps.ts';
 import { PgJobStore } from './jobs/pg-job-store.ts';
 import { createLogger, type Logger } from './log.ts';
 import { closeOutMeetingJob } from './meetings/close-out.ts';
@@ -46,6 +47,7 @@ export interface App {
   log: Logger;
   database: DatabaseHandle;
   deps: MeetingDeps;
+  sweeps: PgJobSweeps;
   workspaces: PgWorkspaceStore;
   close(): Promise<void>;
 }
@@ -61,16 +63,14 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   const database = openDatabase(connectionString, log, 10, overrides.role !== 'worker');
   await migrateToLatest(database.db as never, connectionString);
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
-  const jobs = new PgJobStore(
-    database.db,
-    {
-      leaseMs: config.leaseMs,
-      leaseGraceMs: config.leaseGraceMs,
-      retryStepMs: config.retryStepMs,
-      rescueAfterMs: config.rescueAfterMs,
-    },
-    { checkpoints, log },
-  );
+  const timings = {
+    leaseMs: config.leaseMs,
+    leaseGraceMs: config.leaseGraceMs,
+    retryStepMs: config.retryStepMs,
+    rescueAfterMs: config.rescueAfterMs,
+  };
+  const jobs = new PgJobStore(database.db, timings, { checkpoints, log });
+  const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });
   const deps: MeetingDeps = {
     db: database.db,
     jobs,
@@ -88,6 +88,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     log,
     database,
     deps,
+    sweeps,
     workspaces: new PgWorkspaceStore(database.db),
     close: async () => {
       await database.close();
@@ -118,6 +119,7 @@ export async function startAppWorker(app: App): Promise<WorkerHandle> {
         }),
     },
     app.database.connectionString,
+    app.sweeps,
   );
 }
 

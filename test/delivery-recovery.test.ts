@@ -3,7 +3,7 @@ import { it } from 'node:test';
 import { sql } from 'kysely';
 import { Checkpoints } from '../src/checkpoints.ts';
 import { openDatabase } from '../src/db/connect.ts';
-import { PgJobStore } from '../src/jobs/pg-job-store.ts';
+import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
 import { createLogger } from '../src/log.ts';
 import {
   assertNoTokenLeaks,
@@ -85,7 +85,7 @@ void it('A3/J9: two sweeps racing over the same lost delivery re-drive it once',
     });
     const timings = { leaseMs: 2000, leaseGraceMs: 0, retryStepMs: 300, rescueAfterMs: 1000 };
     const stores = handles.map(
-      (d) => new PgJobStore(d.db, timings, { checkpoints: Checkpoints.none(), log }),
+      (d) => new PgJobSweeps(d.db, timings, { checkpoints: Checkpoints.none(), log }),
     );
     const [a, b] = await Promise.all([
       stores[0]!.rescuePendingJobs('sweep:a'),

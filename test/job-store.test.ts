@@ -9,6 +9,7 @@ import { ErrorKind } from '../src/domain/errors.ts';
 import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
+import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
 import { PgJobStore } from '../src/jobs/pg-job-store.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
@@ -17,17 +18,16 @@ void describe('job store', () => {
   let tdb: TestDatabase;
   let handle: DatabaseHandle;
   let store: PgJobStore;
+  let sweeps: PgJobSweeps;
   let workspaceId: string;
   const log = createLogger('silent');
 
   before(async () => {
     tdb = await createTestDatabase();
     handle = openDatabase(tdb.url, log);
-    store = new PgJobStore(
-      handle.db,
-      { leaseMs: 300, leaseGraceMs: 0, retryStepMs: 100, rescueAfterMs: 1000 },
-      { checkpoints: Checkpoints.none(), log },
-    );
+    const timings = { leaseMs: 300, leaseGraceMs: 0, retryStepMs: 100, rescueAfterMs: 1000 };
+    store = new PgJobStore(handle.db, timings, { checkpoints: Checkpoints.none(), log });
+    sweeps = new PgJobSweeps(handle.db, timings, { checkpoints: Checkpoints.none(), log });
     workspaceId = randomUUID();
     await handle.db.insertInto('workspaces').values({ id: workspaceId, name: 't' }).execute();
   });
@@ -234,7 +234,7 @@ void describe('job store', () => {
     const job = await newJob(3, 1);
     await store.claimJob(job.id, 'w1');
     await expire(job.id);
-    const first = await store.reclaimExpiredLeases('sweep:test', {});
+    const first = await sweeps.reclaimExpiredLeases('sweep:test', {});
     assert.deepEqual(
       first.map((r) => [r.jobId, r.quarantined]),
       [[job.id, false]],
@@ -242,7 +242,7 @@ void describe('job store', () => {
     await store.claimJob(job.id, 'w2');
     await expire(job.id);
     let hookRan = false;
-    const second = await store.reclaimExpiredLeases('sweep:test', {
+    const second = await sweeps.reclaimExpiredLeases('sweep:test', {
       [JobKind.writeMinutes]: () => {
         hookRan = true;
         return Promise.resolve(null);

@@ -16,6 +16,23 @@ import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
 import { recordAudit, withAuditBuffer } from './audit.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+import {
+  JobRows,
+  lastError,
+  runAfterCommit,
+  type AfterCommit,
+  type JobTimings,
+  type TerminalFailureHook,
+} from './job-rows.ts';
+
+export {
+  RECLAIM_CAP_EXCEEDED,
+  type AfterCommit,
+  type JobTimings,
+  type ReclaimReport,
+  type TerminalFailureHook,
+  type TerminalFailureHooks,
+} from './job-rows.ts';
 
 export interface JobSpec {
   workspaceId: string;
@@ -31,36 +48,21 @@ export interface JobSpec {
   inputRevision?: number;
 }
 
-export interface JobTimings {
-  leaseMs: number;
-  leaseGraceMs: number;
-  retryStepMs: number;
-  rescueAfterMs: number;
-}
-
-export type AfterCommit = () => Promise<void>;
-
-/**
- * What a job kind does to its subject when the job ends in failure (errors exhausted, a permanent
- * error, or quarantine after too many reclaims). Runs inside the failing transaction; may return
- * work to do after commit (deleting audio).
- */
-export type TerminalFailureHook = (trx: Tx, job: JobRow, error: ErrorRecord) => Promise<AfterCommit | null>;
-export type TerminalFailureHooks = Partial<Record<JobKind, TerminalFailureHook>>;
-
-export const RECLAIM_CAP_EXCEEDED = 'reclaim_cap_exceeded';
-
 export interface ClaimedJob {
   job: JobRow;
   handle: AttemptHandle;
 }
 
 export class PgJobStore {
+  private readonly rows: JobRows;
+
   constructor(
     private readonly db: Db,
     private readonly timings: JobTimings,
     private readonly deps: { checkpoints: Checkpoints; log: Logger },
-  ) {}
+  ) {
+    this.rows = new JobRows(timings, deps);
+  }
 
   /** Inserts a pending job and its delivery in the caller's transaction. Null if the dedupe key exists. */
   async createJob(trx: Tx, spec: JobSpec, actor: string): Promise<JobRow | null> {
@@ -124,7 +126,7 @@ export class PgJobStore {
       if (job.status === JobStatus.running) {
         // Past the reclaim cap the sweep quarantines it, with the kind's terminal hook.
         if (job.reclaim_count + 1 > job.max_reclaims) return null;
-        const expired = await this.closeExpiredAttempt(trx, job, `worker:${owner}`);
+        const expired = await this.rows.closeExpiredAttempt(trx, job, `worker:${owner}`);
         if (!expired) return null;
         if (expired.status !== JobStatus.pending) return null;
         reclaimed = true;
@@ -324,9 +326,9 @@ export class PgJobStore {
   ): Promise<void> {
     await this.withFencedAttempt(handle, async (trx, job) => {
       if (commit) await commit(trx, job);
-      await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
-      await this.returnToPending(trx, job, delayMs, { wait_count: job.wait_count + 1 });
-      await this.auditJob(trx, job, JobStatus.pending, actor, reason);
+      await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
+      await this.rows.returnToPending(trx, job, delayMs, { wait_count: job.wait_count + 1 });
+      await this.rows.auditJob(trx, job, JobStatus.pending, actor, reason);
     });
   }
 
@@ -352,12 +354,19 @@ export class PgJobStore {
         retryAfterSeconds,
       );
       if (decision.type === 'retry') {
-        await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.retryableFailed, actor, error);
-        await this.returnToPending(trx, job, decision.delayMs, {
+        await this.rows.closeAttempt(
+          trx,
+          job,
+          handle.attemptId,
+          AttemptOutcome.retryableFailed,
+          actor,
+          error,
+        );
+        await this.rows.returnToPending(trx, job, decision.delayMs, {
           error_count: errorCount,
           ...lastError(error),
         });
-        await this.auditJob(
+        await this.rows.auditJob(
           trx,
           job,
           JobStatus.pending,
@@ -367,8 +376,8 @@ export class PgJobStore {
         return 'retrying' as const;
       }
       const final: ErrorRecord = { kind: error.kind, code: decision.code, message: decision.message };
-      await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.failed, actor, error);
-      after = await this.failJobRow(trx, { ...job, error_count: errorCount }, final, actor, onTerminal);
+      await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.failed, actor, error);
+      after = await this.rows.failJobRow(trx, { ...job, error_count: errorCount }, final, actor, onTerminal);
       return 'failed' as const;
     });
     if (after) await runAfterCommit(after, this.deps.log);
@@ -383,184 +392,10 @@ export class PgJobStore {
         code: 'worker.shutdown',
         message: 'the worker was stopped and released this attempt',
       };
-      await this.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.retryableFailed, actor, error);
-      await this.returnToPending(trx, job, 0, {});
-      await this.auditJob(trx, job, JobStatus.pending, actor, 'released by a stopping worker');
+      await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.retryableFailed, actor, error);
+      await this.rows.returnToPending(trx, job, 0, {});
+      await this.rows.auditJob(trx, job, JobStatus.pending, actor, 'released by a stopping worker');
     });
-  }
-
-  /**
-   * J2/J7/J8: the stale-lease sweep. Each expired attempt is closed as lease_expired and its job is
-   * returned to the queue (same job, new delivery) or, past the reclaim cap, quarantined as failed.
-   * Safe on many replicas at once: each reclaim locks the job and re-checks the attempt.
-   */
-  async reclaimExpiredLeases(actor: string, hooks: TerminalFailureHooks): Promise<ReclaimReport[]> {
-    const expired = await this.db
-      .selectFrom('job_attempts')
-      .select(['job_id'])
-      .where('status', '=', ATTEMPT_RUNNING)
-      .where(sql<boolean>`lease_expires_at + ${this.timings.leaseGraceMs} * interval '1 millisecond' < now()`)
-      .limit(100)
-      .execute();
-    const reports: ReclaimReport[] = [];
-    for (const { job_id } of expired) {
-      let after: AfterCommit | null = null;
-      // One job that cannot be reclaimed (a throwing hook, a deadlock) must not stall the others.
-      const report = await this.db
-        .transaction()
-        .execute(async (trx) => {
-          const job = await trx
-            .selectFrom('jobs')
-            .selectAll()
-            .where('id', '=', job_id)
-            .forNoKeyUpdate()
-            .executeTakeFirst();
-          if (!job || job.status !== JobStatus.running) return null;
-          const outcome = await this.closeExpiredAttempt(trx, job, actor, hooks);
-          if (!outcome) return null;
-          after = outcome.after;
-          return outcome.report;
-        })
-        .catch((err: unknown) => {
-          this.deps.log.error(
-            { jobId: job_id, err: String(err) },
-            'could not reclaim an expired lease; will try again',
-          );
-          return null;
-        });
-      if (after) await runAfterCommit(after, this.deps.log);
-      if (report) {
-        reports.push(report);
-        const level = report.quarantined ? 'error' : 'warn';
-        this.deps.log[level](
-          {
-            jobId: report.jobId,
-            kind: report.kind,
-            reclaims: report.reclaims,
-            quarantined: report.quarantined,
-          },
-          report.quarantined
-            ? `job quarantined: ${RECLAIM_CAP_EXCEEDED}`
-            : 'expired lease reclaimed; job returned to the queue',
-        );
-      }
-    }
-    return reports;
-  }
-
-  /**
-   * Closes the job's running attempt as lease_expired if its lease has run out, counting a reclaim.
-   * Returns the job's new status, or null if the lease is still live.
-   */
-  private async closeExpiredAttempt(
-    trx: Tx,
-    job: JobRow,
-    actor: string,
-    hooks: TerminalFailureHooks = {},
-  ): Promise<{ status: string; report: ReclaimReport; after: AfterCommit | null } | null> {
-    if (!job.current_attempt_id) return null;
-    const attempt = await trx
-      .selectFrom('job_attempts')
-      .select(['id', 'status'])
-      .where('id', '=', job.current_attempt_id)
-      .where('status', '=', ATTEMPT_RUNNING)
-      .where(sql<boolean>`lease_expires_at + ${this.timings.leaseGraceMs} * interval '1 millisecond' < now()`)
-      .executeTakeFirst();
-    if (!attempt) return null;
-    const expiredError: ErrorRecord = {
-      kind: ErrorKind.transient,
-      code: 'lease_expired',
-      message: 'the worker stopped renewing its lease',
-    };
-    await this.closeAttempt(trx, job, attempt.id, AttemptOutcome.leaseExpired, actor, expiredError);
-    const reclaims = job.reclaim_count + 1;
-    const report: ReclaimReport = { jobId: job.id, kind: job.kind, reclaims, quarantined: false };
-    if (reclaims > job.max_reclaims) {
-      const reason: ErrorRecord = {
-        kind: ErrorKind.permanent,
-        code: RECLAIM_CAP_EXCEEDED,
-        message: `worker lost ${reclaims} times while running this job`,
-      };
-      const after = await this.failJobRow(
-        trx,
-        { ...job, reclaim_count: reclaims },
-        reason,
-        actor,
-        hooks[job.kind as JobKind],
-      );
-      return { status: JobStatus.failed, report: { ...report, quarantined: true }, after };
-    }
-    await this.returnToPending(trx, job, 0, { reclaim_count: reclaims });
-    await this.auditJob(
-      trx,
-      job,
-      JobStatus.pending,
-      actor,
-      `lease expired; reclaim ${reclaims} of ${job.max_reclaims}`,
-    );
-    return { status: JobStatus.pending, report, after: null };
-  }
-
-  /**
-   * J9: a due pending job with no live delivery (the enqueue failed, or its transport row was lost)
-   * is re-driven. The compare-and-swap on delivery_id claims the rescue, so racing sweeps re-drive
-   * it once, and the new delivery id keeps graphile-worker's job key from deduplicating it.
-   */
-  async rescuePendingJobs(actor: string): Promise<string[]> {
-    const candidates = await this.db
-      .selectFrom('jobs')
-      .select(['id', 'delivery_id'])
-      .where('status', '=', JobStatus.pending)
-      .where(sql<boolean>`run_after <= now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`)
-      .where((eb) =>
-        eb.or([
-          eb('dispatch_claimed_at', 'is', null),
-          eb(
-            sql<Date>`dispatch_claimed_at`,
-            '<',
-            sql<Date>`now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`,
-          ),
-        ]),
-      )
-      .where(
-        sql<boolean>`not exists (select 1 from graphile_worker.jobs gj
-          where gj.key = jobs.delivery_id::text and gj.attempts < gj.max_attempts)`,
-      )
-      .limit(100)
-      .execute();
-    const rescued: string[] = [];
-    for (const candidate of candidates) {
-      const ok = await this.db.transaction().execute(async (trx) => {
-        const job = await trx
-          .updateTable('jobs')
-          .set({
-            delivery_id: newDeliveryId(),
-            dispatch_claimed_at: sql<Date>`now()`,
-            updated_at: sql<Date>`now()`,
-          })
-          .where('id', '=', candidate.id)
-          .where('status', '=', JobStatus.pending)
-          .where('delivery_id', '=', candidate.delivery_id)
-          .returningAll()
-          .executeTakeFirst();
-        if (!job) return false;
-        await recordAudit(trx, {
-          workspaceId: job.workspace_id,
-          subjectType: 'job',
-          subjectId: job.id,
-          from: JobStatus.pending,
-          to: JobStatus.pending,
-          actor,
-          reason: 'delivery lost; re-driven with a fresh delivery id',
-        });
-        return enqueueDelivery(trx, job, this.deps);
-      });
-      if (ok) {
-        rescued.push(candidate.id);
-        this.deps.log.warn({ jobId: candidate.id }, 'pending job had no delivery; re-driven');
-      }
-    }
-    return rescued;
   }
 
   /** J13: a new request for the same subject supersedes the active job and its running attempt. */
@@ -575,14 +410,21 @@ export class PgJobStore {
       .execute();
     for (const job of active) {
       if (job.status === JobStatus.running && job.current_attempt_id) {
-        await this.closeAttempt(trx, job, job.current_attempt_id, AttemptOutcome.superseded, actor, null);
+        await this.rows.closeAttempt(
+          trx,
+          job,
+          job.current_attempt_id,
+          AttemptOutcome.superseded,
+          actor,
+          null,
+        );
       }
       await trx
         .updateTable('jobs')
         .set({ status: JobStatus.superseded, superseded_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
         .where('id', '=', job.id)
         .execute();
-      await this.auditJob(trx, job, JobStatus.superseded, actor, 'superseded by a new request');
+      await this.rows.auditJob(trx, job, JobStatus.superseded, actor, 'superseded by a new request');
     }
     return active.length;
   }
@@ -604,130 +446,8 @@ export class PgJobStore {
     if (!job) return;
     // The superseded delivery would only be acknowledged and dropped; don't leave it queued.
     if (before) await sql`select graphile_worker.remove_job(${before.delivery_id}::text)`.execute(trx);
-    await this.auditJob(trx, job, JobStatus.pending, actor, reason);
+    await this.rows.auditJob(trx, job, JobStatus.pending, actor, reason);
     await enqueueDelivery(trx, job, this.deps);
-  }
-
-  private async returnToPending(
-    trx: Tx,
-    job: JobRow,
-    delayMs: number,
-    extra: { error_count?: number; reclaim_count?: number; wait_count?: number } & Partial<
-      Pick<JobRow, 'last_error_kind' | 'last_error_code' | 'last_error_message'>
-    >,
-  ): Promise<void> {
-    const updated = await trx
-      .updateTable('jobs')
-      .set({
-        ...extra,
-        status: JobTransitions.requeueJob.to,
-        current_attempt_id: null,
-        run_after: sql<Date>`now() + ${delayMs} * interval '1 millisecond'`,
-        pending_at: sql<Date>`now()`,
-        delivery_id: newDeliveryId(),
-        dispatch_claimed_at: null,
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', job.id)
-      .where('status', 'in', JobTransitions.requeueJob.from)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await enqueueDelivery(trx, updated, this.deps);
-  }
-
-  private async failJobRow(
-    trx: Tx,
-    job: JobRow,
-    error: ErrorRecord,
-    actor: string,
-    onTerminal: TerminalFailureHook | undefined,
-  ): Promise<AfterCommit | null> {
-    await trx
-      .updateTable('jobs')
-      .set({
-        status: JobStatus.failed,
-        current_attempt_id: null,
-        error_count: job.error_count,
-        reclaim_count: job.reclaim_count,
-        failed_at: sql<Date>`now()`,
-        updated_at: sql<Date>`now()`,
-        ...lastError(error),
-      })
-      .where('id', '=', job.id)
-      .where('status', 'in', JobTransitions.failJob.from)
-      .execute();
-    await this.auditJob(trx, job, JobStatus.failed, actor, `${error.code}: ${error.message}`);
-    return onTerminal ? onTerminal(trx, job, error) : null;
-  }
-
-  private async closeAttempt(
-    trx: Tx,
-    job: JobRow,
-    attemptId: string,
-    outcome: AttemptOutcome,
-    actor: string,
-    error: ErrorRecord | null,
-  ): Promise<void> {
-    const closed = await trx
-      .updateTable('job_attempts')
-      .set({
-        status: outcome,
-        ended_at: sql<Date>`now()`,
-        error_kind: error?.kind ?? null,
-        error_code: error?.code ?? null,
-        error_message: error?.message ?? null,
-      })
-      .where('id', '=', attemptId)
-      .where('status', '=', ATTEMPT_RUNNING)
-      .executeTakeFirst();
-    if (Number(closed.numUpdatedRows) !== 1) throw new LostLeaseError(job.id);
-    await recordAudit(trx, {
-      workspaceId: job.workspace_id,
-      subjectType: 'attempt',
-      subjectId: attemptId,
-      from: ATTEMPT_RUNNING,
-      to: outcome,
-      actor,
-      reason: error ? `${error.code}: ${error.message}` : null,
-      details: { jobId: job.id },
-    });
-  }
-
-  private async auditJob(
-    trx: Tx,
-    job: JobRow,
-    to: string,
-    actor: string,
-    reason: string | null,
-  ): Promise<void> {
-    await recordAudit(trx, {
-      workspaceId: job.workspace_id,
-      subjectType: 'job',
-      subjectId: job.id,
-      from: job.status,
-      to,
-      actor,
-      reason,
-    });
-  }
-}
-
-export interface ReclaimReport {
-  jobId: string;
-  kind: string;
-  reclaims: number;
-  quarantined: boolean;
-}
-
-function lastError(error: ErrorRecord) {
-  return { last_error_kind: error.kind, last_error_code: error.code, last_error_message: error.message };
-}
-
-async function runAfterCommit(after: AfterCommit, log: Logger): Promise<void> {
-  try {
-    await after();
-  } catch (err) {
-    log.error({ err: err instanceof Error ? err.message : String(err) }, 'work after commit failed');
   }
 }
 

@@ -14,6 +14,7 @@ import { OutboxDispatcher } from '../events/dispatcher.ts';
 import type { DeliveryPayload } from '../jobs/delivery.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { runDelivery } from '../jobs/job-runner.ts';
+import type { PgJobSweeps } from '../jobs/job-sweeps.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
@@ -38,6 +39,7 @@ export async function startWorker(
   definitions: JobDefinition[],
   consumers: ConstructorParameters<typeof OutboxDispatcher>[1],
   connectionString: string,
+  sweeps: PgJobSweeps,
 ): Promise<WorkerHandle> {
   const { config, log } = deps;
   const workerId = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -59,9 +61,9 @@ export async function startWorker(
 
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
-      ['reclaim-expired-leases', () => deps.jobs.reclaimExpiredLeases(sweepActor, hooks)],
+      ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
       ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
-      ['rescue-pending-jobs', () => deps.jobs.rescuePendingJobs(sweepActor)],
+      ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
     ];

@@ -1,0 +1,216 @@
+import { sql } from 'kysely';
+import type { Checkpoints } from '../checkpoints.ts';
+import type { JobRow, Tx } from '../db/schema.ts';
+import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
+import {
+  ATTEMPT_RUNNING,
+  AttemptOutcome,
+  JobStatus,
+  JobTransitions,
+  type AttemptOutcome as Outcome,
+  type JobKind,
+} from '../domain/status.ts';
+import type { Logger } from '../log.ts';
+import { LostLeaseError } from './attempt-handle.ts';
+import { recordAudit } from './audit.ts';
+import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+
+export interface JobTimings {
+  leaseMs: number;
+  leaseGraceMs: number;
+  retryStepMs: number;
+  rescueAfterMs: number;
+}
+
+export type AfterCommit = () => Promise<void>;
+
+/**
+ * What a job kind does to its subject when the job ends in failure (errors exhausted, a permanent
+ * error, or quarantine after too many reclaims). Runs inside the failing transaction; may return
+ * work to do after commit (deleting audio).
+ */
+export type TerminalFailureHook = (trx: Tx, job: JobRow, error: ErrorRecord) => Promise<AfterCommit | null>;
+export type TerminalFailureHooks = Partial<Record<JobKind, TerminalFailureHook>>;
+
+export const RECLAIM_CAP_EXCEEDED = 'reclaim_cap_exceeded';
+
+/**
+ * The guarded row moves that claims, fenced writes and sweeps share: close an attempt with its
+ * outcome, return a job to the queue with a new delivery, fail it with its kind's terminal hook.
+ * Every method runs in the caller's transaction, which already holds the job row.
+ */
+export class JobRows {
+  constructor(
+    private readonly timings: JobTimings,
+    private readonly deps: { checkpoints: Checkpoints; log: Logger },
+  ) {}
+
+  /**
+   * Closes the job's running attempt as lease_expired if its lease has run out, counting a reclaim.
+   * Returns the job's new status, or null if the lease is still live.
+   */
+  async closeExpiredAttempt(
+    trx: Tx,
+    job: JobRow,
+    actor: string,
+    hooks: TerminalFailureHooks = {},
+  ): Promise<{ status: string; report: ReclaimReport; after: AfterCommit | null } | null> {
+    if (!job.current_attempt_id) return null;
+    const attempt = await trx
+      .selectFrom('job_attempts')
+      .select(['id', 'status'])
+      .where('id', '=', job.current_attempt_id)
+      .where('status', '=', ATTEMPT_RUNNING)
+      .where(sql<boolean>`lease_expires_at + ${this.timings.leaseGraceMs} * interval '1 millisecond' < now()`)
+      .executeTakeFirst();
+    if (!attempt) return null;
+    const expiredError: ErrorRecord = {
+      kind: ErrorKind.transient,
+      code: 'lease_expired',
+      message: 'the worker stopped renewing its lease',
+    };
+    await this.closeAttempt(trx, job, attempt.id, AttemptOutcome.leaseExpired, actor, expiredError);
+    const reclaims = job.reclaim_count + 1;
+    const report: ReclaimReport = { jobId: job.id, kind: job.kind, reclaims, quarantined: false };
+    if (reclaims > job.max_reclaims) {
+      const reason: ErrorRecord = {
+        kind: ErrorKind.permanent,
+        code: RECLAIM_CAP_EXCEEDED,
+        message: `worker lost ${reclaims} times while running this job`,
+      };
+      const after = await this.failJobRow(
+        trx,
+        { ...job, reclaim_count: reclaims },
+        reason,
+        actor,
+        hooks[job.kind as JobKind],
+      );
+      return { status: JobStatus.failed, report: { ...report, quarantined: true }, after };
+    }
+    await this.returnToPending(trx, job, 0, { reclaim_count: reclaims });
+    await this.auditJob(
+      trx,
+      job,
+      JobStatus.pending,
+      actor,
+      `lease expired; reclaim ${reclaims} of ${job.max_reclaims}`,
+    );
+    return { status: JobStatus.pending, report, after: null };
+  }
+
+  async returnToPending(
+    trx: Tx,
+    job: JobRow,
+    delayMs: number,
+    extra: { error_count?: number; reclaim_count?: number; wait_count?: number } & Partial<
+      Pick<JobRow, 'last_error_kind' | 'last_error_code' | 'last_error_message'>
+    >,
+  ): Promise<void> {
+    const updated = await trx
+      .updateTable('jobs')
+      .set({
+        ...extra,
+        status: JobTransitions.requeueJob.to,
+        current_attempt_id: null,
+        run_after: sql<Date>`now() + ${delayMs} * interval '1 millisecond'`,
+        pending_at: sql<Date>`now()`,
+        delivery_id: newDeliveryId(),
+        dispatch_claimed_at: null,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', job.id)
+      .where('status', 'in', JobTransitions.requeueJob.from)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await enqueueDelivery(trx, updated, this.deps);
+  }
+
+  async failJobRow(
+    trx: Tx,
+    job: JobRow,
+    error: ErrorRecord,
+    actor: string,
+    onTerminal: TerminalFailureHook | undefined,
+  ): Promise<AfterCommit | null> {
+    await trx
+      .updateTable('jobs')
+      .set({
+        status: JobStatus.failed,
+        current_attempt_id: null,
+        error_count: job.error_count,
+        reclaim_count: job.reclaim_count,
+        failed_at: sql<Date>`now()`,
+        updated_at: sql<Date>`now()`,
+        ...lastError(error),
+      })
+      .where('id', '=', job.id)
+      .where('status', 'in', JobTransitions.failJob.from)
+      .execute();
+    await this.auditJob(trx, job, JobStatus.failed, actor, `${error.code}: ${error.message}`);
+    return onTerminal ? onTerminal(trx, job, error) : null;
+  }
+
+  async closeAttempt(
+    trx: Tx,
+    job: JobRow,
+    attemptId: string,
+    outcome: Outcome,
+    actor: string,
+    error: ErrorRecord | null,
+  ): Promise<void> {
+    const closed = await trx
+      .updateTable('job_attempts')
+      .set({
+        status: outcome,
+        ended_at: sql<Date>`now()`,
+        error_kind: error?.kind ?? null,
+        error_code: error?.code ?? null,
+        error_message: error?.message ?? null,
+      })
+      .where('id', '=', attemptId)
+      .where('status', '=', ATTEMPT_RUNNING)
+      .executeTakeFirst();
+    if (Number(closed.numUpdatedRows) !== 1) throw new LostLeaseError(job.id);
+    await recordAudit(trx, {
+      workspaceId: job.workspace_id,
+      subjectType: 'attempt',
+      subjectId: attemptId,
+      from: ATTEMPT_RUNNING,
+      to: outcome,
+      actor,
+      reason: error ? `${error.code}: ${error.message}` : null,
+      details: { jobId: job.id },
+    });
+  }
+
+  async auditJob(trx: Tx, job: JobRow, to: string, actor: string, reason: string | null): Promise<void> {
+    await recordAudit(trx, {
+      workspaceId: job.workspace_id,
+      subjectType: 'job',
+      subjectId: job.id,
+      from: job.status,
+      to,
+      actor,
+      reason,
+    });
+  }
+}
+
+export interface ReclaimReport {
+  jobId: string;
+  kind: string;
+  reclaims: number;
+  quarantined: boolean;
+}
+
+export function lastError(error: ErrorRecord) {
+  return { last_error_kind: error.kind, last_error_code: error.code, last_error_message: error.message };
+}
+
+export async function runAfterCommit(after: AfterCommit, log: Logger): Promise<void> {
+  try {
+    await after();
+  } catch (err) {
+    log.error({ err: err instanceof Error ? err.message : String(err) }, 'work after commit failed');
+  }
+}

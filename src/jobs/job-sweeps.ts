@@ -1,0 +1,153 @@
+import { sql } from 'kysely';
+import type { Checkpoints } from '../checkpoints.ts';
+import type { Db } from '../db/schema.ts';
+import { ATTEMPT_RUNNING, JobStatus } from '../domain/status.ts';
+import type { Logger } from '../log.ts';
+import { recordAudit } from './audit.ts';
+import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+import {
+  JobRows,
+  RECLAIM_CAP_EXCEEDED,
+  runAfterCommit,
+  type AfterCommit,
+  type JobTimings,
+  type ReclaimReport,
+  type TerminalFailureHooks,
+} from './job-rows.ts';
+
+/**
+ * The recovery passes over job rows (J7, J8, J9). Each repair is a compare-and-swap under the job
+ * row's lock, so any number of workers may run them at once.
+ */
+export class PgJobSweeps {
+  private readonly rows: JobRows;
+
+  constructor(
+    private readonly db: Db,
+    private readonly timings: JobTimings,
+    private readonly deps: { checkpoints: Checkpoints; log: Logger },
+  ) {
+    this.rows = new JobRows(timings, deps);
+  }
+
+  /**
+   * J2/J7/J8: the stale-lease sweep. Each expired attempt is closed as lease_expired and its job is
+   * returned to the queue (same job, new delivery) or, past the reclaim cap, quarantined as failed.
+   * Safe on many replicas at once: each reclaim locks the job and re-checks the attempt.
+   */
+  async reclaimExpiredLeases(actor: string, hooks: TerminalFailureHooks): Promise<ReclaimReport[]> {
+    const expired = await this.db
+      .selectFrom('job_attempts')
+      .select(['job_id'])
+      .where('status', '=', ATTEMPT_RUNNING)
+      .where(sql<boolean>`lease_expires_at + ${this.timings.leaseGraceMs} * interval '1 millisecond' < now()`)
+      .limit(100)
+      .execute();
+    const reports: ReclaimReport[] = [];
+    for (const { job_id } of expired) {
+      let after: AfterCommit | null = null;
+      // One job that cannot be reclaimed (a throwing hook, a deadlock) must not stall the others.
+      const report = await this.db
+        .transaction()
+        .execute(async (trx) => {
+          const job = await trx
+            .selectFrom('jobs')
+            .selectAll()
+            .where('id', '=', job_id)
+            .forNoKeyUpdate()
+            .executeTakeFirst();
+          if (!job || job.status !== JobStatus.running) return null;
+          const outcome = await this.rows.closeExpiredAttempt(trx, job, actor, hooks);
+          if (!outcome) return null;
+          after = outcome.after;
+          return outcome.report;
+        })
+        .catch((err: unknown) => {
+          this.deps.log.error(
+            { jobId: job_id, err: String(err) },
+            'could not reclaim an expired lease; will try again',
+          );
+          return null;
+        });
+      if (after) await runAfterCommit(after, this.deps.log);
+      if (report) {
+        reports.push(report);
+        const level = report.quarantined ? 'error' : 'warn';
+        this.deps.log[level](
+          {
+            jobId: report.jobId,
+            kind: report.kind,
+            reclaims: report.reclaims,
+            quarantined: report.quarantined,
+          },
+          report.quarantined
+            ? `job quarantined: ${RECLAIM_CAP_EXCEEDED}`
+            : 'expired lease reclaimed; job returned to the queue',
+        );
+      }
+    }
+    return reports;
+  }
+
+  /**
+   * J9: a due pending job with no live delivery (the enqueue failed, or its transport row was lost)
+   * is re-driven. The compare-and-swap on delivery_id claims the rescue, so racing sweeps re-drive
+   * it once, and the new delivery id keeps graphile-worker's job key from deduplicating it.
+   */
+  async rescuePendingJobs(actor: string): Promise<string[]> {
+    const candidates = await this.db
+      .selectFrom('jobs')
+      .select(['id', 'delivery_id'])
+      .where('status', '=', JobStatus.pending)
+      .where(sql<boolean>`run_after <= now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`)
+      .where((eb) =>
+        eb.or([
+          eb('dispatch_claimed_at', 'is', null),
+          eb(
+            sql<Date>`dispatch_claimed_at`,
+            '<',
+            sql<Date>`now() - ${this.timings.rescueAfterMs} * interval '1 millisecond'`,
+          ),
+        ]),
+      )
+      .where(
+        sql<boolean>`not exists (select 1 from graphile_worker.jobs gj
+          where gj.key = jobs.delivery_id::text and gj.attempts < gj.max_attempts)`,
+      )
+      .limit(100)
+      .execute();
+    const rescued: string[] = [];
+    for (const candidate of candidates) {
+      const ok = await this.db.transaction().execute(async (trx) => {
+        const job = await trx
+          .updateTable('jobs')
+          .set({
+            delivery_id: newDeliveryId(),
+            dispatch_claimed_at: sql<Date>`now()`,
+            updated_at: sql<Date>`now()`,
+          })
+          .where('id', '=', candidate.id)
+          .where('status', '=', JobStatus.pending)
+          .where('delivery_id', '=', candidate.delivery_id)
+          .returningAll()
+          .executeTakeFirst();
+        if (!job) return false;
+        await recordAudit(trx, {
+          workspaceId: job.workspace_id,
+          subjectType: 'job',
+          subjectId: job.id,
+          from: JobStatus.pending,
+          to: JobStatus.pending,
+          actor,
+          reason: 'delivery lost; re-driven with a fresh delivery id',
+        });
+        return enqueueDelivery(trx, job, this.deps);
+      });
+      if (ok) {
+        rescued.push(candidate.id);
+        this.deps.log.warn({ jobId: candidate.id }, 'pending job had no delivery; re-driven');
+      }
+    }
+    return rescued;
+  }
+}

@@ -93,7 +93,6 @@ export async function verbatimWindows(
       VERBATIM_TRANSCRIPTION_CONCURRENCY: String(concurrency),
     });
     const app = await openApp(config, {
-      role: 'worker',
       transcriber: new InstantTranscriber(),
       logger: createLogger(config.logLevel, 'verbatim-bench'),
     });

@@ -32,11 +32,6 @@ import { startWorker, type WorkerHandle } from './worker/worker.ts';
 import { PgWorkspaceStore } from './workspaces/pg-workspace-store.ts';
 
 export interface AppOverrides {
-  /**
-   * `worker` opens a pool without checkout validation: only the pool that serves API requests
-   * validates each checkout (L12); a worker's dead connection fails a fenced write that is retried.
-   */
-  role?: 'api' | 'worker' | 'all';
   transcriber?: Transcriber;
   minutesWriter?: MinutesWriter;
   logger?: Logger;
@@ -60,7 +55,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     embedded = await startEmbeddedPostgres(config.dataDir, log);
     connectionString = embedded.connectionString;
   }
-  const database = openDatabase(connectionString, log, 10, overrides.role !== 'worker');
+  const database = openDatabase(connectionString, log);
   await migrateToLatest(database.db as never, connectionString);
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {

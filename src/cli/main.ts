@@ -39,11 +39,7 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
     case 'api':
     case 'worker':
-      return serve(
-        command,
-        await openApp(config, { logger: log, role: command === 'start' ? 'all' : command }),
-        log,
-      );
+      return serve(command, await openApp(config, { logger: log }), log);
     case 'migrate': {
       const app = await openApp(config, { logger: log });
       await app.close();

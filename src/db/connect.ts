@@ -11,8 +11,7 @@ export const CHECKOUT_DEADLINE_MS = 5000;
 /**
  * L12: a checkout is validated with a cheap query; a dead connection (a database restart cut it) is
  * destroyed and the next one tried, and checkout fails once no live connection was had within 5 s.
- * Without this, dead connections stay in line until they fail the next enqueue. Workers skip the
- * check (docs/hot-path.md): a dead connection fails their fenced write, which is retried (J6).
+ * Without this, dead connections stay in line until they fail the next enqueue.
  */
 export class ValidatingPool {
   readonly pool: pg.Pool;
@@ -21,7 +20,6 @@ export class ValidatingPool {
     connectionString: string,
     private readonly log: Logger,
     max = 10,
-    private readonly validate = true,
   ) {
     this.pool = new pg.Pool({
       connectionString,
@@ -48,7 +46,6 @@ export class ValidatingPool {
         await new Promise((r) => setTimeout(r, 100));
         continue;
       }
-      if (!this.validate) return client;
       try {
         await client.query('select 1');
         return client;
@@ -74,13 +71,8 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
-export function openDatabase(
-  connectionString: string,
-  log: Logger,
-  max = 10,
-  validateCheckout = true,
-): DatabaseHandle {
-  const pool = new ValidatingPool(connectionString, log, max, validateCheckout);
+export function openDatabase(connectionString: string, log: Logger, max = 10): DatabaseHandle {
+  const pool = new ValidatingPool(connectionString, log, max);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

@@ -91,6 +91,14 @@ export function networkErrorCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/** node-postgres reports a connection cut mid-query without a SQLSTATE. */
+function isConnectionLoss(err: unknown): boolean {
+  const message = err instanceof Error ? err.message : '';
+  return /^Connection terminated|Client has encountered a connection error|Connection terminated unexpectedly/.test(
+    message,
+  );
+}
+
 function postgresErrorCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
@@ -114,6 +122,9 @@ export function toErrorRecord(err: unknown, codePrefix = 'internal'): ErrorRecor
   const net = networkErrorCode(err);
   if (net) {
     return { kind: ErrorKind.transient, code: `${codePrefix}.network`, message: redactSecrets(`${net}`) };
+  }
+  if (isConnectionLoss(err)) {
+    return { kind: ErrorKind.transient, code: 'db.connection_lost', message: 'database connection lost' };
   }
   const pgCode = postgresErrorCode(err);
   if (pgCode && isTransientPostgresCode(pgCode)) {

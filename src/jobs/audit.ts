@@ -30,6 +30,13 @@ export async function withAuditBuffer<T>(trx: Executor, fn: () => Promise<T>): P
   }
 }
 
+/** Writes what a transaction's buffer holds so far (before a SQL function records later moves). */
+export async function flushAudit(trx: Executor): Promise<void> {
+  const buffer = buffers.get(trx);
+  if (!buffer || buffer.length === 0) return;
+  await insertAudit(trx, buffer.splice(0));
+}
+
 /** J17: every state transition records from, to, actor, reason and time, in the transition's transaction. */
 export async function recordAudit(db: Executor, entries: AuditEntry | AuditEntry[]): Promise<void> {
   const list = Array.isArray(entries) ? entries : [entries];

@@ -14,7 +14,7 @@ import {
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
-import { recordAudit, withAuditBuffer } from './audit.ts';
+import { flushAudit, recordAudit, withAuditBuffer } from './audit.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery.ts';
 import {
   JobRows,
@@ -206,12 +206,8 @@ export class PgJobStore {
     const token = randomUUID();
     const attemptId = randomUUID();
     const actor = `worker:${owner}`;
-    // The claim commits without waiting for its WAL flush: the attempt's first synchronous commit
-    // (renewal, completion, failure) flushes it, and a claim lost in a database crash only puts the
-    // job back to pending, where it runs again (docs/hot-path.md).
     const result = await sql<JobRow>`
-      with cfg as (select set_config('synchronous_commit', 'off', true)),
-      j as (
+      with j as (
         update jobs set status = 'running', attempt_count = attempt_count + 1, current_attempt_id = ${attemptId}::uuid,
           running_at = now(), updated_at = now()
         where id = ${jobId}::uuid and status = 'pending' and run_after <= now()
@@ -233,7 +229,7 @@ export class PgJobStore {
           jsonb_build_object('jobId', j.id, 'attemptNo', j.attempt_count)
         from j
       )
-      select j.* from j, cfg`.execute(this.db);
+      select j.* from j`.execute(this.db);
     const job = result.rows[0];
     if (!job) return null;
     return { job, handle: new AttemptHandle(job.id, attemptId, job.attempt_count, token) };
@@ -289,12 +285,13 @@ export class PgJobStore {
    * Runs one statement that calls a fenced SQL function (verbatim_fence raises VB001 for a stale
    * token, reported as LostLeaseError). For hot paths that settle an attempt in one round trip.
    */
-  async runFencedStatement(
+  async runFencedStatement<R>(
     handle: AttemptHandle,
-    build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<unknown>,
-  ): Promise<void> {
+    build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<R>,
+  ): Promise<R[]> {
     const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
-    await fencedCall(handle, () => build(ids).execute(this.db));
+    const result = await fencedCall(handle, () => build(ids).execute(this.db));
+    return result.rows;
   }
 
   /** J5: the caller's writes, the attempt's outcome and the job's completion commit together. */
@@ -305,6 +302,8 @@ export class PgJobStore {
   ): Promise<void> {
     await this.withFencedAttempt(handle, async (trx, job) => {
       if (commit) await commit(trx, job);
+      // Keep the trail in causal order: what the commit recorded comes before the completion.
+      await flushAudit(trx);
       await fencedCall(handle, () =>
         sql`select verbatim_complete_attempt(${job.id}::uuid, ${handle.attemptId}::uuid, ${actor})`.execute(
           trx,

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { JobKind, WindowStatus, WindowTransitions } from '../domain/status.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { flushAudit, recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -22,14 +22,15 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
       const rows = segmentRows(source.window, segments);
       // J5 in one statement: fence, window and segments, close-out start if last, completion.
-      await ctx.completeWith((handle) =>
-        deps.jobs.runFencedStatement(
+      await ctx.completeWith(async (handle) => {
+        const [result] = await deps.jobs.runFencedStatement(
           handle,
-          (ids) => sql`select verbatim_complete_window_attempt(${ids.jobId}::uuid, ${ids.attemptId}::uuid,
-            ${ids.token}::uuid, ${ctx.actor}, ${JSON.stringify(rows)}::jsonb,
-            ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int)`,
-        ),
-      );
+          (ids) => sql<{ outcome: CloseOutStart }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
+            ${ids.attemptId}::uuid, ${ids.token}::uuid, ${ctx.actor}, ${JSON.stringify(rows)}::jsonb,
+            ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int) as outcome`,
+        );
+        reportCloseOutStart(deps, source.window.meeting_id, result?.outcome);
+      });
     },
     onTerminalFailure: async (trx, job, error) => {
       const windowId = String(job.payload.windowId);
@@ -192,7 +193,29 @@ export async function maybeStartCloseOut(
   meetingId: string,
   actor: string,
 ): Promise<void> {
+  await flushAudit(trx);
   // L7: the close-out's retry budget is split between errors and stalled-job reclaims.
-  await sql`select verbatim_start_close_out(${meetingId}::uuid, ${actor}, ${deps.config.closeoutMaxErrors}::int,
-    ${deps.config.closeoutMaxReclaims}::int, 0)`.execute(trx);
+  const result = await sql<{
+    outcome: CloseOutStart;
+  }>`select verbatim_start_close_out(${meetingId}::uuid, ${actor},
+    ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int, 0) as outcome`.execute(
+    trx,
+  );
+  reportCloseOutStart(deps, meetingId, result.rows[0]?.outcome);
+}
+
+/** What verbatim_start_close_out did; `undelivered` is committed work that the rescue sweep re-drives. */
+export type CloseOutStart = 'not_started' | 'started' | 'undelivered';
+
+export function reportCloseOutStart(
+  deps: MeetingDeps,
+  meetingId: string,
+  outcome: CloseOutStart | undefined,
+): void {
+  if (outcome === 'undelivered') {
+    deps.log.warn(
+      { meetingId },
+      'close-out committed but its delivery could not be enqueued; the rescue sweep will re-drive it',
+    );
+  }
 }

@@ -53,7 +53,8 @@ end $$;
 
 -- J15/L18: a pending window becomes transcribed with its segments, once. It does not lock the
 -- meeting, so windows of one meeting commit in parallel; verbatim_start_close_out serialises the
--- one decision that needs it.
+-- one decision that needs it. Lock order on this path: job, window, meeting — so nothing may lock
+-- a meeting and then a window whose job is still active.
 create function verbatim_commit_window(p_window uuid, p_segments jsonb, p_actor text) returns boolean
 language plpgsql as $$
 declare
@@ -80,9 +81,11 @@ end $$;
 -- the second sees the first committed and neither can miss the close-out. The delivery is added behind a savepoint (the
 -- exception block): if it fails, the rest commits and the rescue sweep re-drives the job (J9).
 -- Mirrors PgJobStore.createJob and enqueueDelivery (transport max_attempts 5, job_key = delivery id).
+-- Returns 'not_started', 'started', or 'undelivered' (started, but the delivery could not be added:
+-- the caller logs it, and the rescue sweep re-drives the job).
 create function verbatim_start_close_out(
   p_meeting uuid, p_actor text, p_max_errors integer, p_max_reclaims integer, p_delay_ms integer
-) returns boolean
+) returns text
 language plpgsql as $$
 declare
   m meetings;
@@ -90,15 +93,15 @@ declare
   v_delivery uuid := gen_random_uuid();
 begin
   select * into m from meetings where id = p_meeting for no key update;
-  if m.status <> 'processing' then
-    return false;
+  if not found or m.status is distinct from 'processing' then
+    return 'not_started';
   end if;
   if exists (
     select 1 from windows w
     where w.meeting_id = p_meeting and w.status = 'pending'
       and exists (select 1 from jobs j where j.subject_id = w.id and j.status in ('pending', 'running'))
   ) then
-    return false;
+    return 'not_started';
   end if;
   update meetings set status = 'finalizing', finalizing_at = now(), revision = revision + 1, updated_at = now()
     where id = p_meeting;
@@ -112,7 +115,7 @@ begin
     on conflict (dedupe_key) do nothing
     returning * into v_job;
   if v_job.id is null then
-    return true;
+    return 'started';
   end if;
   insert into audit_events (workspace_id, subject_type, subject_id, from_status, to_status, actor, reason)
     values (m.workspace_id, 'job', v_job.id::text, null, 'pending', p_actor, 'close-out-meeting created');
@@ -122,9 +125,9 @@ begin
       run_at => v_job.run_after, max_attempts => 5, job_key => v_delivery::text);
     update jobs set delivered_at = now() where id = v_job.id;
   exception when others then
-    raise warning 'close-out % committed but not delivered: %', v_job.id, sqlerrm;
+    return 'undelivered';
   end;
-  return true;
+  return 'started';
 end $$;
 
 -- The hot path: fence, commit the window, start the close-out if it was the last, complete — one
@@ -132,7 +135,7 @@ end $$;
 create function verbatim_complete_window_attempt(
   p_job uuid, p_attempt uuid, p_token uuid, p_actor text, p_segments jsonb,
   p_closeout_max_errors integer, p_closeout_max_reclaims integer
-) returns void
+) returns text
 language plpgsql as $$
 declare
   j jobs;
@@ -141,7 +144,7 @@ begin
   perform verbatim_commit_window((j.payload->>'windowId')::uuid, p_segments, p_actor);
   perform verbatim_complete_attempt(p_job, p_attempt, p_actor);
   -- Last, so the meeting lock is held only for the check and the commit.
-  perform verbatim_start_close_out((j.payload->>'meetingId')::uuid, p_actor,
+  return verbatim_start_close_out((j.payload->>'meetingId')::uuid, p_actor,
     p_closeout_max_errors, p_closeout_max_reclaims, 0);
 end $$;
 `.execute(db);

@@ -30,7 +30,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.closeOutMeeting,
     run: async (ctx) => {
       const meetingId = String(ctx.job.payload.meetingId);
-      let meeting = await deps.db
+      const meeting = await deps.db
         .selectFrom('meetings')
         .selectAll()
         .where('id', '=', meetingId)
@@ -176,11 +176,6 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       } catch (err) {
         ctx.log.warn({ meetingId, err: String(err) }, 'audio deletion failed; the audio sweep will retry it');
       }
-      meeting = await deps.db
-        .selectFrom('meetings')
-        .selectAll()
-        .where('id', '=', meetingId)
-        .executeTakeFirstOrThrow();
       const counts = await deps.meetings.windowCounts(meetingId);
       const untranscribed = counts.inFlight + counts.exhausted + counts.missing;
       if (untranscribed > 0) {

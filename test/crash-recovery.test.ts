@@ -152,7 +152,7 @@ void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor
   }
 });
 
-void it('A5/J7: a window that kills its worker every time is quarantined and the meeting still completes', async () => {
+void it('A5/J7/J16: a window that kills its worker every time is quarantined and the meeting still completes', async () => {
   const h = await startHarness({ env: { VERBATIM_MAX_RECLAIMS: '2' } });
   try {
     const faults = JSON.stringify([
@@ -179,6 +179,15 @@ void it('A5/J7: a window that kills its worker every time is quarantined and the
     assert.match(h.logs(), /job quarantined: reclaim_cap_exceeded/);
     const metrics = await h.api.inject({ method: 'GET', url: '/metrics' });
     assert.match(metrics.body, /verbatim_jobs_quarantined_total 1/);
+    // J16: the dead-letter listing shows the quarantined job with its attempt history.
+    const deadLetters = spawnVerbatim(['dead-letters'], h.env());
+    assert.equal(await deadLetters.exited, 0);
+    assert.match(deadLetters.output(), /1 dead letters/);
+    assert.match(
+      deadLetters.output(),
+      /transcribe-window window #1 status=failed .*last_error=reclaim_cap_exceeded/,
+    );
+    assert.match(deadLetters.output(), /attempt 1 lease_expired/);
     const inspect = spawnVerbatim(['inspect', id], h.env());
     assert.equal(await inspect.exited, 0);
     assert.match(inspect.output(), /reclaim_cap_exceeded/);

@@ -184,6 +184,26 @@ void describe('upload pipeline end to end', () => {
     assert.deepEqual(JSON.parse(list.body).meetings, []);
   });
 
+  void it('X2: /metrics reports queue age, reclaims, quarantines, outages, outbox and cleanup backlog', async () => {
+    const res = await h.api.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(res.statusCode, 200);
+    for (const line of [
+      /verbatim_queue_oldest_pending_age_seconds\{queue="transcription"\} \d/,
+      /verbatim_queue_pending_jobs\{queue="minutes"\} 0/,
+      /verbatim_leases_reclaimed_total 0/,
+      /verbatim_jobs_quarantined_total 0/,
+      /verbatim_minutes_outages_in_progress 0/,
+      /verbatim_outbox_pending 0/,
+      /verbatim_cleanup_backlog_blobs 0/,
+      /verbatim_workers_alive 1/,
+      /verbatim_scrape_ok 1/,
+    ]) {
+      assert.match(res.body, line);
+    }
+    const health = await h.api.inject({ method: 'GET', url: '/healthz' });
+    assert.deepEqual(JSON.parse(health.body), { status: 'ok', database: 'ok' });
+  });
+
   void it('A8/J12: no lease token appears in API responses or logs', async () => {
     const checked = await assertNoTokenLeaks(h);
     assert.ok(checked > 3, 'there were attempts whose tokens were checked');

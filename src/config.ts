@@ -22,6 +22,13 @@ export const SETTINGS = {
     help: 'largest recording accepted',
   },
   windowSeconds: { env: 'VERBATIM_WINDOW_SECONDS', default: '60', help: 'transcription window length (L2)' },
+  boundarySearchSeconds: {
+    env: 'VERBATIM_BOUNDARY_SEARCH_SECONDS',
+    default: '3',
+    help: 'how far before a slot end a window boundary may move to a quiet stretch (L18)',
+  },
+  chunkSeconds: { env: 'VERBATIM_CHUNK_SECONDS', default: '5', help: 'nominal live chunk length (L1)' },
+  maxChunkBytes: { env: 'VERBATIM_MAX_CHUNK_BYTES', default: '2097152', help: 'largest live chunk accepted' },
   leaseSeconds: { env: 'VERBATIM_LEASE_SECONDS', default: '15', help: 'job lease length (J2)' },
   heartbeatSeconds: { env: 'VERBATIM_HEARTBEAT_SECONDS', default: '5', help: 'lease renewal interval (J2)' },
   leaseGraceSeconds: { env: 'VERBATIM_LEASE_GRACE_SECONDS', default: '0', help: 'grace past lease expiry' },
@@ -139,6 +146,9 @@ export interface Config {
   logLevel: string;
   maxUploadBytes: number;
   windowMs: number;
+  boundarySearchMs: number;
+  chunkMs: number;
+  maxChunkBytes: number;
   leaseMs: number;
   heartbeatMs: number;
   leaseGraceMs: number;
@@ -203,6 +213,9 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: oneOf('logLevel', ['trace', 'debug', 'info', 'warn', 'error', 'silent']),
     maxUploadBytes: int('maxUploadBytes', 1),
     windowMs: ms('windowSeconds', 1),
+    boundarySearchMs: ms('boundarySearchSeconds'),
+    chunkMs: ms('chunkSeconds', 0.1),
+    maxChunkBytes: int('maxChunkBytes', 1024),
     leaseMs: ms('leaseSeconds', 0.2),
     heartbeatMs: ms('heartbeatSeconds', 0.05),
     leaseGraceMs: ms('leaseGraceSeconds'),

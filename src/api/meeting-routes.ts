@@ -4,6 +4,7 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
+import { endMeeting, storeChunk } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
@@ -68,6 +69,36 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       throw invalid('recording.empty', 'the recording is empty');
     }
     const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+  });
+
+  app.put<{ Params: { id: string; seq: string } }>(
+    '/v1/meetings/:id/chunks/:seq',
+    { bodyLimit: deps.config.maxChunkBytes },
+    async (req, reply) => {
+      const workspaceId = workspaceOf(req);
+      await deps.meetings.get(workspaceId, req.params.id);
+      const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+      if (!['audio/wav', 'audio/x-wav', 'audio/wave'].includes(contentType)) {
+        throw new AppError(
+          ErrorKind.unsupportedMedia,
+          'chunk.unsupported_type',
+          `Content-Type ${contentType || '(none)'} is not accepted for chunks; send audio/wav (16 kHz mono 16-bit)`,
+        );
+      }
+      const body = req.body;
+      if (!Buffer.isBuffer(body) || body.length === 0) throw invalid('chunk.empty', 'the chunk is empty');
+      const stored = await storeChunk(deps, workspaceId, req.params.id, req.params.seq, body);
+      return reply.status(stored.created ? 201 : 200).send({
+        seq: Number(req.params.seq),
+        created: stored.created,
+        meeting: meetingView(stored.meeting, await deps.meetings.windowCounts(req.params.id)),
+      });
+    },
+  );
+
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', async (req, reply) => {
+    const meeting = await endMeeting(deps, workspaceOf(req), req.params.id);
     return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
   });
 
@@ -177,6 +208,7 @@ export function meetingView(m: MeetingRow, counts: WindowCounts) {
       writtenAt: m.minutes_written_at,
     },
     failure: m.failure_code ? { code: m.failure_code, message: m.failure_message } : null,
+    missingChunks: m.missing_chunks,
     audioDeletedAt: m.audio_deleted_at,
     untranscribedWhenAudioDeleted:
       m.audio_deleted_at && m.untranscribed_exhausted !== null

@@ -2,10 +2,12 @@ import { Logger as GraphileLogger, runMigrations } from 'graphile-worker';
 import { Migrator, type Kysely, type Migration } from 'kysely';
 import * as m0001 from './migrations/0001-core.ts';
 import * as m0002 from './migrations/0002-fenced-functions.ts';
+import * as m0003 from './migrations/0003-live-chunks.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
   '0002-fenced-functions': m0002,
+  '0003-live-chunks': m0003,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

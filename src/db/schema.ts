@@ -51,6 +51,19 @@ export interface MeetingsTable {
   failed_at: NullableTimestamp;
   minutes_written_at: NullableTimestamp;
   updated_at: Timestamp;
+  cut_samples: ColumnType<number, number | undefined, number>;
+  missing_chunks: ColumnType<number[], number[] | undefined, number[]>;
+}
+
+export interface ChunksTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string;
+  seq: number;
+  blob_id: string;
+  sha256: string;
+  samples: number;
+  created_at: Timestamp;
 }
 
 export interface BlobsTable {
@@ -198,6 +211,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   meetings: MeetingsTable;
   blobs: BlobsTable;
+  chunks: ChunksTable;
   windows: WindowsTable;
   segments: SegmentsTable;
   jobs: JobsTable;

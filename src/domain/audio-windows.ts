@@ -79,3 +79,25 @@ function sumOfSquares(samples: Int16Array, from: number, to: number): number {
   }
   return sum;
 }
+
+/**
+ * L18 for audio that arrives over time: the boundary for a slot ending at `nominal` (a sample index
+ * into `samples`), placed in the quietest `frameMs` stretch of the last `searchSeconds` before it.
+ * Always in (nominal - searchSeconds, nominal], and strictly after `floor`.
+ */
+export function quietBoundary(
+  samples: Int16Array,
+  nominal: number,
+  sampleRate: number,
+  searchSeconds: number,
+  floor: number,
+  frameMs = 100,
+): number {
+  const frame = Math.max(1, Math.round((frameMs / 1000) * sampleRate));
+  const room = Math.max(0, nominal - floor - 1);
+  const frameCount = Math.min(
+    Math.floor(Math.round(searchSeconds * sampleRate) / frame),
+    Math.floor(room / frame),
+  );
+  return quietestBoundary(samples, nominal, frame, frameCount);
+}

@@ -17,8 +17,9 @@ export type MeetingSource = (typeof MeetingSource)[keyof typeof MeetingSource];
 
 export const MeetingTransitions = {
   startProcessing: { from: [MeetingStatus.created], to: MeetingStatus.processing },
+  startRecording: { from: [MeetingStatus.created], to: MeetingStatus.recording },
   startFinalizing: {
-    from: [MeetingStatus.processing, MeetingStatus.recording],
+    from: [MeetingStatus.processing, MeetingStatus.recording, MeetingStatus.created],
     to: MeetingStatus.finalizing,
   },
   completeMeeting: { from: [MeetingStatus.finalizing], to: MeetingStatus.complete },

@@ -3,13 +3,15 @@ import {
   EventType,
   JobKind,
   JobStatus,
+  MeetingSource,
   MeetingStatus,
   MinutesStatus,
   WindowStatus,
 } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
-import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
+import { cutRemainder } from './live.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { transcribeDirectly } from './transcription.ts';
@@ -41,49 +43,9 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       }
 
       if (!meeting.transcript_completed_at) {
-        // (1) + (3): windows with no transcript and nobody working on them.
-        const orphans = await deps.db
-          .selectFrom('windows as w')
-          .selectAll('w')
-          .where('w.meeting_id', '=', meetingId)
-          .where('w.status', '=', WindowStatus.pending)
-          .where((eb) =>
-            eb.not(
-              eb.exists(
-                eb
-                  .selectFrom('jobs as j')
-                  .select('j.id')
-                  .whereRef('j.subject_id', '=', 'w.id')
-                  .where('j.status', 'in', [JobStatus.pending, JobStatus.running]),
-              ),
-            ),
-          )
-          .orderBy('w.index')
-          .execute();
-        for (const window of orphans) {
-          if (!window.blob_id) {
-            await ctx.fenced(async (trx) => {
-              await deps.meetings.lock(trx, meetingId);
-              await trx
-                .updateTable('windows')
-                .set({ status: WindowStatus.missing, missing_at: sql<Date>`now()` })
-                .where('id', '=', window.id)
-                .where('status', '=', WindowStatus.pending)
-                .execute();
-              await recordAudit(trx, {
-                workspaceId: window.workspace_id,
-                subjectType: 'window',
-                subjectId: window.id,
-                from: WindowStatus.pending,
-                to: WindowStatus.missing,
-                actor: ctx.actor,
-                reason: 'no audio arrived for this window',
-              });
-            });
-          } else {
-            await transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced);
-          }
-        }
+        // (1) Windows with no transcript and nobody working on them: no audio, or a job that never
+        // got registered.
+        await settleUnworkedWindows(deps, ctx, meetingId);
 
         // (2) L4/L5: only windows still being attempted are worth waiting for.
         const counts = await deps.meetings.windowCounts(meetingId);
@@ -115,6 +77,12 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
             { meetingId, inFlight: counts.inFlight, waitedMs: Math.round(waited.ms) },
             'close-out wait cap reached; finishing without windows still in retry',
           );
+        }
+
+        // (3) The last stretch of a live meeting, transcribed here rather than queued (L4).
+        if (meeting.source === MeetingSource.live) {
+          await ctx.fenced((trx) => cutRemainder(deps, trx, meetingId, ctx.actor));
+          await settleUnworkedWindows(deps, ctx, meetingId);
         }
 
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
@@ -199,4 +167,50 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },
   };
+}
+
+/** Settles each pending window that has no active job: missing if it has no audio, else transcribed here. */
+async function settleUnworkedWindows(deps: MeetingDeps, ctx: JobContext, meetingId: string): Promise<void> {
+  const orphans = await deps.db
+    .selectFrom('windows as w')
+    .selectAll('w')
+    .where('w.meeting_id', '=', meetingId)
+    .where('w.status', '=', WindowStatus.pending)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('jobs as j')
+            .select('j.id')
+            .whereRef('j.subject_id', '=', 'w.id')
+            .where('j.status', 'in', [JobStatus.pending, JobStatus.running]),
+        ),
+      ),
+    )
+    .orderBy('w.index')
+    .execute();
+  for (const window of orphans) {
+    if (!window.blob_id) {
+      await ctx.fenced(async (trx) => {
+        await deps.meetings.lock(trx, meetingId);
+        await trx
+          .updateTable('windows')
+          .set({ status: WindowStatus.missing, missing_at: sql<Date>`now()` })
+          .where('id', '=', window.id)
+          .where('status', '=', WindowStatus.pending)
+          .execute();
+        await recordAudit(trx, {
+          workspaceId: window.workspace_id,
+          subjectType: 'window',
+          subjectId: window.id,
+          from: WindowStatus.pending,
+          to: WindowStatus.missing,
+          actor: ctx.actor,
+          reason: 'no audio arrived for this window',
+        });
+      });
+    } else {
+      await transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced);
+    }
+  }
 }

@@ -151,7 +151,9 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       await deps.checkpoints.hit('storage.get', { meetingId });
       const data = await deps.blobs.get(recording.object_key);
       const audio = await deps.decoder.decode(data, ctx.signal);
-      const planned = planWindows(audio.samples, audio.sampleRate, meeting.window_ms / 1000);
+      const planned = planWindows(audio.samples, audio.sampleRate, meeting.window_ms / 1000, {
+        searchSeconds: deps.config.boundarySearchMs / 1000,
+      });
       if (planned.length === 0) {
         throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the recording contains no audio');
       }

@@ -137,6 +137,34 @@ export function openApiDocument(maxUploadBytes: number) {
           },
         },
       },
+      '/v1/meetings/{id}/chunks/{seq}': {
+        put: {
+          summary: 'Store one live chunk; idempotent on (meeting, seq); windows are cut as slots fill',
+          parameters: [
+            idParam,
+            { name: 'seq', in: 'path', required: true, schema: { type: 'integer', minimum: 0 } },
+          ],
+          requestBody: { content: { 'audio/wav': { schema: { type: 'string', format: 'binary' } } } },
+          responses: {
+            '201': { description: 'Stored' },
+            '200': { description: 'The same chunk was already stored' },
+            '409': { description: 'Other bytes under this seq, or the meeting is not recording' },
+            '413': { description: 'Too large' },
+            '415': { description: 'Not a 16 kHz mono 16-bit WAV' },
+            ...errors,
+          },
+        },
+      },
+      '/v1/meetings/{id}/end': {
+        post: {
+          summary: 'End a live meeting: finalizing now, close-out after the grace period',
+          parameters: [idParam],
+          responses: {
+            '202': { description: 'Accepted', content: { 'application/json': { schema: meeting } } },
+            ...errors,
+          },
+        },
+      },
       '/v1/meetings/{id}/transcript': {
         get: {
           summary: 'Transcript segments',

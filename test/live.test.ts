@@ -180,3 +180,144 @@ void describe('live meetings', () => {
     assert.ok(text.includes('budget'), text);
   });
 });
+
+/** A supervisor that restarts the worker whenever it dies, as systemd would. */
+function supervise(h: Harness, env: Record<string, string>) {
+  let stopped = false;
+  let current: ReturnType<Harness['spawnWorker']> | null = null;
+  const launch = () => {
+    if (stopped) return;
+    current = h.spawnWorker(env);
+    void current.exited.then(launch);
+  };
+  launch();
+  return {
+    stop: async () => {
+      stopped = true;
+      await current?.stop();
+    },
+  };
+}
+
+const LIVE_ENV = {
+  VERBATIM_WINDOW_SECONDS: '8',
+  VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
+  VERBATIM_CHUNK_SECONDS: '5',
+};
+
+async function streamAndEnd(h: Harness, chunks: Buffer[]): Promise<string> {
+  const id = await createLive(h);
+  for (const [seq, chunk] of chunks.entries()) assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+  assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
+  return id;
+}
+
+async function closeOutJob(h: Harness, meetingId: string) {
+  const jobs = await h.app.database.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('kind', '=', 'close-out-meeting')
+    .where('meeting_id', '=', meetingId)
+    .execute();
+  assert.equal(
+    jobs.length,
+    1,
+    'one close-out job for the meeting, returned to the queue rather than replaced',
+  );
+  const attempts = await h.app.database.db
+    .selectFrom('job_attempts')
+    .select('status')
+    .where('job_id', '=', jobs[0]!.id)
+    .orderBy('attempt_no')
+    .execute();
+  return { job: jobs[0]!, attempts: attempts.map((a) => a.status) };
+}
+
+void it('L10: a close-out worker killed after the last stretch is reclaimed as the same job and completes', async () => {
+  const h = await startHarness({ env: LIVE_ENV });
+  try {
+    const kill = [{ at: 'close-out-meeting.after-last-stretch', action: 'kill', times: 1 }];
+    const sup = supervise(h, { VERBATIM_FAULTS: JSON.stringify(kill) });
+    const id = await streamAndEnd(h, chunksOf(`${SPEECH} ${SPEECH}`));
+    const meeting = await waitForMeeting(h, id);
+    await sup.stop();
+    assert.equal(meeting.minutes.status, 'written');
+    const { job, attempts } = await closeOutJob(h, id);
+    assert.equal(job.reclaim_count, 1, 'the reclaim was counted');
+    assert.equal(job.error_count, 0);
+    // Earlier runs may have ended normally while waiting for windows in retry (requeues, L4 step 2).
+    assert.equal(attempts.filter((a) => a === 'lease_expired').length, 1);
+    assert.equal(attempts.at(-1), 'completed');
+    // The last stretch was committed once, before the kill, and not redone.
+    const windows = await h.app.database.db
+      .selectFrom('windows')
+      .selectAll()
+      .where('meeting_id', '=', id)
+      .execute();
+    assert.ok(windows.every((w) => w.status === 'transcribed'));
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L10/L11: past the reclaim cap the close-out fails the meeting with its reason and the audio is still deleted', async () => {
+  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_MAX_RECLAIMS: '1' } });
+  try {
+    const kill = [{ at: 'close-out-meeting.after-last-stretch', action: 'kill' }];
+    const sup = supervise(h, { VERBATIM_FAULTS: JSON.stringify(kill) });
+    const id = await streamAndEnd(h, chunksOf(SPEECH));
+    const meeting = await waitForMeeting(h, id, 'failed');
+    await sup.stop();
+    assert.equal(meeting.failure.code, 'reclaim_cap_exceeded');
+    assert.match(meeting.failure.message, /^This meeting stopped before it finished: /);
+    const { attempts } = await closeOutJob(h, id);
+    assert.deepEqual(attempts.slice(-2), ['lease_expired', 'lease_expired']);
+    assert.ok(attempts.slice(0, -2).every((a) => a === 'completed'), 'any earlier runs were waits');
+    await waitFor('the audio to be deleted', async () => {
+      const left = await h.app.database.db
+        .selectFrom('blobs')
+        .select('id')
+        .where('meeting_id', '=', id)
+        .where('deleted_at', 'is', null)
+        .execute();
+      return left.length === 0;
+    });
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L6: when the last stretch cannot be transcribed only that window fails, and the minutes are still written', async () => {
+  const h = await startHarness({ env: LIVE_ENV });
+  try {
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const totalMs = chunks.reduce((n, c) => n + parseWav(c)!.samples.length, 0) / 16;
+    const lastIndex = Math.floor(totalMs / 8000);
+    const fault = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'permanent',
+        code: 'asr.bad_request',
+        match: { windowIndex: lastIndex },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
+    const id = await streamAndEnd(h, chunks);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.exhausted, 1);
+    assert.equal(meeting.windows.done, meeting.windows.total - 1);
+    assert.equal(meeting.minutes.status, 'written');
+    const failed = await h.app.database.db
+      .selectFrom('windows')
+      .selectAll()
+      .where('meeting_id', '=', id)
+      .where('status', '=', 'failed')
+      .executeTakeFirstOrThrow();
+    assert.equal(failed.index, lastIndex);
+    assert.equal(failed.failure_code, 'asr.bad_request');
+    assert.match(h.logs(), /audio deleted while some windows have no transcript/);
+  } finally {
+    await h.close();
+  }
+});

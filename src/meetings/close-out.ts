@@ -84,6 +84,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           await ctx.fenced((trx) => cutRemainder(deps, trx, meetingId, ctx.actor));
           await settleUnworkedWindows(deps, ctx, meetingId);
         }
+        await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
 
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
         await ctx.requeue(config.minutesRetryMs, 'waiting for minutes', async (trx) => {

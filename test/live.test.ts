@@ -272,7 +272,10 @@ void it('L10/L11: past the reclaim cap the close-out fails the meeting with its 
     assert.match(meeting.failure.message, /^This meeting stopped before it finished: /);
     const { attempts } = await closeOutJob(h, id);
     assert.deepEqual(attempts.slice(-2), ['lease_expired', 'lease_expired']);
-    assert.ok(attempts.slice(0, -2).every((a) => a === 'completed'), 'any earlier runs were waits');
+    assert.ok(
+      attempts.slice(0, -2).every((a) => a === 'completed'),
+      'any earlier runs were waits',
+    );
     await waitFor('the audio to be deleted', async () => {
       const left = await h.app.database.db
         .selectFrom('blobs')

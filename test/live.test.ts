@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 
@@ -320,6 +321,87 @@ void it('L6: when the last stretch cannot be transcribed only that window fails,
     assert.equal(failed.index, lastIndex);
     assert.equal(failed.failure_code, 'asr.bad_request');
     assert.match(h.logs(), /audio deleted while some windows have no transcript/);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L4/L5: a window still in a recognizer retry at the end makes the close-out wait, then continue', async () => {
+  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_RETRY_STEP_SECONDS: '1' } });
+  try {
+    const fault = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.overloaded',
+        times: 2,
+        match: { windowIndex: 0 },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
+    const id = await streamAndEnd(h, chunksOf(`${SPEECH} ${SPEECH}`));
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.done, meeting.windows.total, 'the retried window made it in');
+    const { job } = await closeOutJob(h, id);
+    assert.ok(job.wait_count >= 1, 'the close-out requeued itself to wait');
+    assert.equal(job.error_count, 0, 'waiting spent no retry');
+    assert.equal(job.reclaim_count, 0);
+    const window0 = await h.app.database.db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .innerJoin('windows', 'windows.id', 'jobs.subject_id')
+      .select('job_attempts.status')
+      .where('windows.meeting_id', '=', id)
+      .where('windows.index', '=', 0)
+      .orderBy('job_attempts.attempt_no')
+      .execute();
+    assert.deepEqual(
+      window0.map((a) => a.status),
+      ['retryable_failed', 'retryable_failed', 'completed'],
+    );
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L4/L5: a window whose job vanished is waited on only until the wall-clock cap, then counted at deletion', async () => {
+  const h = await startHarness({
+    env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '2', VERBATIM_RESCUE_AFTER_SECONDS: '3600' },
+  });
+  try {
+    const db = h.app.database.db;
+    const id = await createLive(h);
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    for (const [seq, chunk] of chunks.entries())
+      assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+    // The transport row of window 0's job disappears before any worker sees it.
+    const job0 = await db
+      .selectFrom('jobs')
+      .innerJoin('windows', 'windows.id', 'jobs.subject_id')
+      .select(['jobs.delivery_id'])
+      .where('windows.meeting_id', '=', id)
+      .where('windows.index', '=', 0)
+      .executeTakeFirstOrThrow();
+    await sql`select graphile_worker.remove_job(${job0.delivery_id}::text)`.execute(db);
+    h.spawnWorker();
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.inFlight, 1, 'the vanished window is still counted as being attempted');
+    assert.deepEqual(meeting.untranscribedWhenAudioDeleted, { inFlight: 1, exhausted: 0 });
+    assert.match(h.logs(), /close-out wait cap reached/);
+    assert.match(
+      h.logs(),
+      /"inFlight":1,"exhausted":0,"missing":0,"msg":"audio deleted while some windows have no transcript"/,
+    );
+    const row = await db
+      .selectFrom('meetings')
+      .select(['closeout_wait_started_at', 'completed_at'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.ok(row.closeout_wait_started_at, 'when the wait began is stored');
+    const waitedMs = row.completed_at!.getTime() - row.closeout_wait_started_at.getTime();
+    assert.ok(waitedMs >= 2000, `waited ${waitedMs} ms, at least the 2 s cap`);
   } finally {
     await h.close();
   }

@@ -109,3 +109,61 @@ void it('L8: an outage that outlasts the wait cap closes the meeting without min
     await chat.close();
   }
 });
+
+void it('L7/L8: a minutes endpoint that resets, answers 503, 429 and 529, then times out, is waited out without spending the close-out budget', async () => {
+  const script: FakeReply[] = ['reset', '503', '429', '529', 'hang', '503'];
+  const chat = await startFakeChat((n) => script[n - 1] ?? 'ok');
+  const h = await startHarness({
+    env: {
+      VERBATIM_MINUTES: 'openai',
+      VERBATIM_LLM_URL: chat.url,
+      VERBATIM_LLM_TIMEOUT_SECONDS: '1',
+      // The outage lasts longer than the close-out's whole error budget of 2 would.
+      VERBATIM_CLOSEOUT_MAX_ERRORS: '2',
+    },
+  });
+  try {
+    h.spawnWorker();
+    const id = await uploadMeeting(h, wav);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.minutes.status, 'written');
+    assert.equal(chat.calls(), script.length + 1);
+    const db = h.app.database.db;
+    const minutesJob = await db
+      .selectFrom('jobs')
+      .select(['error_count', 'wait_count'])
+      .where('kind', '=', 'write-minutes')
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(
+      minutesJob,
+      { error_count: 0, wait_count: script.length },
+      'every outage answer was a wait',
+    );
+    const closeOut = await db
+      .selectFrom('jobs')
+      .select(['error_count', 'reclaim_count'])
+      .where('kind', '=', 'close-out-meeting')
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(
+      closeOut,
+      { error_count: 0, reclaim_count: 0 },
+      "the close-out's counters are unchanged",
+    );
+  } finally {
+    await h.close();
+    await chat.close();
+  }
+});
+
+void it('L9: a provider billing limit (402) completes the meeting without minutes, with the reason', async () => {
+  await withChat(
+    () => '402',
+    async (h) => {
+      const id = await uploadMeeting(h, wav);
+      const meeting = await waitForMeeting(h, id);
+      assert.equal(meeting.status, 'complete');
+      assert.equal(meeting.minutes.status, 'unavailable');
+      assert.equal(meeting.minutes.reason.code, 'llm.quota_exhausted');
+    },
+  );
+});

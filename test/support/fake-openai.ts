@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type FakeReply = 'ok' | '503' | '400' | 'hang' | 'quota';
+/** How the fake answers one request: like the real API, failures included. */
+export type FakeReply = 'ok' | '503' | '400' | 'hang' | 'quota' | '402' | '429' | '529' | 'reset';
 
 /**
  * An OpenAI-compatible /v1/audio/transcriptions server on 127.0.0.1 that answers like the real API,
@@ -51,6 +52,16 @@ export async function startFakeWhisper(script: (n: number) => FakeReply): Promis
           res
             .writeHead(429, { 'content-type': 'application/json' })
             .end('{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}');
+          return;
+        case '402':
+        case '429':
+        case '529':
+          res
+            .writeHead(Number(reply), { 'content-type': 'application/json' })
+            .end('{"error":{"message":"try later"}}');
+          return;
+        case 'reset':
+          req.socket.destroy();
           return;
         case 'hang':
           hung.push(res);
@@ -122,6 +133,27 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
               code: 'insufficient_quota',
             },
           });
+          return;
+        case '402':
+          json(402, {
+            error: { message: 'Payment required: billing hard limit reached', type: 'billing_error' },
+          });
+          return;
+        case '429':
+          res.setHeader('retry-after', '0');
+          json(429, {
+            error: {
+              message: 'Rate limit reached for requests',
+              type: 'requests',
+              code: 'rate_limit_exceeded',
+            },
+          });
+          return;
+        case '529':
+          json(529, { error: { message: 'Overloaded', type: 'overloaded_error' } });
+          return;
+        case 'reset':
+          req.socket.destroy();
           return;
         case 'hang':
           return;

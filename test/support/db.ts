@@ -7,8 +7,8 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 
 const ADMIN_URL = process.env.VERBATIM_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-function urlFor(database: string): string {
-  const url = new URL(ADMIN_URL);
+function urlFor(database: string, adminUrl = ADMIN_URL): string {
+  const url = new URL(adminUrl);
   url.pathname = `/${database}`;
   return url.toString();
 }
@@ -24,7 +24,7 @@ function templateName(): string {
   return `verbatim_tpl_${hash.digest('hex').slice(0, 12)}`;
 }
 
-async function ensureTemplate(admin: pg.Client, name: string): Promise<void> {
+async function ensureTemplate(admin: pg.Client, name: string, adminUrl: string): Promise<void> {
   await admin.query('select pg_advisory_lock(4242)');
   try {
     const exists = await admin.query('select 1 from pg_database where datname = $1', [name]);
@@ -33,9 +33,9 @@ async function ensureTemplate(admin: pg.Client, name: string): Promise<void> {
     await admin.query(`drop database if exists ${building}`);
     await admin.query(`create database ${building}`);
     const db = new Kysely<unknown>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: urlFor(building) }) }),
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: urlFor(building, adminUrl) }) }),
     });
-    await migrateToLatest(db, urlFor(building));
+    await migrateToLatest(db, urlFor(building, adminUrl));
     await db.destroy();
     await admin.query(`alter database ${building} rename to ${name}`);
   } finally {
@@ -50,19 +50,19 @@ export interface TestDatabase {
 }
 
 /** A fresh database per test file, cloned from a migrated template (fast and isolated). */
-export async function createTestDatabase(): Promise<TestDatabase> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
+export async function createTestDatabase(adminUrl = ADMIN_URL): Promise<TestDatabase> {
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   const template = templateName();
   try {
-    await ensureTemplate(admin, template);
+    await ensureTemplate(admin, template, adminUrl);
     const name = `vt_${randomBytes(5).toString('hex')}`;
     await admin.query(`create database ${name} template ${template}`);
     return {
-      url: urlFor(name),
+      url: urlFor(name, adminUrl),
       name,
       drop: async () => {
-        const c = new pg.Client({ connectionString: ADMIN_URL });
+        const c = new pg.Client({ connectionString: adminUrl });
         await c.connect();
         await c.query(`drop database if exists ${name} with (force)`);
         await c.end();

@@ -58,9 +58,15 @@ export interface Harness {
 }
 
 export async function startHarness(
-  opts: { env?: Record<string, string>; apiEnv?: Record<string, string>; overrides?: AppOverrides } = {},
+  opts: {
+    env?: Record<string, string>;
+    apiEnv?: Record<string, string>;
+    overrides?: AppOverrides;
+    /** Another Postgres server to run against (the L12 restart test starts its own). */
+    adminUrl?: string;
+  } = {},
 ): Promise<Harness> {
-  const db = await createTestDatabase();
+  const db = await createTestDatabase(opts.adminUrl);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-test-'));
   const faultDir = path.join(dataDir, 'faults');
   const baseEnv: Record<string, string> = {

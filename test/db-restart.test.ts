@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { it } from 'node:test';
+import { encodeWav, parseWav } from '../src/domain/wav.ts';
+import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting } from './support/harness.ts';
+
+const PORT = 55432;
+
+/** A throwaway Postgres cluster of Debian's own build on its own port, so the test may restart it. */
+function startCluster(): { url: string; restart(): void; stop(): void } {
+  const version = fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!;
+  const bin = (name: string) => `/usr/lib/postgresql/${version}/bin/${name}`;
+  const dir = `/tmp/verbatim-pg-${process.pid}`;
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { mode: 0o755 });
+  execFileSync('chown', ['postgres:postgres', dir]);
+  const asPostgres = (cmd: string, args: string[]) =>
+    execFileSync('runuser', ['-u', 'postgres', '--', bin(cmd), ...args], { stdio: 'ignore' });
+  asPostgres('initdb', ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres']);
+  const ctl = (action: string, extra: string[] = []) =>
+    asPostgres('pg_ctl', [
+      '-D',
+      path.join(dir, 'data'),
+      '-l',
+      path.join(dir, 'log'),
+      '-o',
+      `-p ${PORT} -k ${dir} -c listen_addresses=127.0.0.1`,
+      '-w',
+      action,
+      ...extra,
+    ]);
+  ctl('start');
+  return {
+    url: `postgres://postgres@127.0.0.1:${PORT}/postgres`,
+    restart: () => ctl('restart', ['-m', 'fast']),
+    stop: () => {
+      try {
+        ctl('stop', ['-m', 'immediate']);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+void it('L12: Postgres restarts while chunks stream in; no process exits, uploads resume, nothing is lost', async () => {
+  const cluster = startCluster();
+  try {
+    const h = await startHarness({
+      adminUrl: cluster.url,
+      env: {
+        VERBATIM_WINDOW_SECONDS: '8',
+        VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
+        VERBATIM_CHUNK_SECONDS: '5',
+      },
+    });
+    try {
+      const worker = h.spawnWorker();
+      const audio = parseWav(speechWav(`${SPEECH} ${SPEECH}`))!;
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < audio.samples.length; i += 5 * 16000) {
+        chunks.push(encodeWav(audio.samples.subarray(i, i + 5 * 16000), 16000));
+      }
+      const created = await h.request('POST', '/v1/meetings', { source: 'live', title: 'failover' });
+      const id = created.json.id as string;
+      // A client retries a chunk the server could not take, as the browser recorder does.
+      const send = async (seq: number) =>
+        waitFor(`chunk ${seq} to be stored`, async () => {
+          const res = await h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, chunks[seq]!, {
+            'content-type': 'audio/wav',
+          });
+          return res.status === 201 || res.status === 200;
+        });
+      const half = Math.floor(chunks.length / 2);
+      for (let seq = 0; seq < half; seq++) await send(seq);
+      cluster.restart();
+      for (let seq = half; seq < chunks.length; seq++) await send(seq);
+      await waitFor('the meeting to end', async () => {
+        const res = await h.request('POST', `/v1/meetings/${id}/end`);
+        return res.status === 202;
+      });
+      const meeting = await waitForMeeting(h, id);
+      assert.equal(worker.proc.exitCode, null, 'the worker survived the restart');
+      assert.equal(meeting.windows.done, meeting.windows.total);
+      assert.deepEqual(meeting.missingChunks, []);
+      const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+      for (const word of ['budget', 'marketing', 'finance'])
+        assert.ok(text.includes(word), `lacks ${word}: ${text}`);
+    } finally {
+      await h.close();
+    }
+  } finally {
+    cluster.stop();
+  }
+});

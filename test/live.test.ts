@@ -406,3 +406,45 @@ void it('L4/L5: a window whose job vanished is waited on only until the wall-clo
     await h.close();
   }
 });
+
+void it('L18: live window boundaries fall in pauses, where a fixed cut would split speech', async () => {
+  const h = await startHarness({ env: LIVE_ENV });
+  try {
+    const chunks = chunksOf(`${SPEECH} ${SPEECH} ${SPEECH}`);
+    const id = await streamAndEnd(h, chunks);
+    h.spawnWorker();
+    await waitForMeeting(h, id);
+    const all = new Int16Array(chunks.reduce((n, c) => n + parseWav(c)!.samples.length, 0));
+    let at = 0;
+    for (const c of chunks) {
+      const s = parseWav(c)!.samples;
+      all.set(s, at);
+      at += s.length;
+    }
+    const rms = (centerMs: number) => {
+      const from = Math.max(0, Math.round(centerMs * 16) - 800);
+      let sum = 0;
+      for (let i = from; i < from + 1600 && i < all.length; i++) sum += all[i]! * all[i]!;
+      return Math.sqrt(sum / 1600);
+    };
+    const speechLevel = [...Array(Math.floor(all.length / 1600)).keys()]
+      .map((k) => rms(k * 100 + 50))
+      .sort((a, b) => a - b)
+      .at(Math.floor(all.length / 1600 / 2))!;
+    const windows = await h.app.database.db
+      .selectFrom('windows')
+      .select(['end_ms'])
+      .where('meeting_id', '=', id)
+      .orderBy('index')
+      .execute();
+    const boundaries = windows.slice(0, -1).map((w) => w.end_ms);
+    assert.ok(boundaries.length >= 3);
+    for (const b of boundaries) assert.ok(rms(b) < speechLevel * 0.2, `boundary at ${b} ms is in a pause`);
+    const fixedCutsInSpeech = boundaries
+      .map((_, k) => (k + 1) * 8000)
+      .filter((ms) => rms(ms) >= speechLevel * 0.2);
+    assert.ok(fixedCutsInSpeech.length >= 1, 'a fixed cut would have landed in speech at least once');
+  } finally {
+    await h.close();
+  }
+});

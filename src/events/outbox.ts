@@ -1,8 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { CONSUMERS_OF, type EventType } from '../domain/status.ts';
 
 export const OUTBOX_MAX_ATTEMPTS = 20;
+
+/** The transport task that runs the dispatcher at once; the sweep timer is its backstop. */
+export const DISPATCH_TASK = 'dispatch-outbox';
 
 /** O1: one outbox row per consumer, written in the producing transaction. */
 export async function emitEvent(
@@ -26,5 +30,15 @@ export async function emitEvent(
       })),
     )
     .execute();
+  // Wake a dispatcher now rather than at the next sweep. One queued wake-up is enough (job key);
+  // if it cannot be added, the sweep still delivers the event.
+  await sql`savepoint wake_dispatcher`.execute(trx);
+  try {
+    await sql`select graphile_worker.add_job(${DISPATCH_TASK}::text, '{}'::json,
+      job_key => ${DISPATCH_TASK}::text, max_attempts => 1)`.execute(trx);
+    await sql`release savepoint wake_dispatcher`.execute(trx);
+  } catch {
+    await sql`rollback to savepoint wake_dispatcher`.execute(trx);
+  }
   return eventId;
 }

@@ -11,6 +11,7 @@ import {
 import pg from 'pg';
 import { QUEUE_OF, QueueName } from '../domain/status.ts';
 import { OutboxDispatcher } from '../events/dispatcher.ts';
+import { DISPATCH_TASK } from '../events/outbox.ts';
 import type { DeliveryPayload } from '../jobs/delivery.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { runDelivery } from '../jobs/job-runner.ts';
@@ -81,7 +82,8 @@ export async function startWorker(
 
   const transportPool = new pg.Pool({
     connectionString,
-    max: 4 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
+    // A LISTEN connection per runner, one per concurrent job, and some room for graphile-worker itself.
+    max: 8 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
   });
   transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
   transportPool.on('connect', (c) =>
@@ -99,8 +101,9 @@ export async function startWorker(
     [QueueName.closeout]: config.concurrency.closeout,
     [QueueName.minutes]: config.concurrency.minutes,
   };
-  const runners: Runner[] = [];
-  const graphileLogger = bridgeLogger(wlog);
+  // One runner per job queue (L13), plus a delivery runner for the outbox dispatcher and the cron
+  // backstop of the sweeps, so neither waits behind a long decode or a slow minutes model.
+  const specs: Array<{ taskList: TaskList; concurrency: number; crontab: string | null }> = [];
   for (const [queue, defs] of byQueue) {
     const taskList: TaskList = {};
     for (const def of defs) {
@@ -116,8 +119,21 @@ export async function startWorker(
         });
       };
     }
-    const isBackstopHost = queue === QueueName.intake;
-    if (isBackstopHost) taskList[BACKSTOP_TASK] = sweep;
+    specs.push({ taskList, concurrency: concurrencyOf[queue], crontab: null });
+  }
+  specs.push({
+    taskList: {
+      [DISPATCH_TASK]: async () => {
+        await dispatcher.dispatchDue();
+      },
+      [BACKSTOP_TASK]: sweep,
+    },
+    concurrency: 1,
+    crontab: `*/5 * * * * ${BACKSTOP_TASK}`,
+  });
+  const runners: Runner[] = [];
+  const graphileLogger = bridgeLogger(wlog);
+  for (const spec of specs) {
     const events: WorkerEvents = new EventEmitter();
     events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
       registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
@@ -127,13 +143,14 @@ export async function startWorker(
     runners.push(
       await run({
         pgPool: transportPool,
-        taskList,
-        concurrency: concurrencyOf[queue],
+        taskList: spec.taskList,
+        concurrency: spec.concurrency,
         noHandleSignals: true,
         pollInterval: 1000,
         logger: graphileLogger,
         events,
-        crontab: isBackstopHost ? `*/5 * * * * ${BACKSTOP_TASK}` : '',
+        // An empty crontab would make graphile-worker read ./crontab; say "no cron" explicitly.
+        ...(spec.crontab === null ? { parsedCronItems: [] } : { crontab: spec.crontab }),
       }),
     );
   }

@@ -5,6 +5,7 @@
  *   (a) raw graphile-worker no-op jobs/s at concurrency C
  *   (b) Verbatim windows/s through claim → heartbeat → commit → audit, instant recogniser, same C
  *   (c) kill-to-rerun latency after SIGKILL, with the default and with short lease settings
+ *   (d) close-out latency: End → complete minus the grace period, instant recogniser (issue 3)
  *
  * (b) is run twice: as specified, one meeting holding all N windows, and with the same N windows in
  * one-hour meetings (60 windows of the default 60 s), which separates the per-window cost from the
@@ -12,9 +13,10 @@
  * have done on a live database; a just-seeded meeting is otherwise planned as if its tables were empty.
  *
  * Knobs: BENCH_N (jobs and windows, default 2000), BENCH_CONCURRENCY (4), BENCH_SAMPLES (5),
- * BENCH_PER_MEETING (60), BENCH_PARTS (any of a, b, c; default abc).
+ * BENCH_PER_MEETING (60), BENCH_PARTS (any of a, b, c, d; default abcd).
  */
 import { max, median } from './fixtures.ts';
+import { closeOutLatency } from './closeout.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
 
@@ -22,7 +24,9 @@ const N = intFromEnv('BENCH_N', 2000);
 const CONCURRENCY = intFromEnv('BENCH_CONCURRENCY', 4);
 const SAMPLES = intFromEnv('BENCH_SAMPLES', 5);
 const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
-const PARTS = process.env.BENCH_PARTS ?? 'abc';
+const PARTS = process.env.BENCH_PARTS ?? 'abcd';
+const CLOSEOUT_SAMPLES = 10;
+const CLOSEOUT_TARGET_S = 1;
 const RATIO_TARGET = 0.3;
 const DEFAULTS_CEILING_S = 20;
 
@@ -150,6 +154,23 @@ async function main(): Promise<number> {
         line += `   max ≤ ${DEFAULTS_CEILING_S} s  ${verdict(worst <= DEFAULTS_CEILING_S)}`;
       }
       rows.push(line);
+    }
+  }
+
+  if (PARTS.includes('d')) {
+    say(`(d) close-out latency, ${CLOSEOUT_SAMPLES} live meetings of three 5 s chunks…`);
+    try {
+      const latencies = await closeOutLatency(CLOSEOUT_SAMPLES);
+      say(`    End → complete minus grace: ${latencies.map((l) => fmt(l, 2)).join(', ')} s`);
+      const med = median(latencies);
+      rows.push(
+        `(d) close-out latency (End → complete − grace)  `.padEnd(43) +
+          `median ${fmt(med, 2).padStart(4)} s  max ${fmt(max(latencies), 2).padStart(4)} s   ` +
+          `median < ${CLOSEOUT_TARGET_S} s  ${verdict(med < CLOSEOUT_TARGET_S)}`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(d) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

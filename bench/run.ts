@@ -6,6 +6,7 @@
  *   (b) Verbatim windows/s through claim → heartbeat → commit → audit, instant recogniser, same C
  *   (c) kill-to-rerun latency after SIGKILL, with the default and with short lease settings
  *   (d) close-out latency: End → complete minus the grace period, instant recogniser (issue 3)
+ *   (e) boundary loss: windowed / whole-file word error rate, fixed cuts vs. ours (issue 3)
  *
  * (b) is run twice: as specified, one meeting holding all N windows, and with the same N windows in
  * one-hour meetings (60 windows of the default 60 s), which separates the per-window cost from the
@@ -13,9 +14,10 @@
  * have done on a live database; a just-seeded meeting is otherwise planned as if its tables were empty.
  *
  * Knobs: BENCH_N (jobs and windows, default 2000), BENCH_CONCURRENCY (4), BENCH_SAMPLES (5),
- * BENCH_PER_MEETING (60), BENCH_PARTS (any of a, b, c, d; default abcd).
+ * BENCH_PER_MEETING (60), BENCH_PARTS (any of a–e; default abcde).
  */
 import { max, median } from './fixtures.ts';
+import { boundaryLoss } from './boundary.ts';
 import { closeOutLatency } from './closeout.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
@@ -24,7 +26,9 @@ const N = intFromEnv('BENCH_N', 2000);
 const CONCURRENCY = intFromEnv('BENCH_CONCURRENCY', 4);
 const SAMPLES = intFromEnv('BENCH_SAMPLES', 5);
 const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
-const PARTS = process.env.BENCH_PARTS ?? 'abcd';
+const PARTS = process.env.BENCH_PARTS ?? 'abcde';
+const BOUNDARY_MINUTES = 3;
+const BOUNDARY_TARGET = 1.05;
 const CLOSEOUT_SAMPLES = 10;
 const CLOSEOUT_TARGET_S = 1;
 const RATIO_TARGET = 0.3;
@@ -171,6 +175,26 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(d) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('e')) {
+    say(`(e) boundary loss, ${BOUNDARY_MINUTES} minutes of synthetic speech through PocketSphinx…`);
+    try {
+      const loss = await boundaryLoss(BOUNDARY_MINUTES);
+      say(
+        `    ${fmt(loss.seconds, 0)} s of audio; WER whole ${fmt(loss.whole * 100)}%, fixed 60 s cuts ` +
+          `${fmt(loss.fixed * 100)}%, Verbatim's cuts ${fmt(loss.verbatim * 100)}%`,
+      );
+      const ours = loss.verbatim / loss.whole;
+      rows.push(
+        `(e) boundary loss (windowed / whole WER)`.padEnd(43) +
+          `fixed ${fmt(loss.fixed / loss.whole, 2)}  Verbatim ${fmt(ours, 2)}   ` +
+          `Verbatim ≤ ${BOUNDARY_TARGET}  ${verdict(ours <= BOUNDARY_TARGET)}`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(e) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

@@ -8,11 +8,11 @@ import {
   speechWav,
   spawnVerbatim,
   startHarness,
+  supervise,
   uploadMeeting,
   waitFor,
   waitForMeeting,
   type Harness,
-  type WorkerProcess,
 } from './support/harness.ts';
 
 const wav = speechWav(SPEECH);
@@ -48,27 +48,6 @@ async function assertOneTranscriptPerWindow(h: Harness, meetingId: string): Prom
       segs.map((_, i) => i),
     );
   }
-}
-
-/** A supervisor: restarts the worker each time it dies, like systemd's Restart=on-failure. */
-function supervise(h: Harness, env: Record<string, string>): { stop(): Promise<void>; starts(): number } {
-  let current: WorkerProcess | null = null;
-  let stopped = false;
-  let starts = 0;
-  const launch = () => {
-    if (stopped) return;
-    starts++;
-    current = h.spawnWorker(env);
-    void current.exited.then(() => launch());
-  };
-  launch();
-  return {
-    starts: () => starts,
-    stop: async () => {
-      stopped = true;
-      await current?.stop();
-    },
-  };
 }
 
 for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.before-commit']) {

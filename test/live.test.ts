@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
-import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
+import {
+  SPEECH,
+  speechWav,
+  startHarness,
+  supervise,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+} from './support/harness.ts';
 
 const CHUNK_SECONDS = 5;
 
@@ -181,24 +189,6 @@ void describe('live meetings', () => {
     assert.ok(text.includes('budget'), text);
   });
 });
-
-/** A supervisor that restarts the worker whenever it dies, as systemd would. */
-function supervise(h: Harness, env: Record<string, string>) {
-  let stopped = false;
-  let current: ReturnType<Harness['spawnWorker']> | null = null;
-  const launch = () => {
-    if (stopped) return;
-    current = h.spawnWorker(env);
-    void current.exited.then(launch);
-  };
-  launch();
-  return {
-    stop: async () => {
-      stopped = true;
-      await current?.stop();
-    },
-  };
-}
 
 const LIVE_ENV = {
   VERBATIM_WINDOW_SECONDS: '8',

@@ -3,11 +3,12 @@ import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { planWindows } from '../domain/audio-windows.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind, MeetingSource, MeetingStatus, WindowStatus } from '../domain/status.ts';
+import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeWav } from '../domain/wav.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
+import { recordWindow } from './window-rows.ts';
 
 /** Upload content types we decode, by the media type a client sends. */
 export const ACCEPTED_AUDIO_TYPES = [
@@ -181,34 +182,14 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       await ctx.complete(async (trx) => {
         await deps.meetings.lock(trx, meetingId);
         for (const w of windows) {
-          const blobId = randomUUID();
-          const windowId = randomUUID();
-          await trx
-            .insertInto('blobs')
-            .values({
-              id: blobId,
-              workspace_id: meeting.workspace_id,
-              meeting_id: meetingId,
-              kind: 'window',
-              object_key: w.key,
-              sha256: w.sha256,
-              size_bytes: w.size,
-              content_type: 'audio/wav',
-            })
-            .execute();
-          await trx
-            .insertInto('windows')
-            .values({
-              id: windowId,
-              workspace_id: meeting.workspace_id,
-              meeting_id: meetingId,
-              index: w.index,
-              start_ms: w.startMs,
-              end_ms: w.endMs,
-              blob_id: blobId,
-              status: WindowStatus.pending,
-            })
-            .execute();
+          const windowId = await recordWindow(trx, {
+            workspaceId: meeting.workspace_id,
+            meetingId,
+            index: w.index,
+            startMs: w.startMs,
+            endMs: w.endMs,
+            audio: { key: w.key, sha256: w.sha256, size: w.size },
+          });
           await createTranscribeJob(deps, trx, meeting.workspace_id, meetingId, windowId, w.index, ctx.actor);
         }
         await trx

@@ -3,9 +3,10 @@ import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { planWindows, quietBoundary } from '../domain/audio-windows.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind, MeetingSource, MeetingStatus, WindowStatus } from '../domain/status.ts';
+import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeWav, parseWav } from '../domain/wav.ts';
 import type { MeetingDeps } from './deps.ts';
+import { recordWindow, type StoredWindowAudio } from './window-rows.ts';
 import { blobKey, createTranscribeJob } from './intake.ts';
 
 const SAMPLE_RATE = 16_000;
@@ -347,39 +348,20 @@ async function insertWindow(
   actor: string,
   withJob: boolean,
 ): Promise<void> {
-  let blobId: string | null = null;
+  let audio: StoredWindowAudio | null = null;
   if (samples) {
     const wav = encodeWav(samples, SAMPLE_RATE);
     const { key, sha256 } = blobKey(meeting.workspace_id, meeting.id, `window-${index}`, wav);
     await deps.blobs.put(key, wav);
-    blobId = randomUUID();
-    await trx
-      .insertInto('blobs')
-      .values({
-        id: blobId,
-        workspace_id: meeting.workspace_id,
-        meeting_id: meeting.id,
-        kind: 'window',
-        object_key: key,
-        sha256,
-        size_bytes: wav.length,
-        content_type: 'audio/wav',
-      })
-      .execute();
+    audio = { key, sha256, size: wav.length };
   }
-  const windowId = randomUUID();
-  await trx
-    .insertInto('windows')
-    .values({
-      id: windowId,
-      workspace_id: meeting.workspace_id,
-      meeting_id: meeting.id,
-      index,
-      start_ms: Math.round((startSample * 1000) / SAMPLE_RATE),
-      end_ms: Math.round((endSample * 1000) / SAMPLE_RATE),
-      blob_id: blobId,
-      status: WindowStatus.pending,
-    })
-    .execute();
+  const windowId = await recordWindow(trx, {
+    workspaceId: meeting.workspace_id,
+    meetingId: meeting.id,
+    index,
+    startMs: Math.round((startSample * 1000) / SAMPLE_RATE),
+    endMs: Math.round((endSample * 1000) / SAMPLE_RATE),
+    audio,
+  });
   if (withJob) await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, windowId, index, actor);
 }

@@ -246,3 +246,27 @@ export function processState(pid: number): string | null {
     return null;
   }
 }
+
+/** A supervisor: restarts the worker each time it dies, like systemd's Restart=on-failure. */
+export function supervise(
+  h: Harness,
+  env: Record<string, string>,
+): { stop(): Promise<void>; starts(): number } {
+  let current: WorkerProcess | null = null;
+  let stopped = false;
+  let starts = 0;
+  const launch = () => {
+    if (stopped) return;
+    starts++;
+    current = h.spawnWorker(env);
+    void current.exited.then(() => launch());
+  };
+  launch();
+  return {
+    starts: () => starts,
+    stop: async () => {
+      stopped = true;
+      await current?.stop();
+    },
+  };
+}

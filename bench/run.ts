@@ -7,18 +7,27 @@
  *   (c) kill-to-rerun latency after SIGKILL, with the default and with short lease settings
  *   (d) close-out latency: End → complete minus the grace period, instant recogniser (issue 3)
  *   (e) boundary loss: windowed / whole-file word error rate, fixed cuts vs. ours (issue 3)
+ *   (f) many meetings at once: M live meetings streaming 5 s chunks concurrently in accelerated
+ *       time → windows transcribed/s and window-fill-to-transcript lag p50/p95, instant recogniser,
+ *       same C, next to (a)'s no-op jobs/s (issue 3; no target given, so figures only)
  *
  * (b) is run twice: as specified, one meeting holding all N windows, and with the same N windows in
  * one-hour meetings (60 windows of the default 60 s), which separates the per-window cost from the
  * per-meeting work each window commit does. Tables are ANALYZEd after seeding, as autovacuum would
  * have done on a live database; a just-seeded meeting is otherwise planned as if its tables were empty.
  *
+ * (f) streams each meeting's chunks through storeChunk in-process, one after the other per meeting and
+ * all meetings at once, with no pacing unless BENCH_CHUNK_GAP_MS is set (5000 would be real time);
+ * windows are the default 60 s (12 chunks), the close-out grace and poll are shortened to 0.5 s.
+ *
  * Knobs: BENCH_N (jobs and windows, default 2000), BENCH_CONCURRENCY (4), BENCH_SAMPLES (5),
- * BENCH_PER_MEETING (60), BENCH_PARTS (any of a–e; default abcde).
+ * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–f; default abcdef).
  */
 import { max, median } from './fixtures.ts';
 import { boundaryLoss } from './boundary.ts';
 import { closeOutLatency } from './closeout.ts';
+import { manyMeetings } from './many.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
 
@@ -26,7 +35,10 @@ const N = intFromEnv('BENCH_N', 2000);
 const CONCURRENCY = intFromEnv('BENCH_CONCURRENCY', 4);
 const SAMPLES = intFromEnv('BENCH_SAMPLES', 5);
 const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
-const PARTS = process.env.BENCH_PARTS ?? 'abcde';
+const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
+const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
+const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
+const PARTS = process.env.BENCH_PARTS ?? 'abcdef';
 const BOUNDARY_MINUTES = 3;
 const BOUNDARY_TARGET = 1.05;
 const CLOSEOUT_SAMPLES = 10;
@@ -49,11 +61,11 @@ const SETTINGS: RecoverySetting[] = [
   },
 ];
 
-function intFromEnv(name: string, fallback: number): number {
+function intFromEnv(name: string, fallback: number, min = 1): number {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number >= 1`);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be a whole number >= ${min}`);
   return value;
 }
 
@@ -195,6 +207,36 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(e) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('f')) {
+    say(
+      `(f) many meetings at once: ${MEETINGS} live meetings of ${MEETING_WINDOWS} windows, instant ` +
+        `recogniser…`,
+    );
+    try {
+      const many = await manyMeetings({
+        meetings: MEETINGS,
+        windowsPerMeeting: MEETING_WINDOWS,
+        concurrency: CONCURRENCY,
+        chunkGapMs: CHUNK_GAP_MS,
+      });
+      say(
+        `(f): ${fmt(many.rate)} windows/s (first window cut to last transcribed); fill → transcript ` +
+          `p50 ${fmt(many.lagP50Ms, 0)} ms, p95 ${fmt(many.lagP95Ms, 0)} ms, max ${fmt(many.lagMaxMs, 0)} ms`,
+      );
+      for (const note of many.notes) say(`    ${note}`);
+      rows.push(
+        `(f) many meetings, ${MEETINGS} × ${MEETING_WINDOWS} windows`.padEnd(43) +
+          `${fmt(many.rate).padStart(8)} windows/s   lag p50 ${fmt(many.lagP50Ms, 0)} ms  ` +
+          `p95 ${fmt(many.lagP95Ms, 0)} ms   (a) no-op ${noop ? `${fmt(noop.rate)} jobs/s` : 'n/a'}` +
+          (noop ? `, ratio ${fmt(many.rate / noop.rate, 2)}` : '') +
+          '   no target',
+      );
+    } catch (err) {
+      failed = true;
+      say(`(f) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

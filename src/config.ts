@@ -28,6 +28,11 @@ export const SETTINGS = {
     help: 'how far before a slot end a window boundary may move to a quiet stretch (L18)',
   },
   chunkSeconds: { env: 'VERBATIM_CHUNK_SECONDS', default: '5', help: 'nominal live chunk length (L1)' },
+  gapPatienceSeconds: {
+    env: 'VERBATIM_GAP_PATIENCE_SECONDS',
+    default: '30',
+    help: 'audio received after a missing chunk before its stretch is settled as missing (L1)',
+  },
   maxChunkBytes: { env: 'VERBATIM_MAX_CHUNK_BYTES', default: '2097152', help: 'largest live chunk accepted' },
   leaseSeconds: { env: 'VERBATIM_LEASE_SECONDS', default: '15', help: 'job lease length (J2)' },
   heartbeatSeconds: { env: 'VERBATIM_HEARTBEAT_SECONDS', default: '5', help: 'lease renewal interval (J2)' },
@@ -148,6 +153,7 @@ export interface Config {
   windowMs: number;
   boundarySearchMs: number;
   chunkMs: number;
+  gapPatienceMs: number;
   maxChunkBytes: number;
   leaseMs: number;
   heartbeatMs: number;
@@ -215,6 +221,7 @@ export function loadConfig(env: Env = process.env): Config {
     windowMs: ms('windowSeconds', 1),
     boundarySearchMs: ms('boundarySearchSeconds'),
     chunkMs: ms('chunkSeconds', 0.1),
+    gapPatienceMs: ms('gapPatienceSeconds'),
     maxChunkBytes: int('maxChunkBytes', 1024),
     leaseMs: ms('leaseSeconds', 0.2),
     heartbeatMs: ms('heartbeatSeconds', 0.05),

@@ -181,7 +181,8 @@ void it('J6: an unclassified error spends a retry like any error and is logged w
 });
 
 void it('J6: an attempt that hangs past the job time limit is abandoned and retried as job.timeout', async () => {
-  const h = await startHarness({ env: { VERBATIM_JOB_TIMEOUT_SECONDS: '1.5' } });
+  // Long enough for PocketSphinx on a loaded two-CPU machine; the hang below lasts for ever.
+  const h = await startHarness({ env: { VERBATIM_JOB_TIMEOUT_SECONDS: '5' } });
   try {
     const fault = [
       { at: 'transcribe-window.before-commit', action: 'hang', times: 1, match: { windowIndex: 0 } },

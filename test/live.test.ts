@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import {
   SPEECH,
   speechWav,
+  webmOpus,
   startHarness,
   supervise,
   waitFor,
@@ -45,6 +47,7 @@ void describe('live meetings', () => {
         VERBATIM_WINDOW_SECONDS: '8',
         VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
         VERBATIM_CHUNK_SECONDS: String(CHUNK_SECONDS),
+        VERBATIM_GAP_PATIENCE_SECONDS: String(2 * CHUNK_SECONDS),
         VERBATIM_MAX_CHUNK_BYTES: '400000',
       },
     });
@@ -187,6 +190,96 @@ void describe('live meetings', () => {
     assert.deepEqual(meeting.missingChunks, [2]);
     const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
     assert.ok(text.includes('budget'), text);
+  });
+
+  void it('L1/S2: a gap is waited on, then settled as missing audio while recording; the late chunk gets 409', async () => {
+    h.spawnWorker();
+    const id = await createLive(h);
+    for (const seq of [0, 1, 3]) assert.equal((await putChunk(h, id, seq, chunks[seq]!)).status, 201);
+    let view = (await h.request('GET', `/v1/meetings/${id}`)).json;
+    assert.deepEqual(view.missingChunks, [], 'one chunk after the gap: still waiting for chunk 2');
+    assert.equal(view.windows.total, 1, 'only the audio before the gap is cut');
+    const fourth = await putChunk(h, id, 4, chunks[4]!);
+    assert.equal(fourth.status, 201);
+    // 10 s of audio after the gap is the patience: chunk 2 is settled as missing, cutting goes on.
+    assert.deepEqual(fourth.json.meeting.missingChunks, [2]);
+    // Window 1 (8–16 s) spans chunk 2's stretch (10–15 s): it could not be cut while chunk 2 was awaited.
+    assert.ok(fourth.json.meeting.windows.total >= 2, 'windows are cut past the settled gap');
+    const late = await putChunk(h, id, 2, chunks[2]!);
+    assert.equal(late.status, 409);
+    assert.equal(late.json.error.code, 'chunk.settled_missing');
+    assert.match(late.json.error.message, /chunk 2/);
+    for (let seq = 5; seq < chunks.length; seq++) {
+      assert.equal((await putChunk(h, id, seq, chunks[seq]!)).status, 201);
+    }
+    await h.request('POST', `/v1/meetings/${id}/end`);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+    assert.deepEqual(meeting.missingChunks, [2]);
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    for (const word of ['budget', 'friday']) assert.ok(text.includes(word), `lacks ${word}: ${text}`);
+    const stored = await h.app.database.db
+      .selectFrom('chunks')
+      .select('seq')
+      .where('meeting_id', '=', id)
+      .orderBy('seq')
+      .execute();
+    assert.ok(!stored.some((c) => c.seq === 2), 'the late chunk was not stored');
+    view = (await h.request('GET', `/v1/meetings/${id}`)).json;
+    assert.equal(view.windows.done + view.windows.missing, view.windows.total);
+  });
+
+  void it('L1: WebM/Opus chunks cut at arbitrary bytes are decoded as one stream and transcribed', async () => {
+    h.spawnWorker();
+    const wav = speechWav(speech);
+    const stream = webmOpus(wav);
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < stream.length; i += 20_000) pieces.push(stream.subarray(i, i + 20_000));
+    assert.ok(pieces.length >= 4, `${pieces.length} pieces`);
+
+    const id = await createLive(h);
+    const order = pieces.map((_, i) => i);
+    [order[1], order[2]] = [order[2]!, order[1]!];
+    for (const seq of order) {
+      const res = await putChunk(h, id, seq, pieces[seq]!, 'audio/webm;codecs=opus');
+      assert.equal(res.status, 201, res.text);
+    }
+    const wrongFormat = await putChunk(h, id, pieces.length, chunks[0]!);
+    assert.equal(wrongFormat.status, 415);
+    assert.equal(wrongFormat.json.error.code, 'chunk.format_changed');
+    await h.request('POST', `/v1/meetings/${id}/end`);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+    assert.deepEqual(meeting.missingChunks, []);
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    for (const word of ['budget', 'marketing', 'engineers', 'friday'])
+      assert.ok(text.includes(word), `lacks ${word}: ${text}`);
+
+    // Decoded piece by piece, the stream is exactly as long as decoded whole: nothing skipped or doubled.
+    const whole = await new FfmpegAudioDecoder().decode(stream);
+    const rows = await h.app.database.db
+      .selectFrom('chunks')
+      .select(['samples'])
+      .where('meeting_id', '=', id)
+      .execute();
+    assert.equal(
+      rows.reduce((n, r) => n + (r.samples ?? 0), 0),
+      whole.samples.length,
+    );
+    const windows = await h.app.database.db
+      .selectFrom('windows')
+      .select(['start_ms', 'end_ms'])
+      .where('meeting_id', '=', id)
+      .orderBy('index')
+      .execute();
+    assert.equal(windows[0]!.start_ms, 0);
+    for (let i = 1; i < windows.length; i++) assert.equal(windows[i]!.start_ms, windows[i - 1]!.end_ms);
+    assert.ok(Math.abs(windows.at(-1)!.end_ms - (whole.samples.length * 1000) / 16_000) <= 1);
+
+    const headless = await createLive(h);
+    const refused = await putChunk(h, headless, 0, pieces[1]!, 'audio/webm');
+    assert.equal(refused.status, 415);
+    assert.equal(refused.json.error.code, 'chunk.bad_format');
   });
 });
 

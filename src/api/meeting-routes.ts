@@ -4,12 +4,21 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
-import { endMeeting, storeChunk } from '../meetings/live.ts';
+import { endMeeting, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 const MAX_TITLE = 300;
+
+/** Live chunks: standalone 16 kHz WAV, or consecutive pieces of one WebM (Opus) stream. */
+const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/wave': 'wav',
+  'audio/webm': 'webm',
+  'video/webm': 'webm',
+};
 
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
@@ -79,16 +88,17 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       const workspaceId = workspaceOf(req);
       await deps.meetings.get(workspaceId, req.params.id);
       const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-      if (!['audio/wav', 'audio/x-wav', 'audio/wave'].includes(contentType)) {
+      const format = CHUNK_TYPES[contentType];
+      if (!format) {
         throw new AppError(
           ErrorKind.unsupportedMedia,
           'chunk.unsupported_type',
-          `Content-Type ${contentType || '(none)'} is not accepted for chunks; send audio/wav (16 kHz mono 16-bit)`,
+          `Content-Type ${contentType || '(none)'} is not accepted for chunks; send audio/wav (16 kHz mono 16-bit) or audio/webm (one stream, chunk 0 first)`,
         );
       }
       const body = req.body;
       if (!Buffer.isBuffer(body) || body.length === 0) throw invalid('chunk.empty', 'the chunk is empty');
-      const stored = await storeChunk(deps, workspaceId, req.params.id, req.params.seq, body);
+      const stored = await storeChunk(deps, workspaceId, req.params.id, req.params.seq, body, format);
       return reply.status(stored.created ? 201 : 200).send({
         seq: Number(req.params.seq),
         created: stored.created,

@@ -144,13 +144,24 @@ export function openApiDocument(maxUploadBytes: number) {
             idParam,
             { name: 'seq', in: 'path', required: true, schema: { type: 'integer', minimum: 0 } },
           ],
-          requestBody: { content: { 'audio/wav': { schema: { type: 'string', format: 'binary' } } } },
+          requestBody: {
+            content: {
+              'audio/wav': { schema: { type: 'string', format: 'binary' } },
+              'audio/webm': { schema: { type: 'string', format: 'binary' } },
+            },
+          },
           responses: {
             '201': { description: 'Stored' },
             '200': { description: 'The same chunk was already stored' },
-            '409': { description: 'Other bytes under this seq, or the meeting is not recording' },
+            '409': {
+              description:
+                'Other bytes under this seq, the meeting is not recording, or the chunk arrived after its stretch was settled as missing',
+            },
             '413': { description: 'Too large' },
-            '415': { description: 'Not a 16 kHz mono 16-bit WAV' },
+            '415': {
+              description:
+                'Not a 16 kHz mono 16-bit WAV, a WebM chunk 0 without the stream header, or a format other than the meeting’s',
+            },
             ...errors,
           },
         },

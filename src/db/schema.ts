@@ -53,6 +53,8 @@ export interface MeetingsTable {
   updated_at: Timestamp;
   cut_samples: ColumnType<number, number | undefined, number>;
   missing_chunks: ColumnType<number[], number[] | undefined, number[]>;
+  chunk_format: 'wav' | 'webm' | null;
+  stream_header: Buffer | null;
 }
 
 export interface ChunksTable {
@@ -62,7 +64,10 @@ export interface ChunksTable {
   seq: number;
   blob_id: string;
   sha256: string;
-  samples: number;
+  samples: number | null;
+  format: ColumnType<'wav' | 'webm', 'wav' | 'webm' | undefined, 'wav' | 'webm'>;
+  pcm_blob_id: string | null;
+  stream_state: NullableJson;
   created_at: Timestamp;
 }
 

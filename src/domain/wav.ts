@@ -1,4 +1,8 @@
+import { endianness } from 'node:os';
 import type { DecodedAudio } from '../ports.ts';
+
+/** WAV is little-endian: on such a machine samples are copied as bytes, not one by one. */
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Encodes 16-bit mono PCM samples as a canonical 44-byte-header RIFF/WAVE file. */
 export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {
@@ -17,7 +21,8 @@ export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {
   buf.writeUInt16LE(16, 34);
   buf.write('data', 36, 'ascii');
   buf.writeUInt32LE(dataBytes, 40);
-  for (let i = 0; i < samples.length; i++) buf.writeInt16LE(samples[i] ?? 0, 44 + i * 2);
+  if (LITTLE_ENDIAN) buf.set(new Uint8Array(samples.buffer, samples.byteOffset, dataBytes), 44);
+  else for (let i = 0; i < samples.length; i++) buf.writeInt16LE(samples[i] ?? 0, 44 + i * 2);
   return buf;
 }
 
@@ -49,7 +54,8 @@ export function parseWav(buf: Buffer): DecodedAudio | null {
       const bytes = size === 0 || size > available ? available : size;
       const count = Math.floor(bytes / 2);
       const samples = new Int16Array(count);
-      for (let i = 0; i < count; i++) samples[i] = buf.readInt16LE(body + i * 2);
+      if (LITTLE_ENDIAN) new Uint8Array(samples.buffer).set(buf.subarray(body, body + count * 2));
+      else for (let i = 0; i < count; i++) samples[i] = buf.readInt16LE(body + i * 2);
       return { sampleRate, samples };
     }
     offset = body + size + (size % 2); // chunks are padded to even length

@@ -5,12 +5,16 @@ import { planWindows, quietBoundary } from '../domain/audio-windows.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeWav, parseWav } from '../domain/wav.ts';
+import { startsWebmStream } from '../domain/webm.ts';
 import type { MeetingDeps } from './deps.ts';
+import { decodeReadyChunks } from './live-webm.ts';
 import { recordWindow, type StoredWindowAudio } from './window-rows.ts';
 import { blobKey, createTranscribeJob } from './intake.ts';
 
 const SAMPLE_RATE = 16_000;
 const MAX_SEQ = 1_000_000;
+
+export type ChunkFormat = 'wav' | 'webm';
 
 export interface StoredChunk {
   meeting: MeetingRow;
@@ -21,7 +25,9 @@ export interface StoredChunk {
 /**
  * L1: stores one live chunk durably on arrival, once per (meeting, seq), and cuts every window slot
  * that the contiguous audio now fills (L2), each with its transcription job, in the same
- * transaction. Chunks may arrive out of order; a window waits for the chunks before it.
+ * transaction. Chunks may arrive out of order; a window waits for the chunks before it, until the
+ * gap has been waited on long enough (`gapPatienceMs` of audio after it) and is settled as missing.
+ * WAV chunks stand alone; WebM chunks are pieces of one stream and are decoded in order.
  */
 export async function storeChunk(
   deps: MeetingDeps,
@@ -29,6 +35,7 @@ export async function storeChunk(
   meetingId: string,
   seqText: string,
   data: Buffer,
+  format: ChunkFormat = 'wav',
 ): Promise<StoredChunk> {
   const seq = Number(seqText);
   if (!Number.isInteger(seq) || seq < 0 || seq > MAX_SEQ) {
@@ -40,14 +47,8 @@ export async function storeChunk(
   }
   const meeting = await deps.meetings.get(workspaceId, meetingId);
   assertRecording(meeting);
-  const audio = parseWav(data);
-  if (!audio || audio.sampleRate !== SAMPLE_RATE) {
-    throw new AppError(
-      ErrorKind.unsupportedMedia,
-      'chunk.bad_format',
-      'a chunk must be a 16 kHz mono 16-bit PCM WAV file (audio/wav)',
-    );
-  }
+  assertAcceptable(meeting, seq, format);
+  const samples = chunkSamples(format, seq, data);
   const sha256 = createHash('sha256').update(data).digest('hex');
   const duplicate = await sameChunk(deps, meetingId, seq, sha256);
   if (duplicate) return { meeting, created: false };
@@ -58,6 +59,7 @@ export async function storeChunk(
     return await deps.db.transaction().execute(async (trx) => {
       let locked = await deps.meetings.lock(trx, meetingId);
       assertRecording(locked);
+      assertAcceptable(locked, seq, format);
       const blobId = randomUUID();
       await trx
         .insertInto('blobs')
@@ -69,7 +71,7 @@ export async function storeChunk(
           object_key: key,
           sha256,
           size_bytes: data.length,
-          content_type: 'audio/wav',
+          content_type: format === 'wav' ? 'audio/wav' : 'audio/webm',
         })
         .execute();
       const inserted = await trx
@@ -81,7 +83,8 @@ export async function storeChunk(
           seq,
           blob_id: blobId,
           sha256,
-          samples: audio.samples.length,
+          samples,
+          format,
         })
         .onConflict((oc) => oc.columns(['meeting_id', 'seq']).doNothing())
         .returning('id')
@@ -96,6 +99,15 @@ export async function storeChunk(
           'first chunk',
         );
       }
+      if (locked.chunk_format === null) {
+        locked = await trx
+          .updateTable('meetings')
+          .set({ chunk_format: format })
+          .where('id', '=', meetingId)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      }
+      locked = await settleGaps(deps, trx, locked, false);
       await cutFilledWindows(deps, trx, locked, `user:${workspaceId}`);
       return { meeting: locked, created: true };
     });
@@ -131,6 +143,47 @@ async function sameChunk(
     );
   }
   return true;
+}
+
+/** A WAV chunk's sample count, checked now; a WebM chunk's is known once the stream before it is read. */
+function chunkSamples(format: ChunkFormat, seq: number, data: Buffer): number | null {
+  if (format === 'webm') {
+    if (seq === 0 && !startsWebmStream(data)) {
+      throw new AppError(
+        ErrorKind.unsupportedMedia,
+        'chunk.bad_format',
+        'chunk 0 of a WebM stream must begin with the stream header (EBML)',
+      );
+    }
+    return null;
+  }
+  const audio = parseWav(data);
+  if (!audio || audio.sampleRate !== SAMPLE_RATE) {
+    throw new AppError(
+      ErrorKind.unsupportedMedia,
+      'chunk.bad_format',
+      'a WAV chunk must be 16 kHz mono 16-bit PCM (audio/wav)',
+    );
+  }
+  return audio.samples.length;
+}
+
+/** A meeting's chunks share one format, and a stretch settled as missing is not reopened. */
+function assertAcceptable(meeting: MeetingRow, seq: number, format: ChunkFormat): void {
+  if (meeting.chunk_format !== null && meeting.chunk_format !== format) {
+    throw new AppError(
+      ErrorKind.unsupportedMedia,
+      'chunk.format_changed',
+      `meeting ${meeting.id} streams ${meeting.chunk_format} chunks; chunk ${seq} is ${format}`,
+    );
+  }
+  if (meeting.missing_chunks.includes(seq)) {
+    throw new AppError(
+      ErrorKind.conflict,
+      'chunk.settled_missing',
+      `chunk ${seq} arrived after its stretch was settled as missing audio`,
+    );
+  }
 }
 
 function assertRecording(meeting: MeetingRow): void {
@@ -194,16 +247,88 @@ interface PlacedChunk {
   seq: number;
   start: number;
   samples: number;
+  /** The chunk's 16 kHz WAV (the decoded copy for WebM); null for a stretch settled as missing. */
   blobId: string | null;
 }
 
-async function loadChunks(trx: Tx, meetingId: string) {
+/**
+ * L1: a chunk that has not arrived is waited for while later audio keeps coming, and settled as
+ * missing once `gapPatienceMs` of chunks after it have been stored — or at close-out (`final`),
+ * when nothing more can come. Its stretch then counts as silence of the nominal chunk length, and
+ * the chunk is listed in the meeting's missing chunks. WebM chunks are decoded here, in order.
+ */
+async function settleGaps(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  final: boolean,
+): Promise<MeetingRow> {
+  const seqs = (
+    await trx.selectFrom('chunks').select('seq').where('meeting_id', '=', meeting.id).orderBy('seq').execute()
+  ).map((r) => r.seq);
+  const missing = new Set(meeting.missing_chunks);
+  const received = new Set(seqs);
+  const patience = Math.max(1, Math.ceil(deps.config.gapPatienceMs / deps.config.chunkMs));
+  const last = seqs.at(-1) ?? -1;
+  let after = 0;
+  for (let seq = last; seq >= 0; seq--) {
+    if (received.has(seq)) after++;
+    else if (!missing.has(seq) && (final || after >= patience)) missing.add(seq);
+  }
+  let updated = meeting;
+  if (missing.size !== meeting.missing_chunks.length) updated = await setMissing(trx, meeting.id, missing);
+  if (updated.chunk_format === 'webm') {
+    const undecodable = await decodeReadyChunks(deps, trx, updated);
+    if (undecodable.length > 0) {
+      for (const seq of undecodable) missing.add(seq);
+      updated = await setMissing(trx, meeting.id, missing);
+    }
+  }
+  return updated;
+}
+
+function setMissing(trx: Tx, meetingId: string, missing: Set<number>): Promise<MeetingRow> {
   return trx
+    .updateTable('meetings')
+    .set({ missing_chunks: [...missing].sort((a, b) => a - b) })
+    .where('id', '=', meetingId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * The meeting's timeline as far as it is known without a hole: chunks in sequence order, each as
+ * long as its audio, and settled-missing chunks as silence of the nominal length.
+ */
+async function placeChunks(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+): Promise<{ placed: PlacedChunk[]; end: number }> {
+  const rows = await trx
     .selectFrom('chunks')
-    .select(['seq', 'samples', 'blob_id'])
-    .where('meeting_id', '=', meetingId)
+    .select(['seq', 'samples', 'blob_id', 'pcm_blob_id', 'format'])
+    .where('meeting_id', '=', meeting.id)
     .orderBy('seq')
     .execute();
+  const bySeq = new Map(rows.map((r) => [r.seq, r]));
+  const missing = new Set(meeting.missing_chunks);
+  const nominal = Math.round((deps.config.chunkMs / 1000) * SAMPLE_RATE);
+  const placed: PlacedChunk[] = [];
+  let end = 0;
+  for (let seq = 0; ; seq++) {
+    const row = bySeq.get(seq);
+    if (missing.has(seq)) {
+      placed.push({ seq, start: end, samples: nominal, blobId: null });
+      end += nominal;
+      continue;
+    }
+    if (!row || row.samples === null) break;
+    const blobId = row.format === 'webm' ? row.pcm_blob_id : row.blob_id;
+    placed.push({ seq, start: end, samples: row.samples, blobId });
+    end += row.samples;
+  }
+  return { placed, end };
 }
 
 /**
@@ -217,13 +342,7 @@ async function cutFilledWindows(
   meeting: MeetingRow,
   actor: string,
 ): Promise<void> {
-  const placed: PlacedChunk[] = [];
-  let end = 0;
-  for (const [i, c] of (await loadChunks(trx, meeting.id)).entries()) {
-    if (c.seq !== i) break;
-    placed.push({ seq: c.seq, start: end, samples: c.samples, blobId: c.blob_id });
-    end += c.samples;
-  }
+  const { placed, end } = await placeChunks(deps, trx, meeting);
   const slot = Math.round((meeting.window_ms / 1000) * SAMPLE_RATE);
   let index = await windowCount(trx, meeting.id);
   let cut = Number(meeting.cut_samples);
@@ -232,6 +351,7 @@ async function cutFilledWindows(
     const pcm = await readTimeline(deps, trx, placed, cut, nominal);
     const boundary =
       cut + quietBoundary(pcm, nominal - cut, SAMPLE_RATE, deps.config.boundarySearchMs / 1000, 0);
+    const heard = hasAudio(placed, cut, boundary);
     await insertWindow(
       deps,
       trx,
@@ -239,9 +359,9 @@ async function cutFilledWindows(
       index,
       cut,
       boundary,
-      pcm.subarray(0, boundary - cut),
+      heard ? pcm.subarray(0, boundary - cut) : null,
       actor,
-      true,
+      heard,
     );
     cut = boundary;
     index++;
@@ -251,11 +371,15 @@ async function cutFilledWindows(
   }
 }
 
+/** True when any received audio falls in [from, to): a window of nothing but missing chunks has none. */
+function hasAudio(placed: PlacedChunk[], from: number, to: number): boolean {
+  return placed.some((p) => p.blobId !== null && p.samples > 0 && p.start < to && p.start + p.samples > from);
+}
+
 /**
- * L4 step 3: at close-out, the stretch after the last window — and anything after a chunk that never
- * arrived — becomes windows without jobs, which the close-out transcribes directly. A missing chunk
- * counts as silence of the nominal chunk length and is reported; a window with no audio at all is
- * left without a blob, so it settles as missing.
+ * L4 step 3: at close-out, every chunk still missing is settled as missing, and the stretch after
+ * the last window becomes windows without jobs, which the close-out transcribes directly. A window
+ * with no audio at all is left without a blob, so it settles as missing.
  */
 export async function cutRemainder(
   deps: MeetingDeps,
@@ -263,23 +387,8 @@ export async function cutRemainder(
   meetingId: string,
   actor: string,
 ): Promise<void> {
-  const meeting = await deps.meetings.lock(trx, meetingId);
-  const chunks = await loadChunks(trx, meetingId);
-  const nominal = Math.round((deps.config.chunkMs / 1000) * SAMPLE_RATE);
-  const placed: PlacedChunk[] = [];
-  const missing: number[] = [];
-  let end = 0;
-  let next = 0;
-  for (const c of chunks) {
-    for (; next < c.seq; next++) {
-      missing.push(next);
-      placed.push({ seq: next, start: end, samples: nominal, blobId: null });
-      end += nominal;
-    }
-    placed.push({ seq: c.seq, start: end, samples: c.samples, blobId: c.blob_id });
-    end += c.samples;
-    next = c.seq + 1;
-  }
+  const meeting = await settleGaps(deps, trx, await deps.meetings.lock(trx, meetingId), true);
+  const { placed, end } = await placeChunks(deps, trx, meeting);
   const cut = Number(meeting.cut_samples);
   if (end > cut) {
     const pcm = await readTimeline(deps, trx, placed, cut, end);
@@ -290,16 +399,11 @@ export async function cutRemainder(
     for (const w of planned) {
       const from = cut + w.startSample;
       const to = cut + w.endSample;
-      const heard = placed.some((p) => p.blobId !== null && p.start < to && p.start + p.samples > from);
-      const samples = heard ? pcm.subarray(w.startSample, w.endSample) : null;
+      const samples = hasAudio(placed, from, to) ? pcm.subarray(w.startSample, w.endSample) : null;
       await insertWindow(deps, trx, meeting, index++, from, to, samples, actor, false);
     }
+    await trx.updateTable('meetings').set({ cut_samples: end }).where('id', '=', meetingId).execute();
   }
-  await trx
-    .updateTable('meetings')
-    .set({ cut_samples: Math.max(end, cut), missing_chunks: missing })
-    .where('id', '=', meetingId)
-    .execute();
 }
 
 async function windowCount(trx: Tx, meetingId: string): Promise<number> {

@@ -1,3 +1,4 @@
+import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -193,6 +194,28 @@ export function speechWav(text: string): Buffer {
   const data = fs.readFileSync(file);
   fs.rmSync(dir, { recursive: true, force: true });
   return data;
+}
+
+/** `wav` encoded as WebM/Opus by ffmpeg into a pipe, as a browser's MediaRecorder streams it. */
+export function webmOpus(wav: Buffer): Buffer {
+  return execFileSync(
+    ffmpegInstaller.path,
+    [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-i',
+      'pipe:0',
+      '-c:a',
+      'libopus',
+      '-b:a',
+      '32k',
+      '-f',
+      'webm',
+      'pipe:1',
+    ],
+    { input: wav, maxBuffer: 64 * 1024 * 1024 },
+  );
 }
 
 export const SPEECH =

@@ -115,6 +115,50 @@ export const SETTINGS = {
   },
   minutesConcurrency: { env: 'VERBATIM_MINUTES_CONCURRENCY', default: '2', help: 'minutes at once (L13)' },
   intakeConcurrency: { env: 'VERBATIM_INTAKE_CONCURRENCY', default: '1', help: 'recordings split at once' },
+  workspaceQuotaBytes: {
+    env: 'VERBATIM_WORKSPACE_QUOTA_BYTES',
+    default: '0',
+    help: 'stored bytes a workspace may hold, pending deletions included; 0 = no limit (B6)',
+  },
+  globalQuotaBytes: {
+    env: 'VERBATIM_GLOBAL_QUOTA_BYTES',
+    default: '0',
+    help: 'stored bytes the whole installation may hold; 0 = no limit (B6)',
+  },
+  stageDeadlineSeconds: {
+    env: 'VERBATIM_STAGE_DEADLINE_SECONDS',
+    default: '900',
+    help: 'how long a staged write may take before its object counts as an orphan (B2)',
+  },
+  cleanupBackoffSeconds: {
+    env: 'VERBATIM_CLEANUP_BACKOFF_SECONDS',
+    default: '5',
+    help: 'first retry delay of a failed object deletion; doubles per attempt (B5)',
+  },
+  cleanupBackoffCapSeconds: {
+    env: 'VERBATIM_CLEANUP_BACKOFF_CAP_SECONDS',
+    default: '3600',
+    help: 'longest delay between object deletion retries (B5)',
+  },
+  storage: { env: 'VERBATIM_STORAGE', default: 'local', help: 'local (files under the data dir) or s3' },
+  s3Bucket: { env: 'VERBATIM_S3_BUCKET', default: '', help: 'S3 bucket (VERBATIM_STORAGE=s3)' },
+  s3Endpoint: {
+    env: 'VERBATIM_S3_ENDPOINT',
+    default: '',
+    help: 'S3-compatible endpoint URL; empty for AWS',
+  },
+  s3Region: { env: 'VERBATIM_S3_REGION', default: 'us-east-1', help: 'S3 region' },
+  s3AccessKeyId: { env: 'VERBATIM_S3_ACCESS_KEY_ID', default: '', help: 'S3 access key id' },
+  s3SecretAccessKey: {
+    env: 'VERBATIM_S3_SECRET_ACCESS_KEY',
+    default: '',
+    help: 'S3 secret (never logged)',
+  },
+  s3ForcePathStyle: {
+    env: 'VERBATIM_S3_FORCE_PATH_STYLE',
+    default: 'true',
+    help: 'path-style bucket URLs (MinIO, s3rver); false for virtual-hosted AWS style',
+  },
   asr: {
     env: 'VERBATIM_ASR',
     default: 'pocketsphinx',
@@ -172,6 +216,20 @@ export interface Config {
   closeoutMaxReclaims: number;
   minutesRetryMs: number;
   minutesWaitCapMs: number;
+  workspaceQuotaBytes: number;
+  globalQuotaBytes: number;
+  stageDeadlineMs: number;
+  cleanupBackoffMs: number;
+  cleanupBackoffCapMs: number;
+  storage: {
+    kind: 'local' | 's3';
+    bucket: string;
+    endpoint: string;
+    region: string;
+    accessKeyId: string;
+    secretAccessKey: string;
+    forcePathStyle: boolean;
+  };
   concurrency: { transcription: number; closeout: number; minutes: number; intake: number };
   asr: { kind: 'pocketsphinx' | 'whisper'; url: string; apiKey: string; model: string; timeoutMs: number };
   minutes: { kind: 'extractive' | 'openai'; url: string; apiKey: string; model: string; timeoutMs: number };
@@ -240,6 +298,20 @@ export function loadConfig(env: Env = process.env): Config {
     closeoutMaxReclaims: int('closeoutMaxReclaims', 0),
     minutesRetryMs: ms('minutesRetrySeconds', 0.05),
     minutesWaitCapMs: ms('minutesWaitCapSeconds'),
+    workspaceQuotaBytes: int('workspaceQuotaBytes', 0),
+    globalQuotaBytes: int('globalQuotaBytes', 0),
+    stageDeadlineMs: ms('stageDeadlineSeconds', 0.1),
+    cleanupBackoffMs: ms('cleanupBackoffSeconds', 0.01),
+    cleanupBackoffCapMs: ms('cleanupBackoffCapSeconds', 0.01),
+    storage: {
+      kind: oneOf('storage', ['local', 's3']),
+      bucket: raw('s3Bucket'),
+      endpoint: raw('s3Endpoint'),
+      region: raw('s3Region'),
+      accessKeyId: raw('s3AccessKeyId'),
+      secretAccessKey: raw('s3SecretAccessKey'),
+      forcePathStyle: oneOf('s3ForcePathStyle', ['true', 'false']) === 'true',
+    },
     concurrency: {
       transcription: int('transcriptionConcurrency', 1),
       closeout: int('closeoutConcurrency', 1),
@@ -266,6 +338,9 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');
+  }
+  if (config.storage.kind === 's3' && !config.storage.bucket) {
+    throw new ConfigError('VERBATIM_STORAGE=s3 needs VERBATIM_S3_BUCKET');
   }
   if (config.asr.kind === 'whisper' && !config.asr.url) {
     throw new ConfigError('VERBATIM_ASR=whisper needs VERBATIM_WHISPER_URL');

@@ -15,6 +15,8 @@ export const REDACTED_KEYS = [
   'authorization',
   'password',
   'secret',
+  'secretAccessKey',
+  'signingSecret',
 ];
 
 export function createLogger(level: string, name = 'verbatim', destination?: pino.DestinationStream): Logger {

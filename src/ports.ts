@@ -53,6 +53,8 @@ export interface BlobStore {
   get(key: string): Promise<Buffer>;
   /** Idempotent: deleting a missing object succeeds. */
   delete(key: string): Promise<void>;
+  /** B7: removes temporaries of interrupted writes older than `maxAgeMs`, where a store leaves any. */
+  removeStaleTemporaries?(maxAgeMs?: number): Promise<{ removed: string[]; kept: number }>;
 }
 
 /** Raw 16 kHz mono signed 16-bit little-endian samples. */

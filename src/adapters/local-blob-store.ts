@@ -49,6 +49,55 @@ export class LocalBlobStore implements BlobStore {
       throw classify(err, 'delete');
     }
   }
+
+  /**
+   * B7: removes temporaries left by writes that were interrupted (a crash between write and rename).
+   * Only regular files named with TEMP_PREFIX and last modified more than `maxAgeMs` ago go; recent
+   * temporaries (a write may be in flight), symlinks (never followed, never descended into),
+   * directories and canonical names stay. `removed` lists paths relative to the root; `kept` counts
+   * the prefixed entries left in place. A missing root has nothing to remove.
+   */
+  async removeStaleTemporaries(maxAgeMs = 3_600_000): Promise<{ removed: string[]; kept: number }> {
+    const removed: string[] = [];
+    let kept = 0;
+    const cutoff = Date.now() - maxAgeMs;
+    const pending = [this.root];
+    try {
+      while (pending.length > 0) {
+        const dir = pending.pop()!;
+        const names = await ignoreMissing(fs.readdir(dir));
+        if (!names) continue;
+        for (const name of names) {
+          const full = path.join(dir, name);
+          const stat = await ignoreMissing(fs.lstat(full));
+          if (!stat) continue;
+          const isTemp = name.startsWith(TEMP_PREFIX);
+          if (stat.isDirectory()) {
+            if (isTemp) kept++;
+            pending.push(full);
+          } else if (isTemp && stat.isFile() && stat.mtimeMs < cutoff) {
+            const gone = await ignoreMissing(fs.unlink(full).then(() => true));
+            if (gone) removed.push(path.relative(this.root, full));
+          } else if (isTemp) {
+            kept++;
+          }
+        }
+      }
+    } catch (err) {
+      throw classify(err, 'cleanup');
+    }
+    return { removed: removed.sort(), kept };
+  }
+}
+
+/** Resolves to undefined when the path vanished (or never existed): nothing to do there. */
+async function ignoreMissing<T>(op: Promise<T>): Promise<T | undefined> {
+  try {
+    return await op;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
 }
 
 function classify(err: unknown, op: string): AppError {

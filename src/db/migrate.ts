@@ -4,12 +4,14 @@ import * as m0001 from './migrations/0001-core.ts';
 import * as m0002 from './migrations/0002-fenced-functions.ts';
 import * as m0003 from './migrations/0003-live-chunks.ts';
 import * as m0004 from './migrations/0004-webm-chunks.ts';
+import * as m0005 from './migrations/0005-storage-ledger.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
   '0002-fenced-functions': m0002,
   '0003-live-chunks': m0003,
   '0004-webm-chunks': m0004,
+  '0005-storage-ledger': m0005,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -71,6 +71,29 @@ export interface ChunksTable {
   created_at: Timestamp;
 }
 
+export interface ObjectCleanupsTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string | null;
+  object_key: string;
+  bytes: ColumnType<number, number, number>;
+  state: 'staged' | 'pending';
+  reason: string;
+  reserve_until: NullableTimestamp;
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  lease_owner: string | null;
+  lease_expires_at: NullableTimestamp;
+  delete_fenced_at: NullableTimestamp;
+  last_error: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface StorageGuardsTable {
+  scope: string;
+}
+
 export interface BlobsTable {
   id: string;
   workspace_id: string;
@@ -78,10 +101,11 @@ export interface BlobsTable {
   kind: string;
   object_key: string;
   sha256: string;
-  size_bytes: ColumnType<string, number | string, number | string>;
+  size_bytes: ColumnType<number, number, number>;
   content_type: string | null;
   created_at: Timestamp;
   deleted_at: NullableTimestamp;
+  delete_fenced_at: NullableTimestamp;
 }
 
 export interface WindowsTable {
@@ -217,6 +241,8 @@ export interface Database {
   meetings: MeetingsTable;
   blobs: BlobsTable;
   chunks: ChunksTable;
+  object_cleanups: ObjectCleanupsTable;
+  storage_guards: StorageGuardsTable;
   windows: WindowsTable;
   segments: SegmentsTable;
   jobs: JobsTable;

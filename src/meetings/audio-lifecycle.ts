@@ -3,6 +3,7 @@ import type { Tx } from '../db/schema.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
 import { MeetingStatus } from '../domain/status.ts';
 import type { MeetingDeps } from './deps.ts';
+import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 
 export const STOPPED_BEFORE_FINISHED = 'This meeting stopped before it finished';
 
@@ -28,34 +29,26 @@ export async function failMeetingInTx(
 }
 
 /**
- * L16: removes every stored audio object of a meeting and records when. Idempotent; a delete that
- * fails is left for a later call (issue 4 moves this onto the durable cleanup outbox).
+ * L16: hands every stored audio object of a meeting to the cleanup outbox and records when, in one
+ * transaction, then deletes them at once. A delete that fails stays in the outbox and is retried by
+ * the cleanup pass until it succeeds (B5); until then its bytes still count (B6). Idempotent.
  */
 export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): Promise<void> {
-  const blobs = await deps.db
-    .selectFrom('blobs')
-    .select(['id', 'object_key'])
-    .where('meeting_id', '=', meetingId)
-    .where('deleted_at', 'is', null)
-    .execute();
-  for (const blob of blobs) {
-    await deps.blobs.delete(blob.object_key);
-    await deps.db
-      .updateTable('blobs')
-      .set({ deleted_at: sql<Date>`now()` })
-      .where('id', '=', blob.id)
+  const keys = await deps.db.transaction().execute(async (trx) => {
+    const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted');
+    await trx
+      .updateTable('meetings')
+      .set({ audio_deleted_at: sql<Date>`coalesce(audio_deleted_at, now())` })
+      .where('id', '=', meetingId)
       .execute();
-  }
-  await deps.db
-    .updateTable('meetings')
-    .set({ audio_deleted_at: sql<Date>`coalesce(audio_deleted_at, now())` })
-    .where('id', '=', meetingId)
-    .execute();
+    return handed;
+  });
+  await deleteNow(deps, keys);
 }
 
 /**
- * The audio sweep: retries the deletion of audio that an ended meeting still has (a delete that
- * failed at close-out or after a failure). Deletion is never given up; the backlog is a metric.
+ * The audio sweep: hands off the audio that an ended meeting still has (its close-out or failure
+ * path stopped before the hand-off). The deletes themselves are the cleanup pass's.
  */
 export async function deleteEndedMeetingsAudio(deps: MeetingDeps, limit = 20): Promise<number> {
   const rows = await deps.db

@@ -12,6 +12,7 @@ import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import { cutRemainder } from './live.ts';
+import { compensate, type StagedObject } from '../storage/objects.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { transcribeDirectly } from './transcription.ts';
@@ -81,7 +82,13 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
 
         // (3) The last stretch of a live meeting, transcribed here rather than queued (L4).
         if (meeting.source === MeetingSource.live) {
-          await ctx.fenced((trx) => cutRemainder(deps, trx, meetingId, ctx.actor));
+          const derived: StagedObject[] = [];
+          try {
+            await ctx.fenced((trx) => cutRemainder(deps, trx, meetingId, ctx.actor, derived));
+          } catch (err) {
+            await compensate(deps, derived, err);
+            throw err;
+          }
           await settleUnworkedWindows(deps, ctx, meetingId);
         }
         await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });

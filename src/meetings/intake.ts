@@ -9,6 +9,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { recordWindow } from './window-rows.ts';
+import { compensate, referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
 
 /** Upload content types we decode, by the media type a client sends. */
 export const ACCEPTED_AUDIO_TYPES = [
@@ -71,24 +72,20 @@ export async function storeRecording(
       `meeting ${meetingId} already has a recording`,
     );
   }
-  const { key, sha256 } = blobKey(workspaceId, meetingId, 'recording', data);
-  await deps.blobs.put(key, data);
+  const staged = await stageAndPut(deps, { workspaceId, meetingId, kind: 'recording', data, admit: true });
   try {
+    await deps.checkpoints.hit('recording.processing', {});
     return await deps.db.transaction().execute(async (trx) => {
       const locked = await deps.meetings.lock(trx, meetingId);
-      await trx
-        .insertInto('blobs')
-        .values({
-          id: randomUUID(),
-          workspace_id: workspaceId,
-          meeting_id: meetingId,
-          kind: 'recording',
-          object_key: key,
-          sha256,
-          size_bytes: data.length,
-          content_type: contentType,
-        })
-        .execute();
+      if (locked.status !== MeetingStatus.created) {
+        throw new AppError(
+          ErrorKind.conflict,
+          'recording.already_stored',
+          `meeting ${meetingId} already has a recording`,
+        );
+      }
+      await referenceStaged(trx, staged, { kind: 'recording', contentType });
+      await deps.checkpoints.hit('recording.referenced', {});
       const updated = await deps.meetings.transition(
         trx,
         locked,
@@ -114,15 +111,9 @@ export async function storeRecording(
       return updated;
     });
   } catch (err) {
-    // Remove the object only if no row references it: a COMMIT whose answer was lost may have
-    // succeeded (issue 4 adds the durable cleanup record for the rest).
-    const referenced = await deps.db
-      .selectFrom('blobs')
-      .select('id')
-      .where('object_key', '=', key)
-      .executeTakeFirst()
-      .catch(() => ({ id: 'unknown' }));
-    if (!referenced) await deps.blobs.delete(key).catch(() => undefined);
+    // B3: a COMMIT whose answer was lost may have succeeded; compensation only touches an object
+    // whose staged row is still there, i.e. one that nothing references.
+    await compensate(deps, [staged], err);
     throw err;
   }
 }
@@ -158,49 +149,63 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       if (planned.length === 0) {
         throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the recording contains no audio');
       }
-      const windows: Array<{
-        index: number;
-        key: string;
-        sha256: string;
-        size: number;
-        startMs: number;
-        endMs: number;
-      }> = [];
-      for (const w of planned) {
-        const wav = encodeWav(audio.samples.subarray(w.startSample, w.endSample), audio.sampleRate);
-        const { key, sha256 } = blobKey(meeting.workspace_id, meetingId, `window-${w.index}`, wav);
-        await deps.blobs.put(key, wav);
-        windows.push({
-          ...w,
-          key,
-          sha256,
-          size: wav.length,
-          startMs: Math.round((w.startSample * 1000) / audio.sampleRate),
-          endMs: Math.round((w.endSample * 1000) / audio.sampleRate),
+      const windows: Array<{ index: number; audio: StagedObject; startMs: number; endMs: number }> = [];
+      const commitWindows = () =>
+        ctx.complete(async (trx) => {
+          await deps.meetings.lock(trx, meetingId);
+          for (const w of windows) {
+            const windowId = await recordWindow(trx, {
+              workspaceId: meeting.workspace_id,
+              meetingId,
+              index: w.index,
+              startMs: w.startMs,
+              endMs: w.endMs,
+              audio: w.audio,
+            });
+            await createTranscribeJob(
+              deps,
+              trx,
+              meeting.workspace_id,
+              meetingId,
+              windowId,
+              w.index,
+              ctx.actor,
+            );
+          }
+          await trx
+            .updateTable('meetings')
+            .set({
+              duration_ms: Math.round((audio.samples.length * 1000) / audio.sampleRate),
+              updated_at: sql<Date>`now()`,
+            })
+            .where('id', '=', meetingId)
+            .execute();
         });
-      }
-      await ctx.complete(async (trx) => {
-        await deps.meetings.lock(trx, meetingId);
-        for (const w of windows) {
-          const windowId = await recordWindow(trx, {
-            workspaceId: meeting.workspace_id,
-            meetingId,
+      try {
+        for (const w of planned) {
+          const wav = encodeWav(audio.samples.subarray(w.startSample, w.endSample), audio.sampleRate);
+          windows.push({
             index: w.index,
-            startMs: w.startMs,
-            endMs: w.endMs,
-            audio: { key: w.key, sha256: w.sha256, size: w.size },
+            audio: await stageAndPut(deps, {
+              workspaceId: meeting.workspace_id,
+              meetingId,
+              kind: `window-${w.index}`,
+              data: wav,
+              admit: false,
+            }),
+            startMs: Math.round((w.startSample * 1000) / audio.sampleRate),
+            endMs: Math.round((w.endSample * 1000) / audio.sampleRate),
           });
-          await createTranscribeJob(deps, trx, meeting.workspace_id, meetingId, windowId, w.index, ctx.actor);
         }
-        await trx
-          .updateTable('meetings')
-          .set({
-            duration_ms: Math.round((audio.samples.length * 1000) / audio.sampleRate),
-            updated_at: sql<Date>`now()`,
-          })
-          .where('id', '=', meetingId)
-          .execute();
-      });
+        await commitWindows();
+      } catch (err) {
+        await compensate(
+          deps,
+          windows.map((w) => w.audio),
+          err,
+        );
+        throw err;
+      }
     },
     onTerminalFailure: async (trx, job, error) => {
       const meetingId = String(job.payload.meetingId);

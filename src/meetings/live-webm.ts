@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { encodeWav } from '../domain/wav.ts';
@@ -14,7 +13,7 @@ import {
 } from '../domain/webm.ts';
 import type { AudioDecoder } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
-import { blobKey } from './intake.ts';
+import { referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
 
 const SAMPLE_RATE = 16_000;
 /**
@@ -52,7 +51,12 @@ function decodeState(json: unknown): StreamState {
  * its stretch is silence, the reader starts again at the next cluster, and the meeting reports it.
  * Returns the sequence numbers that turned out undecodable.
  */
-export async function decodeReadyChunks(deps: MeetingDeps, trx: Tx, meeting: MeetingRow): Promise<number[]> {
+export async function decodeReadyChunks(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  derived: StagedObject[],
+): Promise<number[]> {
   const rows = await trx
     .selectFrom('chunks')
     .select(['id', 'seq', 'samples', 'blob_id'])
@@ -107,7 +111,7 @@ export async function decodeReadyChunks(deps: MeetingDeps, trx: Tx, meeting: Mee
       const prime = state?.read ? state.prime : [];
       const pcm = await decodeBlocks(deps.decoder, header, prime, blocks);
       let pcmBlobId: string | null = null;
-      if (pcm.length > 0) pcmBlobId = await storePcm(deps, trx, meeting, seq, pcm);
+      if (pcm.length > 0) pcmBlobId = await storePcm(deps, trx, meeting, seq, pcm, derived);
       const next: StreamState = { read, prime: [...prime, ...blocks].slice(-PRIME_BLOCKS) };
       await trx
         .updateTable('chunks')
@@ -154,25 +158,23 @@ async function decodeBlocks(
   return whole.samples.subarray(Math.min(lead.samples.length, whole.samples.length));
 }
 
-async function storePcm(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, seq: number, pcm: Int16Array) {
-  const wav = encodeWav(pcm, SAMPLE_RATE);
-  const { key, sha256 } = blobKey(meeting.workspace_id, meeting.id, `chunk-${seq}-pcm`, wav);
-  await deps.blobs.put(key, wav);
-  const id = randomUUID();
-  await trx
-    .insertInto('blobs')
-    .values({
-      id,
-      workspace_id: meeting.workspace_id,
-      meeting_id: meeting.id,
-      kind: 'chunk-pcm',
-      object_key: key,
-      sha256,
-      size_bytes: wav.length,
-      content_type: 'audio/wav',
-    })
-    .execute();
-  return id;
+async function storePcm(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  seq: number,
+  pcm: Int16Array,
+  derived: StagedObject[],
+): Promise<string> {
+  const staged = await stageAndPut(deps, {
+    workspaceId: meeting.workspace_id,
+    meetingId: meeting.id,
+    kind: `chunk-${seq}-pcm`,
+    data: encodeWav(pcm, SAMPLE_RATE),
+    admit: false,
+  });
+  derived.push(staged);
+  return referenceStaged(trx, staged, { kind: 'chunk-pcm', contentType: 'audio/wav' });
 }
 
 async function readBlob(deps: MeetingDeps, trx: Tx, blobId: string): Promise<Buffer> {

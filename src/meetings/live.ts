@@ -8,8 +8,9 @@ import { encodeWav, parseWav } from '../domain/wav.ts';
 import { startsWebmStream } from '../domain/webm.ts';
 import type { MeetingDeps } from './deps.ts';
 import { decodeReadyChunks } from './live-webm.ts';
-import { recordWindow, type StoredWindowAudio } from './window-rows.ts';
-import { blobKey, createTranscribeJob } from './intake.ts';
+import { recordWindow } from './window-rows.ts';
+import { compensate, referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
+import { createTranscribeJob } from './intake.ts';
 
 const SAMPLE_RATE = 16_000;
 const MAX_SEQ = 1_000_000;
@@ -53,27 +54,18 @@ export async function storeChunk(
   const duplicate = await sameChunk(deps, meetingId, seq, sha256);
   if (duplicate) return { meeting, created: false };
 
-  const { key } = blobKey(workspaceId, meetingId, `chunk-${seq}`, data);
-  await deps.blobs.put(key, data);
+  const staged = await stageAndPut(deps, { workspaceId, meetingId, kind: `chunk-${seq}`, data, admit: true });
+  // Objects this request derives from the chunk (windows, decoded WebM), compensated with it (B3).
+  const derived: StagedObject[] = [];
   try {
     return await deps.db.transaction().execute(async (trx) => {
       let locked = await deps.meetings.lock(trx, meetingId);
       assertRecording(locked);
       assertAcceptable(locked, seq, format);
-      const blobId = randomUUID();
-      await trx
-        .insertInto('blobs')
-        .values({
-          id: blobId,
-          workspace_id: workspaceId,
-          meeting_id: meetingId,
-          kind: 'chunk',
-          object_key: key,
-          sha256,
-          size_bytes: data.length,
-          content_type: format === 'wav' ? 'audio/wav' : 'audio/webm',
-        })
-        .execute();
+      const blobId = await referenceStaged(trx, staged, {
+        kind: 'chunk',
+        contentType: format === 'wav' ? 'audio/wav' : 'audio/webm',
+      });
       const inserted = await trx
         .insertInto('chunks')
         .values({
@@ -107,12 +99,12 @@ export async function storeChunk(
           .returningAll()
           .executeTakeFirstOrThrow();
       }
-      locked = await settleGaps(deps, trx, locked, false);
-      await cutFilledWindows(deps, trx, locked, `user:${workspaceId}`);
+      locked = await settleGaps(deps, trx, locked, false, derived);
+      await cutFilledWindows(deps, trx, locked, `user:${workspaceId}`, derived);
       return { meeting: locked, created: true };
     });
   } catch (err) {
-    await deps.blobs.delete(key).catch(() => undefined);
+    await compensate(deps, [staged, ...derived], err);
     if (err instanceof ChunkRace) {
       if (await sameChunk(deps, meetingId, seq, sha256)) return { meeting, created: false };
     }
@@ -262,6 +254,7 @@ async function settleGaps(
   trx: Tx,
   meeting: MeetingRow,
   final: boolean,
+  derived: StagedObject[],
 ): Promise<MeetingRow> {
   const seqs = (
     await trx.selectFrom('chunks').select('seq').where('meeting_id', '=', meeting.id).orderBy('seq').execute()
@@ -278,7 +271,7 @@ async function settleGaps(
   let updated = meeting;
   if (missing.size !== meeting.missing_chunks.length) updated = await setMissing(trx, meeting.id, missing);
   if (updated.chunk_format === 'webm') {
-    const undecodable = await decodeReadyChunks(deps, trx, updated);
+    const undecodable = await decodeReadyChunks(deps, trx, updated, derived);
     if (undecodable.length > 0) {
       for (const seq of undecodable) missing.add(seq);
       updated = await setMissing(trx, meeting.id, missing);
@@ -341,6 +334,7 @@ async function cutFilledWindows(
   trx: Tx,
   meeting: MeetingRow,
   actor: string,
+  derived: StagedObject[],
 ): Promise<void> {
   const { placed, end } = await placeChunks(deps, trx, meeting);
   const slot = Math.round((meeting.window_ms / 1000) * SAMPLE_RATE);
@@ -362,6 +356,7 @@ async function cutFilledWindows(
       heard ? pcm.subarray(0, boundary - cut) : null,
       actor,
       heard,
+      derived,
     );
     cut = boundary;
     index++;
@@ -386,8 +381,9 @@ export async function cutRemainder(
   trx: Tx,
   meetingId: string,
   actor: string,
+  derived: StagedObject[],
 ): Promise<void> {
-  const meeting = await settleGaps(deps, trx, await deps.meetings.lock(trx, meetingId), true);
+  const meeting = await settleGaps(deps, trx, await deps.meetings.lock(trx, meetingId), true, derived);
   const { placed, end } = await placeChunks(deps, trx, meeting);
   const cut = Number(meeting.cut_samples);
   if (end > cut) {
@@ -400,7 +396,7 @@ export async function cutRemainder(
       const from = cut + w.startSample;
       const to = cut + w.endSample;
       const samples = hasAudio(placed, from, to) ? pcm.subarray(w.startSample, w.endSample) : null;
-      await insertWindow(deps, trx, meeting, index++, from, to, samples, actor, false);
+      await insertWindow(deps, trx, meeting, index++, from, to, samples, actor, false, derived);
     }
     await trx.updateTable('meetings').set({ cut_samples: end }).where('id', '=', meetingId).execute();
   }
@@ -451,13 +447,18 @@ async function insertWindow(
   samples: Int16Array | null,
   actor: string,
   withJob: boolean,
+  derived: StagedObject[],
 ): Promise<void> {
-  let audio: StoredWindowAudio | null = null;
+  let audio: StagedObject | null = null;
   if (samples) {
-    const wav = encodeWav(samples, SAMPLE_RATE);
-    const { key, sha256 } = blobKey(meeting.workspace_id, meeting.id, `window-${index}`, wav);
-    await deps.blobs.put(key, wav);
-    audio = { key, sha256, size: wav.length };
+    audio = await stageAndPut(deps, {
+      workspaceId: meeting.workspace_id,
+      meetingId: meeting.id,
+      kind: `window-${index}`,
+      data: encodeWav(samples, SAMPLE_RATE),
+      admit: false,
+    });
+    derived.push(audio);
   }
   const windowId = await recordWindow(trx, {
     workspaceId: meeting.workspace_id,

@@ -1,16 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx } from '../db/schema.ts';
 import { WindowStatus } from '../domain/status.ts';
-
-export interface StoredWindowAudio {
-  key: string;
-  sha256: string;
-  size: number;
-}
+import { referenceStaged, type StagedObject } from '../storage/objects.ts';
 
 /**
- * Records one pending window of a meeting's timeline and, when it has audio, the blob holding its
- * WAV (already written). Returns the window's id. A window without audio settles as missing.
+ * Records one pending window of a meeting's timeline and, when it has audio, references the staged
+ * object holding its WAV (already written). Returns the window's id. A window without audio settles as missing.
  */
 export async function recordWindow(
   trx: Tx,
@@ -20,26 +15,12 @@ export async function recordWindow(
     index: number;
     startMs: number;
     endMs: number;
-    audio: StoredWindowAudio | null;
+    audio: StagedObject | null;
   },
 ): Promise<string> {
-  let blobId: string | null = null;
-  if (w.audio) {
-    blobId = randomUUID();
-    await trx
-      .insertInto('blobs')
-      .values({
-        id: blobId,
-        workspace_id: w.workspaceId,
-        meeting_id: w.meetingId,
-        kind: 'window',
-        object_key: w.audio.key,
-        sha256: w.audio.sha256,
-        size_bytes: w.audio.size,
-        content_type: 'audio/wav',
-      })
-      .execute();
-  }
+  const blobId = w.audio
+    ? await referenceStaged(trx, w.audio, { kind: 'window', contentType: 'audio/wav' })
+    : null;
   const windowId = randomUUID();
   await trx
     .insertInto('windows')

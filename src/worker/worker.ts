@@ -19,6 +19,7 @@ import type { PgJobSweeps } from '../jobs/job-sweeps.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
+import { cleanupPass } from '../storage/objects.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
@@ -67,6 +68,7 @@ export async function startWorker(
       ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
+      ['object-cleanup', () => cleanupPass(deps, workerId)],
     ];
     for (const [name, step] of steps) {
       try {

@@ -1,0 +1,352 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Checkpoints } from '../checkpoints.ts';
+import type { Config } from '../config.ts';
+import type { Db, Tx } from '../db/schema.ts';
+import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
+import type { Logger } from '../log.ts';
+import type { BlobStore } from '../ports.ts';
+
+/**
+ * The life of a stored object, from the first byte written to the last byte deleted (B1–B6).
+ *
+ *  stage      a cleanup row (key, bytes, deadline) is committed before the first byte is written;
+ *             uploads are admitted against the quotas here (B2, B6)
+ *  write      the bytes go to the store under a key the server generated (B1)
+ *  reference  the transaction that uses the object inserts its `blobs` row and retires the cleanup
+ *             row, under the quota guards, and refuses an object already claimed for deletion (B4)
+ *  hand-off   deleting marks the blob deleted and adds a pending cleanup row in one transaction
+ *  delete     under the guards the cleanup is fenced (`delete_fenced_at`), then the object deleted,
+ *             then the row removed; a failed delete retries for ever with capped backoff (B5)
+ *
+ * A workspace's stored bytes are its live blobs plus its cleanup rows, so an object counts against
+ * the quotas from staging until it is really gone, whatever crashed in between (B6).
+ *
+ * Guards: one row for the installation and one per workspace, always locked global first.
+ * Reference creators take them FOR KEY SHARE (they do not exclude each other), admission takes
+ * FOR NO KEY UPDATE (admissions are serialized, creators are not held up), and the fencing
+ * delete takes FOR UPDATE, which excludes both.
+ */
+
+export interface StorageDeps {
+  db: Db;
+  blobs: BlobStore;
+  config: Config;
+  log: Logger;
+  checkpoints: Checkpoints;
+}
+
+export interface StagedObject {
+  workspaceId: string;
+  meetingId: string;
+  key: string;
+  sha256: string;
+  bytes: number;
+}
+
+const GLOBAL = 'global';
+const CLEANUP_LEASE_MS = 60_000;
+
+type GuardMode = 'share' | 'admit' | 'fence';
+
+async function takeGuards(trx: Tx, workspaceId: string, mode: GuardMode): Promise<void> {
+  await sql`insert into storage_guards (scope) values (${workspaceId}) on conflict do nothing`.execute(trx);
+  const strength =
+    mode === 'share' ? sql`for key share` : mode === 'admit' ? sql`for no key update` : sql`for update`;
+  // Global first, then the workspace: one order everywhere, so guards never deadlock each other.
+  await sql`select scope from storage_guards where scope = ${GLOBAL} ${strength}`.execute(trx);
+  await sql`select scope from storage_guards where scope = ${workspaceId} ${strength}`.execute(trx);
+}
+
+/** Bytes held for a workspace (or, with null, the whole installation): live blobs plus pending cleanups. */
+export async function storedBytes(db: Db | Tx, workspaceId: string | null): Promise<number> {
+  const row = await sql<{ bytes: string }>`
+    select
+      (select coalesce(sum(size_bytes), 0) from blobs
+        where deleted_at is null and (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid))
+      + (select coalesce(sum(bytes), 0) from object_cleanups
+        where (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid)) as bytes`.execute(db);
+  return Number(row.rows[0]!.bytes);
+}
+
+/**
+ * B1, B2, B6: generates the object's identity, commits its staged cleanup row (admitting it against
+ * the quotas when `admit`), then writes the bytes. A failed write is compensated before this throws.
+ */
+export async function stageAndPut(
+  deps: StorageDeps,
+  spec: { workspaceId: string; meetingId: string; kind: string; data: Buffer; admit: boolean },
+): Promise<StagedObject> {
+  const sha256 = createHash('sha256').update(spec.data).digest('hex');
+  const staged: StagedObject = {
+    workspaceId: spec.workspaceId,
+    meetingId: spec.meetingId,
+    key: `${spec.workspaceId}/${spec.meetingId}/${spec.kind}-${sha256}-${randomUUID()}`,
+    sha256,
+    bytes: spec.data.length,
+  };
+  await deps.db.transaction().execute(async (trx) => {
+    if (spec.admit) await admit(deps.config, trx, spec.workspaceId, spec.data.length);
+    await trx
+      .insertInto('object_cleanups')
+      .values({
+        id: randomUUID(),
+        workspace_id: spec.workspaceId,
+        meeting_id: spec.meetingId,
+        object_key: staged.key,
+        bytes: staged.bytes,
+        state: 'staged',
+        reason: 'staged write',
+        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
+      })
+      .execute();
+  });
+  try {
+    await deps.checkpoints.hit('storage.staged', { kind: spec.kind });
+    await deps.blobs.put(staged.key, spec.data);
+    await deps.checkpoints.hit('storage.written', { kind: spec.kind });
+  } catch (err) {
+    await compensate(deps, [staged], err);
+    throw err;
+  }
+  return staged;
+}
+
+async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number): Promise<void> {
+  if (config.workspaceQuotaBytes === 0 && config.globalQuotaBytes === 0) return;
+  await takeGuards(trx, workspaceId, 'admit');
+  const checks: Array<[number, string | null, string]> = [
+    [config.workspaceQuotaBytes, workspaceId, 'the workspace'],
+    [config.globalQuotaBytes, null, 'this installation'],
+  ];
+  for (const [quota, scope, what] of checks) {
+    if (quota === 0) continue;
+    const used = await storedBytes(trx, scope);
+    if (used + bytes > quota) {
+      throw new AppError(
+        ErrorKind.tooLarge,
+        'storage.quota_exceeded',
+        `storing ${bytes} bytes would exceed the storage quota of ${what}: ${used} of ${quota} bytes are in use`,
+      );
+    }
+  }
+}
+
+/**
+ * B2, B4: inside the transaction that uses a staged object: takes the guards, refuses an object
+ * already claimed for deletion, inserts its `blobs` row and retires the staged cleanup row.
+ * Returns the blob's id.
+ */
+export async function referenceStaged(
+  trx: Tx,
+  staged: StagedObject,
+  row: { kind: string; contentType: string },
+): Promise<string> {
+  await takeGuards(trx, staged.workspaceId, 'share');
+  const cleanup = await trx
+    .selectFrom('object_cleanups')
+    .select(['id', 'state', 'delete_fenced_at'])
+    .where('object_key', '=', staged.key)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!cleanup || cleanup.state !== 'staged' || cleanup.delete_fenced_at !== null) {
+    throw new AppError(
+      ErrorKind.transient,
+      'storage.fenced',
+      'the stored object was claimed for deletion before it was used; send it again',
+    );
+  }
+  const blobId = randomUUID();
+  await trx
+    .insertInto('blobs')
+    .values({
+      id: blobId,
+      workspace_id: staged.workspaceId,
+      meeting_id: staged.meetingId,
+      kind: row.kind,
+      object_key: staged.key,
+      sha256: staged.sha256,
+      size_bytes: staged.bytes,
+      content_type: row.contentType,
+    })
+    .execute();
+  await trx.deleteFrom('object_cleanups').where('id', '=', cleanup.id).execute();
+  return blobId;
+}
+
+/**
+ * B3: after a failure past staging, each object not referenced is moved from staged to pending
+ * deletion (the durable record) and deleted at once; what cannot be deleted now stays for the
+ * cleanup pass. Never throws: the caller is already handling the original failure.
+ */
+export async function compensate(deps: StorageDeps, staged: StagedObject[], cause: unknown): Promise<void> {
+  if (staged.length === 0) return;
+  const reason = `compensated: ${toErrorRecord(cause).code}`;
+  try {
+    const keys = staged.map((s) => s.key);
+    await deps.db
+      .updateTable('object_cleanups')
+      .set({ state: 'pending', reason, next_attempt_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+      .where('object_key', 'in', keys)
+      .where('state', '=', 'staged')
+      .where('delete_fenced_at', 'is', null)
+      .execute();
+    await deleteNow(deps, keys);
+  } catch (err) {
+    deps.log.warn({ err: String(err), objects: staged.length }, 'compensation deferred to the cleanup pass');
+  }
+}
+
+/**
+ * B8, L16: hands every live object of a meeting to the cleanup outbox, in the caller's
+ * transaction: the blobs are marked deleted and a pending cleanup row carries each object's bytes.
+ * Returns the keys, for `deleteNow` after the commit.
+ */
+export async function handOffMeetingObjects(trx: Tx, meetingId: string, reason: string): Promise<string[]> {
+  const blobs = await trx
+    .updateTable('blobs')
+    .set({ deleted_at: sql<Date>`now()` })
+    .where('meeting_id', '=', meetingId)
+    .where('deleted_at', 'is', null)
+    .returning(['workspace_id', 'meeting_id', 'object_key', 'size_bytes'])
+    .execute();
+  if (blobs.length === 0) return [];
+  await trx
+    .insertInto('object_cleanups')
+    .values(
+      blobs.map((b) => ({
+        id: randomUUID(),
+        workspace_id: b.workspace_id,
+        meeting_id: b.meeting_id,
+        object_key: b.object_key,
+        bytes: b.size_bytes,
+        state: 'pending' as const,
+        reason,
+      })),
+    )
+    .onConflict((oc) => oc.column('object_key').doNothing())
+    .execute();
+  return blobs.map((b) => b.object_key);
+}
+
+/** Deletes handed-off objects now, each through the fenced path; failures stay for the cleanup pass. */
+export async function deleteNow(deps: StorageDeps, keys: string[]): Promise<number> {
+  let deleted = 0;
+  for (const key of keys) {
+    if ((await deleteObject(deps, key, null)) === 'deleted') deleted++;
+  }
+  return deleted;
+}
+
+export type CleanupOutcome = 'deleted' | 'referenced' | 'gone' | 'retry';
+
+/**
+ * B4, B5: one fenced deletion. Under the guards, the cleanup row and every blob row of the key are
+ * locked; if a live reference exists the object is kept and the row retired; otherwise the fence is
+ * committed, then the object deleted, then the row removed (which is when its bytes stop counting).
+ * A failed delete counts an attempt and backs off exponentially, capped; it is never given up.
+ */
+export async function deleteObject(
+  deps: StorageDeps,
+  key: string,
+  owner: string | null,
+): Promise<CleanupOutcome> {
+  const fenced = await deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .selectFrom('object_cleanups')
+      .select(['id', 'workspace_id', 'state', 'lease_owner', 'lease_expires_at'])
+      .where('object_key', '=', key)
+      .executeTakeFirst();
+    if (!row || row.state !== 'pending') return 'gone' as const;
+    await takeGuards(trx, row.workspace_id, 'fence');
+    const locked = await trx
+      .selectFrom('object_cleanups')
+      .select(['id', 'state', 'lease_owner', 'lease_expires_at'])
+      .where('id', '=', row.id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!locked || locked.state !== 'pending') return 'gone' as const;
+    const leasedByOther =
+      locked.lease_owner !== null &&
+      locked.lease_owner !== owner &&
+      locked.lease_expires_at !== null &&
+      locked.lease_expires_at.getTime() > Date.now();
+    if (leasedByOther) return 'gone' as const;
+    const refs = await trx
+      .selectFrom('blobs')
+      .select(['id', 'deleted_at'])
+      .where('object_key', '=', key)
+      .forUpdate()
+      .execute();
+    if (refs.some((r) => r.deleted_at === null)) {
+      await trx.deleteFrom('object_cleanups').where('id', '=', row.id).execute();
+      return 'referenced' as const;
+    }
+    await trx
+      .updateTable('object_cleanups')
+      .set({ delete_fenced_at: sql<Date>`coalesce(delete_fenced_at, now())`, updated_at: sql<Date>`now()` })
+      .where('id', '=', row.id)
+      .execute();
+    await trx
+      .updateTable('blobs')
+      .set({ delete_fenced_at: sql<Date>`coalesce(delete_fenced_at, now())` })
+      .where('object_key', '=', key)
+      .execute();
+    return 'fenced' as const;
+  });
+  if (fenced === 'referenced') {
+    deps.log.warn({ objectKey: key }, 'cleanup found a live reference; the object is kept');
+    return 'referenced';
+  }
+  if (fenced === 'gone') return 'gone';
+  try {
+    await deps.checkpoints.hit('storage.before-delete', {});
+    await deps.blobs.delete(key);
+  } catch (err) {
+    const error = toErrorRecord(err);
+    const base = deps.config.cleanupBackoffMs;
+    const cap = deps.config.cleanupBackoffCapMs;
+    await sql`
+      update object_cleanups
+         set attempts = attempts + 1,
+             next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, attempts)) * interval '1 millisecond',
+             last_error = ${`${error.code}: ${error.message}`.slice(0, 500)},
+             lease_owner = null, lease_expires_at = null, updated_at = now()
+       where object_key = ${key}`.execute(deps.db);
+    deps.log.warn({ objectKey: key, code: error.code }, 'object deletion failed; it will be retried');
+    return 'retry';
+  }
+  await deps.db.deleteFrom('object_cleanups').where('object_key', '=', key).execute();
+  return 'deleted';
+}
+
+/**
+ * The cleanup pass (run by every worker's sweep): staged rows past their deadline become orphans
+ * to delete (B2), and pending rows whose next attempt is due are retried (B5). Rows are leased so
+ * two workers do not delete the same object at once; a lease that expires is simply taken again,
+ * and the fence it left stays set.
+ */
+export async function cleanupPass(
+  deps: StorageDeps,
+  owner: string,
+  limit = 50,
+): Promise<Record<CleanupOutcome, number>> {
+  const claimed = await sql<{ object_key: string }>`
+    update object_cleanups c
+       set state = 'pending',
+           reason = case when c.state = 'staged' then 'orphan: staged write never referenced' else c.reason end,
+           lease_owner = ${owner},
+           lease_expires_at = now() + ${CLEANUP_LEASE_MS} * interval '1 millisecond',
+           updated_at = now()
+     where c.id in (
+       select id from object_cleanups
+        where ((state = 'staged' and reserve_until < now()) or (state = 'pending' and next_attempt_at <= now()))
+          and (lease_expires_at is null or lease_expires_at < now())
+        order by next_attempt_at
+        limit ${limit}
+        for update skip locked)
+    returning c.object_key`.execute(deps.db);
+  const outcomes: Record<CleanupOutcome, number> = { deleted: 0, referenced: 0, gone: 0, retry: 0 };
+  for (const { object_key } of claimed.rows) outcomes[await deleteObject(deps, object_key, owner)]++;
+  return outcomes;
+}

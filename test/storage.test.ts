@@ -1,0 +1,473 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
+import { AppError, ErrorKind } from '../src/domain/errors.ts';
+import type { BlobStore } from '../src/ports.ts';
+import {
+  cleanupPass,
+  compensate,
+  handOffMeetingObjects,
+  referenceStaged,
+  stageAndPut,
+  storedBytes,
+  type StagedObject,
+  type StorageDeps,
+} from '../src/storage/objects.ts';
+import {
+  SPEECH,
+  speechWav,
+  spawnVerbatim,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+} from './support/harness.ts';
+
+/** Every object file in the local store, by key, with its size (atomic-write temporaries left out). */
+function storedFiles(h: Harness): Map<string, number> {
+  const root = path.join(h.dataDir, 'blobs');
+  const out = new Map<string, number>();
+  const walk = (dir: string): void => {
+    if (!fs.existsSync(dir)) return;
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (!entry.name.startsWith(TEMP_PREFIX))
+        out.set(path.relative(root, full), fs.statSync(full).size);
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/**
+ * B6: the ledger accounts for every byte in the store. Every stored object is either a live blob
+ * or a cleanup row; once nothing is staged or pending, the ledger's sum equals the store's.
+ */
+async function assertLedger(h: Harness, workspaceId: string): Promise<{ ledger: number; files: number }> {
+  const db = h.app.database.db;
+  const live = await db
+    .selectFrom('blobs')
+    .select(['object_key', 'size_bytes'])
+    .where('workspace_id', '=', workspaceId)
+    .where('deleted_at', 'is', null)
+    .execute();
+  const cleanups = await db
+    .selectFrom('object_cleanups')
+    .select(['object_key', 'bytes'])
+    .where('workspace_id', '=', workspaceId)
+    .execute();
+  const accounted = new Map<string, number>();
+  for (const b of live) accounted.set(b.object_key, Number(b.size_bytes));
+  for (const c of cleanups) accounted.set(c.object_key, Number(c.bytes));
+  const files = storedFiles(h);
+  for (const [key, size] of files) {
+    if (!key.startsWith(workspaceId)) continue;
+    assert.equal(accounted.get(key), size, `object ${key} (${size} bytes) is not in the ledger`);
+  }
+  const ledger = await storedBytes(db, workspaceId);
+  assert.equal(
+    ledger,
+    [...accounted.values()].reduce((a, b) => a + b, 0),
+    'the quota sum is live blobs plus cleanup rows',
+  );
+  let onDisk = 0;
+  for (const [key, size] of files) if (key.startsWith(workspaceId)) onDisk += size;
+  return { ledger, files: onDisk };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+/** A store whose deletes can be held at a gate or made to fail, in front of the real local store. */
+class ControlledStore implements BlobStore {
+  failing = false;
+  deletes = 0;
+  private gate: Promise<void> | null = null;
+  private open: (() => void) | null = null;
+  reachedGate: Promise<void> = Promise.resolve();
+  private reached: (() => void) | null = null;
+
+  constructor(private readonly inner: BlobStore) {}
+
+  holdDeletes(): void {
+    this.gate = new Promise((r) => (this.open = r));
+    this.reachedGate = new Promise((r) => (this.reached = r));
+  }
+
+  releaseDeletes(): void {
+    this.open?.();
+    this.gate = null;
+  }
+
+  put(key: string, data: Buffer): Promise<void> {
+    return this.inner.put(key, data);
+  }
+
+  get(key: string): Promise<Buffer> {
+    return this.inner.get(key);
+  }
+
+  async delete(key: string): Promise<void> {
+    this.deletes++;
+    if (this.gate) {
+      this.reached?.();
+      await this.gate;
+    }
+    if (this.failing) {
+      throw new AppError(ErrorKind.transient, 'storage.unavailable', 'blob delete failed: ECONNREFUSED');
+    }
+    return this.inner.delete(key);
+  }
+}
+
+void describe('storage lifecycle', () => {
+  let h: Harness;
+  const wav = speechWav(SPEECH);
+  before(async () => {
+    h = await startHarness({
+      env: { VERBATIM_WORKSPACE_QUOTA_BYTES: String(Math.round(wav.length * 3.5)) },
+    });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  function controlled(overrides: Partial<StorageDeps['config']> = {}): {
+    deps: StorageDeps;
+    store: ControlledStore;
+  } {
+    const store = new ControlledStore(h.app.deps.blobs);
+    const deps: StorageDeps = {
+      ...h.app.deps,
+      blobs: store,
+      config: { ...h.app.deps.config, ...overrides },
+    };
+    return { deps, store };
+  }
+
+  async function newWorkspace(): Promise<string> {
+    return h.app.workspaces.createWorkspace(`w-${randomUUID()}`);
+  }
+
+  void it('B1/B6: an upload over the workspace quota gets a clear 413 and stores nothing', async () => {
+    const id = await uploadMeeting(h, wav);
+    const before = storedFiles(h);
+    // The recording and its windows (about twice the recording) are held while it is processed;
+    // a second and third recording would pass the quota of 3.5 recordings.
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'too much' });
+    const second = await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, wav, {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(second.status, 202, second.text);
+    const third = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'over' });
+    const res = await h.request('PUT', `/v1/meetings/${third.json.id}/recording`, Buffer.concat([wav, wav]), {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(res.status, 413, res.text);
+    assert.equal(res.json.error.code, 'storage.quota_exceeded');
+    assert.match(res.json.error.message, /storage quota of the workspace/);
+    const rows = await h.app.database.db
+      .selectFrom('object_cleanups')
+      .select('id')
+      .where('meeting_id', '=', third.json.id)
+      .execute();
+    assert.equal(rows.length, 0, 'nothing staged for the refused upload');
+    assert.equal((await h.request('GET', `/v1/meetings/${third.json.id}`)).json.status, 'created');
+    const after = storedFiles(h);
+    assert.ok(
+      [...after.keys()].every((k) => !k.includes(third.json.id)),
+      'no object written',
+    );
+    assert.ok(after.size >= before.size);
+
+    // Identity is server-generated: the same bytes twice are two objects (B1).
+    const keys = await h.app.database.db
+      .selectFrom('blobs')
+      .select(['object_key', 'sha256'])
+      .where('kind', '=', 'recording')
+      .where('meeting_id', 'in', [id, created.json.id])
+      .execute();
+    assert.equal(keys.length, 2);
+    assert.equal(keys[0]!.sha256, keys[1]!.sha256);
+    assert.notEqual(keys[0]!.object_key, keys[1]!.object_key);
+    for (const k of keys) assert.match(k.object_key, new RegExp(`${k.sha256}-[0-9a-f-]{36}$`));
+    await assertLedger(h, h.workspaceId);
+  });
+
+  void it('B6: the quota ledger is conserved across uploads, deletes, crashes and retries', async () => {
+    const worker = h.spawnWorker();
+    const ws = h.workspaceId;
+    const meetings = await h.app.database.db
+      .selectFrom('meetings')
+      .select('id')
+      .where('workspace_id', '=', ws)
+      .where('status', '=', 'processing')
+      .execute();
+    for (const m of meetings) await waitForMeeting(h, m.id);
+    await waitFor('every handed-off object deleted', async () => {
+      const pending = await h.app.database.db.selectFrom('object_cleanups').select('id').execute();
+      return pending.length === 0;
+    });
+    const settled = await assertLedger(h, ws);
+    assert.equal(settled.ledger, settled.files, 'with nothing pending, ledger and store agree');
+    assert.equal(settled.ledger, 0, 'completed meetings hold no audio');
+    await worker.stop();
+
+    // A failed store write is compensated at once, and the staged bytes released (B3).
+    const { deps, store } = controlled();
+    const failingPut: BlobStore = {
+      put: () => Promise.reject(new AppError(ErrorKind.transient, 'storage.unavailable', 'disk full')),
+      get: (k) => store.get(k),
+      delete: (k) => store.delete(k),
+    };
+    await assert.rejects(
+      stageAndPut(
+        { ...deps, blobs: failingPut },
+        { workspaceId: ws, meetingId: randomUUID(), kind: 'recording', data: wav, admit: true },
+      ),
+      /disk full/,
+    );
+    const left = await assertLedger(h, ws);
+    assert.equal(left.ledger, 0, 'the failed write holds no quota');
+  });
+
+  void it('B2: a writer killed at each step between staging, write, processing and reference leaves no orphan after the deadline and one cleanup pass', async () => {
+    const ws = h.workspaceId;
+    const steps = [
+      { at: 'storage.staged', match: { kind: 'recording' } },
+      { at: 'storage.written', match: { kind: 'recording' } },
+      { at: 'recording.processing' },
+      { at: 'recording.referenced' },
+    ];
+    for (const step of steps) {
+      const port = await freePort();
+      const api = spawnVerbatim(
+        ['api'],
+        h.env({
+          VERBATIM_PORT: String(port),
+          VERBATIM_STAGE_DEADLINE_SECONDS: '0.5',
+          VERBATIM_FAULTS: JSON.stringify([{ ...step, action: 'kill' }]),
+        }),
+      );
+      await waitFor(`api on ${port}`, async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null);
+        return res?.ok ?? false;
+      });
+      const base = `http://127.0.0.1:${port}`;
+      const headers = { authorization: `Bearer ${h.apiKey}` };
+      const created = await fetch(`${base}/v1/meetings`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ source: 'upload', title: step.at }),
+      });
+      const meetingId = ((await created.json()) as { id: string }).id;
+      const put = await fetch(`${base}/v1/meetings/${meetingId}/recording`, {
+        method: 'PUT',
+        headers: { ...headers, 'content-type': 'audio/wav' },
+        body: wav,
+      }).catch((err: unknown) => err);
+      assert.ok(put instanceof Error, `the api was killed at ${step.at}`);
+      await api.exited;
+
+      const staged = await h.app.database.db
+        .selectFrom('object_cleanups')
+        .selectAll()
+        .where('meeting_id', '=', meetingId)
+        .execute();
+      assert.equal(staged.length, 1, `a staged row survives the kill at ${step.at}`);
+      assert.equal(staged[0]!.state, 'staged');
+      const onDisk = storedFiles(h).has(staged[0]!.object_key);
+      assert.equal(onDisk, step.at !== 'storage.staged', `object written before the kill at ${step.at}`);
+      await assertLedger(h, ws);
+
+      await waitFor('the reservation deadline', async () => {
+        const r = await h.app.database.db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('meeting_id', '=', meetingId)
+          .where('reserve_until', '<', new Date())
+          .execute();
+        return r.length === 1;
+      });
+      const outcome = await cleanupPass(h.app.deps, 'test-cleanup');
+      assert.equal(outcome.deleted, 1, JSON.stringify(outcome));
+      assert.equal(storedFiles(h).has(staged[0]!.object_key), false, 'the orphan is gone');
+      const leftRows = await h.app.database.db
+        .selectFrom('object_cleanups')
+        .select('id')
+        .where('meeting_id', '=', meetingId)
+        .execute();
+      assert.equal(leftRows.length, 0);
+      const blobs = await h.app.database.db
+        .selectFrom('blobs')
+        .select('id')
+        .where('meeting_id', '=', meetingId)
+        .execute();
+      assert.equal(blobs.length, 0, 'no reference was committed');
+      const conserved = await assertLedger(h, ws);
+      assert.equal(conserved.ledger, conserved.files);
+    }
+  });
+
+  void it('B4: a reference racing a fenced delete is rejected; a delete never removes a referenced object', async () => {
+    const ws = await newWorkspace();
+    const { deps, store } = controlled({ stageDeadlineMs: 100 });
+    const meetingId = randomUUID();
+    const stage = () =>
+      stageAndPut(deps, { workspaceId: ws, meetingId, kind: 'window-0', data: wav, admit: false });
+    const pastDeadline = (o: StagedObject) =>
+      waitFor('deadline', async () => {
+        const r = await h.app.database.db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('object_key', '=', o.key)
+          .where('reserve_until', '<', new Date())
+          .execute();
+        return r.length === 1;
+      });
+
+    // The deleter first: its fence is committed and the delete is in flight; the reference loses.
+    const late = await stage();
+    await pastDeadline(late);
+    store.holdDeletes();
+    const pass = cleanupPass(deps, 'fencer');
+    await store.reachedGate;
+    const fencedRow = await h.app.database.db
+      .selectFrom('object_cleanups')
+      .select(['delete_fenced_at', 'state'])
+      .where('object_key', '=', late.key)
+      .executeTakeFirstOrThrow();
+    assert.ok(fencedRow.delete_fenced_at, 'the fence is committed before the physical delete');
+    await assert.rejects(
+      h.app.database.db
+        .transaction()
+        .execute((trx) => referenceStaged(trx, late, { kind: 'window', contentType: 'audio/wav' })),
+      (err: unknown) => err instanceof AppError && err.code === 'storage.fenced',
+    );
+    store.releaseDeletes();
+    assert.equal((await pass).deleted, 1);
+    assert.equal(storedFiles(h).has(late.key), false);
+
+    // The creator first: it holds the guards and the row; the pass skips the row, and once the
+    // reference is committed nothing deletes the object.
+    const kept = await stage();
+    await pastDeadline(kept);
+    let commitReference!: () => void;
+    const committed = new Promise<void>((r) => (commitReference = r));
+    let referenced!: () => void;
+    const hasReference = new Promise<void>((r) => (referenced = r));
+    const creator = h.app.database.db.transaction().execute(async (trx) => {
+      await referenceStaged(trx, kept, { kind: 'window', contentType: 'audio/wav' });
+      referenced();
+      await committed;
+    });
+    await hasReference;
+    const during = await cleanupPass(deps, 'racer');
+    assert.equal(during.deleted + during.retry, 0, 'the row being referenced is not claimed');
+    commitReference();
+    await creator;
+    const afterPass = await cleanupPass(deps, 'racer');
+    assert.equal(afterPass.deleted, 0);
+    assert.equal(storedFiles(h).has(kept.key), true, 'the referenced object is kept');
+
+    // A compensation that comes after a commit whose answer was lost does not touch the object, and
+    // a cleanup row for a live object retires without deleting it.
+    await compensate(deps, [kept], new Error('lost commit answer'));
+    assert.equal(storedFiles(h).has(kept.key), true);
+    await h.app.database.db
+      .insertInto('object_cleanups')
+      .values({
+        id: randomUUID(),
+        workspace_id: ws,
+        meeting_id: meetingId,
+        object_key: kept.key,
+        bytes: kept.bytes,
+        state: 'pending',
+        reason: 'duplicate hand-off',
+      })
+      .execute();
+    const retired = await cleanupPass(deps, 'racer');
+    assert.equal(retired.referenced, 1);
+    assert.equal(storedFiles(h).has(kept.key), true, 'a delete never removes a referenced object');
+    await assertLedger(h, ws);
+  });
+
+  void it('B5: with the store failing for a while, deletion retries with growing capped backoff and completes; its bytes count until then', async () => {
+    const ws = await newWorkspace();
+    const { deps, store } = controlled({ cleanupBackoffMs: 40, cleanupBackoffCapMs: 300 });
+    const meetingId = randomUUID();
+    const obj = await stageAndPut(deps, {
+      workspaceId: ws,
+      meetingId,
+      kind: 'recording',
+      data: wav,
+      admit: true,
+    });
+    await h.app.database.db
+      .transaction()
+      .execute((trx) => referenceStaged(trx, obj, { kind: 'recording', contentType: 'audio/wav' }));
+    assert.equal(await storedBytes(h.app.database.db, ws), wav.length);
+
+    store.failing = true;
+    await h.app.database.db.transaction().execute((trx) => handOffMeetingObjects(trx, meetingId, 'test'));
+    const delays: number[] = [];
+    let lastAttempts = 0;
+    while (delays.length < 6) {
+      await waitFor('the next attempt to be due', async () => {
+        const r = await h.app.database.db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('object_key', '=', obj.key)
+          .where('next_attempt_at', '<=', new Date())
+          .execute();
+        return r.length === 1;
+      });
+      const outcome = await cleanupPass(deps, 'retrier');
+      if (outcome.retry === 0) continue;
+      const row = await h.app.database.db
+        .selectFrom('object_cleanups')
+        .selectAll()
+        .where('object_key', '=', obj.key)
+        .executeTakeFirstOrThrow();
+      assert.ok(row.attempts > lastAttempts, 'the attempt count only grows');
+      lastAttempts = row.attempts;
+      assert.equal(row.state, 'pending', 'object deletion never becomes terminal');
+      assert.match(row.last_error ?? '', /storage.unavailable/);
+      delays.push(row.next_attempt_at.getTime() - row.updated_at.getTime());
+      assert.equal(await storedBytes(h.app.database.db, ws), wav.length, 'bytes count until deleted');
+    }
+    assert.deepEqual(
+      delays.map((d) => Math.round(d)),
+      [40, 80, 160, 300, 300, 300],
+      'exponential backoff, capped',
+    );
+    assert.equal(storedFiles(h).has(obj.key), true);
+
+    store.failing = false;
+    await waitFor('the retry after the store came back', async () => {
+      await cleanupPass(deps, 'retrier');
+      const r = await h.app.database.db
+        .selectFrom('object_cleanups')
+        .select('id')
+        .where('object_key', '=', obj.key)
+        .execute();
+      return r.length === 0;
+    });
+    assert.equal(storedFiles(h).has(obj.key), false);
+    assert.equal(await storedBytes(h.app.database.db, ws), 0);
+  });
+});

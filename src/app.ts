@@ -2,10 +2,9 @@
  * The composition root: the one place that picks real implementations from the config and wires
  * them together. Nothing imports this module except the entry points.
  */
-import path from 'node:path';
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
-import { LocalBlobStore } from './adapters/local-blob-store.ts';
+import { createBlobStore } from './adapters/blob-store-factory.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
@@ -70,7 +69,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     db: database.db,
     jobs,
     meetings: new PgMeetingStore(database.db),
-    blobs: new LocalBlobStore(path.join(config.dataDir, 'blobs')),
+    blobs: createBlobStore(config),
     transcriber: overrides.transcriber ?? makeTranscriber(config),
     minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
     decoder: new FfmpegAudioDecoder(),
@@ -102,6 +101,11 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
 }
 
 export async function startAppWorker(app: App): Promise<WorkerHandle> {
+  // B7: an atomic write interrupted by a crash leaves a temporary; only old ones are removed.
+  const swept = await app.deps.blobs.removeStaleTemporaries?.();
+  if (swept && swept.removed.length > 0) {
+    app.log.info({ removed: swept.removed.length }, 'removed stale atomic-write temporaries');
+  }
   return startWorker(
     app.deps,
     jobDefinitions(app.deps),

@@ -191,14 +191,19 @@ void describe('S3: the s3 store classifies failures', () => {
   });
 
   /** A stand-in S3 that answers every request with `status` and an S3 error document. */
-  async function failingS3(status: number, code: string | null): Promise<{ server: Server; requests: () => number }> {
+  async function failingS3(
+    status: number,
+    code: string | null,
+  ): Promise<{ server: Server; requests: () => number }> {
     let count = 0;
     const server = createHttpServer((req, res) => {
       count++;
       req.resume();
       if (code === null) return; // never answers
       res.writeHead(status, { 'content-type': 'application/xml' });
-      res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>m</Message></Error>`);
+      res.end(
+        `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>m</Message></Error>`,
+      );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return { server, requests: () => count };
@@ -231,11 +236,11 @@ void describe('S3: the s3 store classifies failures', () => {
     });
   }
 
-  void it('S3: a server that never answers times out as a transient storage.unavailable', async () => {
+  void it('S3: a server that never answers times out (idle socket) as a transient storage.unavailable', async () => {
     const fake = await failingS3(0, null);
     try {
       const port = (fake.server.address() as AddressInfo).port;
-      const store = s3Store({ endpoint: `http://127.0.0.1:${port}`, requestTimeoutMs: 200 });
+      const store = s3Store({ endpoint: `http://127.0.0.1:${port}`, idleTimeoutMs: 200 });
       const err = await rejection(store.get('ws/meeting/recording-abc'));
       assert.equal(err.code, 'storage.unavailable');
       assert.equal(err.kind, ErrorKind.transient);

@@ -11,10 +11,13 @@ export interface S3BlobStoreOptions {
   accessKeyId?: string;
   secretAccessKey?: string;
   forcePathStyle: boolean;
-  /** Longest a connection may take to open. */
+  /** Longest a connection may take to open (default 5 s). */
   connectionTimeoutMs?: number;
-  /** Longest a socket may sit idle during a request. */
-  requestTimeoutMs?: number;
+  /**
+   * Longest a request's socket may sit idle (default 30 s). Deliberately no cap on a whole request:
+   * a 500 MB recording on a slow link may take long, but it must keep moving.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** S3 error names that mean "slow down or try again shortly". */
@@ -49,7 +52,7 @@ export class S3BlobStore implements BlobStore {
       maxAttempts: 2,
       requestHandler: {
         connectionTimeout: options.connectionTimeoutMs ?? 5_000,
-        requestTimeout: options.requestTimeoutMs ?? 30_000,
+        socketTimeout: options.idleTimeoutMs ?? 30_000,
       },
       // Many S3-compatible servers reject the newer default checksum headers/trailers.
       requestChecksumCalculation: 'WHEN_REQUIRED',

@@ -6,6 +6,7 @@ import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
+import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
@@ -53,11 +54,22 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     ) {
       throw invalid('meeting.language', 'language must be a language tag such as "en" or "en-US"');
     }
+    const batchId = input.batchId ?? null;
+    if (batchId !== null) {
+      if (typeof batchId !== 'string') throw invalid('meeting.batch_id', 'batchId must be a batch id string');
+      if (source !== MeetingSource.upload)
+        throw invalid('meeting.batch_id', 'only upload meetings belong to batches');
+      const { batch } = await getBatch(deps, workspaceOf(req), batchId);
+      if (batch.canceled_at) {
+        throw new AppError(ErrorKind.conflict, 'batch.canceled', `batch ${batchId} was canceled`);
+      }
+    }
     const meeting = await deps.meetings.create(workspaceOf(req), {
       source,
       title: title.trim(),
       language,
       windowMs: deps.config.windowMs,
+      batchId,
     });
     return reply.status(201).send(meetingView(meeting, emptyCounts()));
   });
@@ -142,6 +154,39 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
     return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
+    await deleteMeeting(deps, workspaceOf(req), req.params.id);
+    return reply.status(204).send();
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
+    const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
+    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
+    return reply
+      .status(202)
+      .send({ ...result, meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id)) });
+  });
+
+  app.post('/v1/batches', async (req, reply) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const title = body.title ?? 'Upload batch';
+    if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
+      throw invalid('batch.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
+    }
+    const batch = await createBatch(deps, workspaceOf(req), title.trim());
+    return reply.status(201).send(batchView(batch, []));
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/batches/:id', async (req) => {
+    const { batch, meetings } = await getBatch(deps, workspaceOf(req), req.params.id);
+    return batchView(batch, meetings);
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/batches/:id/cancel', async (req, reply) => {
+    const { batch, meetings } = await cancelBatch(deps, workspaceOf(req), req.params.id);
+    return reply.status(202).send(batchView(batch, meetings));
   });
 
   app.get<{ Querystring: { status?: string; limit?: string; cursor?: string } }>(
@@ -229,5 +274,23 @@ export function meetingView(m: MeetingRow, counts: WindowCounts) {
     finalizingAt: m.finalizing_at,
     completedAt: m.completed_at,
     failedAt: m.failed_at,
+  };
+}
+
+function batchView(
+  batch: { id: string; title: string; created_at: Date; canceled_at: Date | null },
+  meetings: Array<{ id: string; title: string; status: string; failure_code: string | null }>,
+) {
+  return {
+    id: batch.id,
+    title: batch.title,
+    createdAt: batch.created_at,
+    canceledAt: batch.canceled_at,
+    meetings: meetings.map((m) => ({
+      id: m.id,
+      title: m.title,
+      status: m.status,
+      failureCode: m.failure_code,
+    })),
   };
 }

@@ -4,7 +4,7 @@ import { buildAppApi, openApp, startAppWorker, type App } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, keysCreate } from './keys.ts';
-import { deadLetters, inspect, status } from './ops.ts';
+import { deadLetters, inspect, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 
 const USAGE = `verbatim — meeting transcription that never loses a word
@@ -17,6 +17,7 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim status             per queue: pending, running, age of the oldest due job
   verbatim inspect ID         a meeting or job: windows, jobs, ordered attempts, audit trail
   verbatim dead-letters       failed jobs with their attempt history
+  verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish)
   verbatim keys create [--workspace NAME]   create an API key (shown once)
 `;
 
@@ -64,6 +65,11 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'dead-letters':
       return withApp(config, log, deadLetters);
+    case 'resubmit': {
+      const id = rest[0];
+      if (!id) throw new UsageError('resubmit needs a JOB_ID (see verbatim dead-letters)');
+      return withApp(config, log, (app) => resubmit(app, id));
+    }
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

@@ -1,4 +1,8 @@
 import type { App } from '../app.ts';
+import { AppError } from '../domain/errors.ts';
+import { JobKind } from '../domain/status.ts';
+import { regenerateMinutes } from '../meetings/minutes.ts';
+import { resubmitMeeting } from '../meetings/operator.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { queueStats } from '../ops/queue-stats.ts';
 
@@ -108,6 +112,63 @@ export async function deadLetters(app: App): Promise<number> {
     .limit(100)
     .execute();
   out(`${failed.length} dead letters`);
-  for (const j of failed) await printJob(app, j.id);
+  for (const j of failed) {
+    await printJob(app, j.id);
+    const next = await replacementOf(app, j.id);
+    out(
+      next ? `  resubmitted: job ${next.id} is ${next.status}` : `  resubmit with: verbatim resubmit ${j.id}`,
+    );
+  }
+  return 0;
+}
+
+async function replacementOf(app: App, jobId: string) {
+  const job = await app.database.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('id', '=', jobId)
+    .executeTakeFirstOrThrow();
+  return app.database.db
+    .selectFrom('jobs')
+    .select(['id', 'status'])
+    .where('subject_id', '=', job.subject_id)
+    .where('kind', '=', job.kind)
+    .where('created_at', '>', job.created_at)
+    .orderBy('created_at', 'desc')
+    .executeTakeFirst();
+}
+
+/**
+ * J13/J16: the operator's repair — never a republished message, always a new request. A failed
+ * minutes job is answered with a regeneration; any other job with a resubmission of its meeting,
+ * which supersedes what is still active and creates the remaining work again.
+ */
+export async function resubmit(app: App, jobId: string): Promise<number> {
+  if (!isUuid(jobId)) {
+    out(`not a job id: ${jobId}`);
+    return 2;
+  }
+  const job = await app.database.db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
+  if (!job || !job.meeting_id) {
+    out(`no job ${jobId} with a meeting`);
+    return 1;
+  }
+  try {
+    if (job.kind === JobKind.writeMinutes) {
+      await regenerateMinutes(app.deps, job.workspace_id, job.meeting_id);
+      out(`minutes of meeting ${job.meeting_id} requested again`);
+    } else {
+      const result = await resubmitMeeting(app.deps, job.workspace_id, job.meeting_id);
+      out(
+        `meeting ${job.meeting_id} resubmitted: ${result.superseded} superseded, ${result.created} created`,
+      );
+    }
+  } catch (err) {
+    if (err instanceof AppError) {
+      out(`cannot resubmit: ${err.code}: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
   return 0;
 }

@@ -5,6 +5,7 @@ import * as m0002 from './migrations/0002-fenced-functions.ts';
 import * as m0003 from './migrations/0003-live-chunks.ts';
 import * as m0004 from './migrations/0004-webm-chunks.ts';
 import * as m0005 from './migrations/0005-storage-ledger.ts';
+import * as m0006 from './migrations/0006-batches.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -12,6 +13,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003-live-chunks': m0003,
   '0004-webm-chunks': m0004,
   '0005-storage-ledger': m0005,
+  '0006-batches': m0006,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

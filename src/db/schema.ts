@@ -54,6 +54,7 @@ export interface MeetingsTable {
   cut_samples: ColumnType<number, number | undefined, number>;
   missing_chunks: ColumnType<number[], number[] | undefined, number[]>;
   chunk_format: 'wav' | 'webm' | null;
+  batch_id: string | null;
   stream_header: Buffer | null;
 }
 
@@ -88,6 +89,14 @@ export interface ObjectCleanupsTable {
   last_error: string | null;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface BatchesTable {
+  id: string;
+  workspace_id: string;
+  title: string;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+  canceled_at: NullableTimestamp;
 }
 
 export interface StorageGuardsTable {
@@ -242,6 +251,7 @@ export interface Database {
   blobs: BlobsTable;
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
+  batches: BatchesTable;
   storage_guards: StorageGuardsTable;
   windows: WindowsTable;
   segments: SegmentsTable;

@@ -55,6 +55,8 @@ export const WindowTransitions = {
   markWindowTranscribed: { from: [WindowStatus.pending], to: WindowStatus.transcribed },
   markWindowFailed: { from: [WindowStatus.pending], to: WindowStatus.failed },
   markWindowMissing: { from: [WindowStatus.pending], to: WindowStatus.missing },
+  /** J13: a resubmission gives a failed window another run, while its audio is still stored. */
+  retryWindow: { from: [WindowStatus.failed], to: WindowStatus.pending },
 } as const satisfies Record<string, { from: readonly WindowStatus[]; to: WindowStatus }>;
 
 export const JobStatus = {

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
-import type { Db, JobRow, Tx } from '../db/schema.ts';
+import type { Database, Db, JobRow, Tx } from '../db/schema.ts';
+
+type ActiveJobQuery = SelectQueryBuilder<Database, 'jobs', JobRow>;
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
 import { decideFailure } from '../domain/retry-policy.ts';
 import {
@@ -398,32 +400,78 @@ export class PgJobStore {
   }
 
   /** J13: a new request for the same subject supersedes the active job and its running attempt. */
+  /** J13: a new request for the same subject marks the active job and its running attempt superseded. */
   async supersedeActiveJobs(trx: Tx, subjectId: string, kind: JobKind, actor: string): Promise<number> {
-    const active = await trx
-      .selectFrom('jobs')
-      .selectAll()
-      .where('subject_id', '=', subjectId)
-      .where('kind', '=', kind)
-      .where('status', 'in', JobTransitions.supersedeJob.from)
+    return this.endActiveJobs(
+      trx,
+      (q) => q.where('subject_id', '=', subjectId).where('kind', '=', kind),
+      JobStatus.superseded,
+      actor,
+      'superseded by a new request',
+    );
+  }
+
+  /** J13: every active job of a meeting superseded, for a resubmission of the meeting. */
+  async supersedeMeetingJobs(trx: Tx, meetingId: string, actor: string): Promise<number> {
+    return this.endActiveJobs(
+      trx,
+      (q) => q.where('meeting_id', '=', meetingId),
+      JobStatus.superseded,
+      actor,
+      'superseded by a resubmission',
+    );
+  }
+
+  /**
+   * J14: every active job of these meetings canceled, and each running attempt closed as canceled,
+   * which invalidates its token: a late worker can no longer renew, fail or commit.
+   */
+  async cancelMeetingJobs(trx: Tx, meetingIds: string[], actor: string, reason: string): Promise<number> {
+    if (meetingIds.length === 0) return 0;
+    return this.endActiveJobs(
+      trx,
+      (q) => q.where('meeting_id', 'in', meetingIds),
+      JobStatus.canceled,
+      actor,
+      reason,
+    );
+  }
+
+  private async endActiveJobs(
+    trx: Tx,
+    filter: (q: ActiveJobQuery) => ActiveJobQuery,
+    to: typeof JobStatus.superseded | typeof JobStatus.canceled,
+    actor: string,
+    reason: string,
+  ): Promise<number> {
+    const active = await filter(
+      trx.selectFrom('jobs').selectAll().where('status', 'in', JobTransitions.supersedeJob.from),
+    )
+      .orderBy('id')
       .forNoKeyUpdate()
       .execute();
+    const outcome = to === JobStatus.superseded ? AttemptOutcome.superseded : AttemptOutcome.canceled;
     for (const job of active) {
       if (job.status === JobStatus.running && job.current_attempt_id) {
-        await this.rows.closeAttempt(
-          trx,
-          job,
-          job.current_attempt_id,
-          AttemptOutcome.superseded,
-          actor,
-          null,
-        );
+        await this.rows.closeAttempt(trx, job, job.current_attempt_id, outcome, actor, null);
       }
       await trx
         .updateTable('jobs')
-        .set({ status: JobStatus.superseded, superseded_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+        .set({
+          status: to,
+          // The key names the one active job for its purpose; a later request may take it.
+          dedupe_key: null,
+          ...(to === JobStatus.superseded
+            ? { superseded_at: sql<Date>`now()` }
+            : { canceled_at: sql<Date>`now()` }),
+          updated_at: sql<Date>`now()`,
+        })
         .where('id', '=', job.id)
         .execute();
-      await this.rows.auditJob(trx, job, JobStatus.superseded, actor, 'superseded by a new request');
+      if (job.status === JobStatus.pending) {
+        await sql`select graphile_worker.remove_job(${job.delivery_id}::text)`.execute(trx);
+      }
+      await this.rows.auditJob(trx, job, to, actor, reason);
     }
     return active.length;
   }

@@ -12,6 +12,8 @@ export interface NewMeeting {
   title: string;
   language: string | null;
   windowMs: number;
+  /** J14: the upload batch it belongs to. */
+  batchId?: string | null;
 }
 
 export interface WindowCounts {
@@ -42,6 +44,7 @@ export class PgMeetingStore {
           language: input.language,
           status: 'created',
           window_ms: input.windowMs,
+          batch_id: input.batchId ?? null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();

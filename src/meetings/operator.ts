@@ -1,0 +1,224 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { MeetingRow, Tx } from '../db/schema.ts';
+import { recordAudit } from '../jobs/audit.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { JobKind, MeetingSource, MeetingStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
+import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
+import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
+import type { MeetingDeps } from './deps.ts';
+import { isUuid } from './pg-meeting-store.ts';
+import { createTranscribeJob } from './intake.ts';
+import { maybeStartCloseOut } from './transcription.ts';
+
+const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
+
+/**
+ * B8: deletes a meeting through the application path. In one transaction, children first: its
+ * active jobs are canceled (closing running attempts, so a late worker cannot commit), its objects
+ * handed to the cleanup outbox, then segments, windows, chunks, blob rows and the meeting itself
+ * are deleted. Job and attempt rows stay as the audit trail; they hold no meeting content. The
+ * objects are then deleted at once, or by the cleanup pass if the store is down.
+ */
+export async function deleteMeeting(
+  deps: MeetingDeps,
+  workspaceId: string,
+  meetingId: string,
+): Promise<void> {
+  const actor = `user:${workspaceId}`;
+  const keys = await deps.db.transaction().execute(async (trx) => {
+    await deps.meetings.get(workspaceId, meetingId, trx);
+    // Job rows before the meeting row, as everywhere else.
+    await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
+    const meeting = await deps.meetings.lock(trx, meetingId);
+    const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
+    await trx.deleteFrom('segments').where('meeting_id', '=', meetingId).execute();
+    await trx.deleteFrom('windows').where('meeting_id', '=', meetingId).execute();
+    await trx.deleteFrom('chunks').where('meeting_id', '=', meetingId).execute();
+    await trx.deleteFrom('blobs').where('meeting_id', '=', meetingId).execute();
+    await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
+    await recordAudit(trx, {
+      workspaceId,
+      subjectType: 'meeting',
+      subjectId: meetingId,
+      from: meeting.status,
+      to: 'deleted',
+      actor,
+      reason: `meeting deleted; ${handed.length} objects handed to cleanup`,
+    });
+    return handed;
+  });
+  await deleteNow(deps, keys);
+}
+
+export async function createBatch(deps: MeetingDeps, workspaceId: string, title: string) {
+  return deps.db
+    .insertInto('batches')
+    .values({ id: randomUUID(), workspace_id: workspaceId, title })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function getBatch(deps: MeetingDeps, workspaceId: string, batchId: string) {
+  const batch = await deps.db
+    .selectFrom('batches')
+    .selectAll()
+    .where('id', '=', isUuid(batchId) ? batchId : '00000000-0000-0000-0000-000000000000')
+    .where('workspace_id', '=', workspaceId)
+    .executeTakeFirst();
+  if (!batch) throw new AppError(ErrorKind.notFound, 'batch.not_found', `no batch ${batchId}`);
+  const meetings = await deps.db
+    .selectFrom('meetings')
+    .select(['id', 'title', 'status', 'failure_code'])
+    .where('batch_id', '=', batch.id)
+    .orderBy('created_at')
+    .execute();
+  return { batch, meetings };
+}
+
+/**
+ * J14: cancels an upload batch. One transaction cancels every active job of its meetings and
+ * closes each running attempt as canceled (so its token is dead) and fails the meetings that had
+ * not ended with a "canceled" reason; only after that commit is any audio handed to deletion.
+ */
+export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchId: string) {
+  const actor = `user:${workspaceId}`;
+  const { batch } = await getBatch(deps, workspaceId, batchId);
+  const canceled = await deps.db.transaction().execute(async (trx) => {
+    const meetings = await trx
+      .selectFrom('meetings')
+      .select('id')
+      .where('batch_id', '=', batch.id)
+      .orderBy('id')
+      .execute();
+    const ids = meetings.map((m) => m.id);
+    await deps.jobs.cancelMeetingJobs(trx, ids, actor, `batch ${batch.id} canceled`);
+    const ended: string[] = [];
+    for (const id of ids) {
+      const failed = await failMeetingInTx(
+        deps,
+        trx,
+        id,
+        { kind: ErrorKind.permanent, code: 'meeting.canceled', message: 'its upload batch was canceled' },
+        actor,
+      );
+      if (failed) ended.push(id);
+    }
+    await trx
+      .updateTable('batches')
+      .set({ canceled_at: sql<Date>`coalesce(canceled_at, now())` })
+      .where('id', '=', batch.id)
+      .execute();
+    return ended;
+  });
+  for (const id of canceled) await deleteMeetingAudio(deps, id);
+  return getBatch(deps, workspaceId, batchId);
+}
+
+/**
+ * J13: a new request for a meeting whose work is stuck or failed in part. Its active jobs are
+ * superseded (their running attempts closed as superseded, history kept), and the remaining work
+ * is created again: the split if there are no windows yet, a job per window without a transcript
+ * (failed windows go back to pending; transcribed ones are never redone, J15), or the close-out.
+ * It needs the audio, which is deleted when a meeting ends (L16).
+ */
+export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, meetingId: string) {
+  const actor = `user:${workspaceId}`;
+  return deps.db.transaction().execute(async (trx) => {
+    await deps.meetings.get(workspaceId, meetingId, trx);
+    const superseded = await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
+    const meeting = await deps.meetings.lock(trx, meetingId);
+    if (ENDED.includes(meeting.status) || meeting.audio_deleted_at) {
+      throw new AppError(
+        ErrorKind.conflict,
+        'meeting.audio_deleted',
+        `meeting ${meetingId} is ${meeting.status} and its audio was deleted; resubmission needs the audio` +
+          (meeting.minutes_status === 'failed' || meeting.minutes_status === 'unavailable'
+            ? ' (for the minutes, use POST /v1/meetings/{id}/minutes)'
+            : ''),
+      );
+    }
+    if (meeting.status === MeetingStatus.created || meeting.status === MeetingStatus.recording) {
+      throw new AppError(
+        ErrorKind.conflict,
+        'meeting.not_started',
+        `meeting ${meetingId} is ${meeting.status}`,
+      );
+    }
+    const created = await recreateWork(deps, trx, meeting, actor);
+    await recordAudit(trx, {
+      workspaceId,
+      subjectType: 'meeting',
+      subjectId: meetingId,
+      from: meeting.status,
+      to: meeting.status,
+      actor,
+      reason: `resubmitted: ${superseded} active jobs superseded, ${created} created`,
+    });
+    return { superseded, created };
+  });
+}
+
+async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, actor: string): Promise<number> {
+  const windows = await trx
+    .selectFrom('windows')
+    .select(['id', 'index', 'status', 'blob_id'])
+    .where('meeting_id', '=', meeting.id)
+    .orderBy('index')
+    .execute();
+  if (meeting.status === MeetingStatus.finalizing) {
+    await createJob(deps, trx, meeting, JobKind.closeOutMeeting, actor);
+    return 1;
+  }
+  if (windows.length === 0 && meeting.source === MeetingSource.upload) {
+    await createJob(deps, trx, meeting, JobKind.splitRecording, actor);
+    return 1;
+  }
+  let created = 0;
+  for (const w of windows) {
+    if (w.blob_id === null) continue;
+    if (w.status === WindowStatus.failed) {
+      const t = WindowTransitions.retryWindow;
+      await trx
+        .updateTable('windows')
+        .set({ status: t.to, failed_at: null, failure_code: null, failure_message: null })
+        .where('id', '=', w.id)
+        .where('status', 'in', t.from)
+        .execute();
+      await recordAudit(trx, {
+        workspaceId: meeting.workspace_id,
+        subjectType: 'window',
+        subjectId: w.id,
+        from: w.status,
+        to: t.to,
+        actor,
+        reason: 'resubmitted',
+      });
+    } else if (w.status !== WindowStatus.pending) {
+      continue;
+    }
+    await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, w.id, w.index, actor);
+    created++;
+  }
+  if (created === 0) await maybeStartCloseOut(deps, trx, meeting.id, actor);
+  return created;
+}
+
+async function createJob(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, kind: JobKind, actor: string) {
+  const closeOut = kind === JobKind.closeOutMeeting;
+  await deps.jobs.createJob(
+    trx,
+    {
+      workspaceId: meeting.workspace_id,
+      kind,
+      subjectType: 'meeting',
+      subjectId: meeting.id,
+      meetingId: meeting.id,
+      payload: { meetingId: meeting.id },
+      maxErrors: closeOut ? deps.config.closeoutMaxErrors : deps.config.transcribeMaxErrors,
+      maxReclaims: closeOut ? deps.config.closeoutMaxReclaims : deps.config.maxReclaims,
+      dedupeKey: closeOut ? `close-out:${meeting.id}` : `split-recording:${meeting.id}`,
+    },
+    actor,
+  );
+}

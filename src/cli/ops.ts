@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { App } from '../app.ts';
 import { AppError } from '../domain/errors.ts';
 import { JobKind } from '../domain/status.ts';
@@ -123,19 +124,13 @@ export async function deadLetters(app: App): Promise<number> {
 }
 
 async function replacementOf(app: App, jobId: string) {
-  const job = await app.database.db
-    .selectFrom('jobs')
-    .selectAll()
-    .where('id', '=', jobId)
-    .executeTakeFirstOrThrow();
-  return app.database.db
-    .selectFrom('jobs')
-    .select(['id', 'status'])
-    .where('subject_id', '=', job.subject_id)
-    .where('kind', '=', job.kind)
-    .where('created_at', '>', job.created_at)
-    .orderBy('created_at', 'desc')
-    .executeTakeFirst();
+  // Compared in SQL: a JavaScript Date would cut the job's own timestamp to milliseconds.
+  const row = await sql<{ id: string; status: string }>`
+    select later.id, later.status from jobs later join jobs dead on dead.id = ${jobId}::uuid
+     where later.subject_id = dead.subject_id and later.kind = dead.kind and later.id <> dead.id
+       and later.created_at > dead.created_at
+     order by later.created_at desc limit 1`.execute(app.database.db);
+  return row.rows[0];
 }
 
 /**

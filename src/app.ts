@@ -5,6 +5,7 @@
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
+import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
@@ -116,6 +117,7 @@ export async function startAppWorker(app: App): Promise<WorkerHandle> {
           meetingId: event.subjectId,
           eventId: String(event.payload.eventId),
         }),
+      [Consumer.webhooks]: (event) => fanOutWebhook(app.deps, event),
     },
     app.database.connectionString,
     app.sweeps,

@@ -140,6 +140,21 @@ export const SETTINGS = {
     default: '3600',
     help: 'longest delay between object deletion retries (B5)',
   },
+  webhookRetrySeconds: {
+    env: 'VERBATIM_WEBHOOK_RETRY_SECONDS',
+    default: '5',
+    help: 'first retry delay of a failed webhook delivery; doubles per attempt, capped at an hour (O3)',
+  },
+  webhookMaxAttempts: {
+    env: 'VERBATIM_WEBHOOK_MAX_ATTEMPTS',
+    default: '12',
+    help: 'webhook delivery attempts before it is marked failed for an operator (O3)',
+  },
+  webhookTimeoutSeconds: {
+    env: 'VERBATIM_WEBHOOK_TIMEOUT_SECONDS',
+    default: '10',
+    help: 'how long a webhook receiver may take to answer (O3)',
+  },
   storage: { env: 'VERBATIM_STORAGE', default: 'local', help: 'local (files under the data dir) or s3' },
   s3Bucket: { env: 'VERBATIM_S3_BUCKET', default: '', help: 'S3 bucket (VERBATIM_STORAGE=s3)' },
   s3Endpoint: {
@@ -221,6 +236,9 @@ export interface Config {
   stageDeadlineMs: number;
   cleanupBackoffMs: number;
   cleanupBackoffCapMs: number;
+  webhookRetryMs: number;
+  webhookMaxAttempts: number;
+  webhookTimeoutMs: number;
   storage: {
     kind: 'local' | 's3';
     bucket: string;
@@ -303,6 +321,9 @@ export function loadConfig(env: Env = process.env): Config {
     stageDeadlineMs: ms('stageDeadlineSeconds', 0.1),
     cleanupBackoffMs: ms('cleanupBackoffSeconds', 0.01),
     cleanupBackoffCapMs: ms('cleanupBackoffCapSeconds', 0.01),
+    webhookRetryMs: ms('webhookRetrySeconds', 0.01),
+    webhookMaxAttempts: int('webhookMaxAttempts', 1),
+    webhookTimeoutMs: ms('webhookTimeoutSeconds', 0.1),
     storage: {
       kind: oneOf('storage', ['local', 's3']),
       bucket: raw('s3Bucket'),

@@ -125,7 +125,10 @@ void it('J14: canceling a batch cancels its jobs and closes running attempts bef
     assert.equal(canceled.status, 202, canceled.text);
     assert.ok(canceled.json.canceledAt);
     assert.deepEqual(
-      canceled.json.meetings.map((m: { status: string; failureCode: string }) => [m.status, m.failureCode]),
+      (canceled.json.meetings as Array<{ status: string; failureCode: string }>).map((m) => [
+        m.status,
+        m.failureCode,
+      ]),
       [
         ['failed', 'meeting.canceled'],
         ['failed', 'meeting.canceled'],

@@ -6,6 +6,7 @@ import * as m0003 from './migrations/0003-live-chunks.ts';
 import * as m0004 from './migrations/0004-webm-chunks.ts';
 import * as m0005 from './migrations/0005-storage-ledger.ts';
 import * as m0006 from './migrations/0006-batches.ts';
+import * as m0007 from './migrations/0007-webhooks.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -14,6 +15,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0004-webm-chunks': m0004,
   '0005-storage-ledger': m0005,
   '0006-batches': m0006,
+  '0007-webhooks': m0007,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -99,6 +99,44 @@ export interface BatchesTable {
   canceled_at: NullableTimestamp;
 }
 
+export interface WebhookEndpointsTable {
+  id: string;
+  workspace_id: string;
+  url: string;
+  secret: string;
+  events: ColumnType<string[], string[] | undefined, string[]>;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+  disabled_at: NullableTimestamp;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  workspace_id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  body: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  lease_owner: string | null;
+  lease_expires_at: NullableTimestamp;
+  last_error: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+  delivered_at: NullableTimestamp;
+  failed_at: NullableTimestamp;
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<number>;
+  delivery_id: string;
+  attempt: number;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -252,6 +290,9 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
   storage_guards: StorageGuardsTable;
   windows: WindowsTable;
   segments: SegmentsTable;

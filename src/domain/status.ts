@@ -117,12 +117,20 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.writeMinutes]: QueueName.minutes,
 };
 
-export const EventType = { meetingTranscribed: 'meeting.transcribed' } as const;
+export const EventType = {
+  meetingTranscribed: 'meeting.transcribed',
+  meetingCompleted: 'meeting.completed',
+  meetingFailed: 'meeting.failed',
+  minutesReady: 'minutes.ready',
+} as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
-export const Consumer = { minutes: 'minutes' } as const;
+export const Consumer = { minutes: 'minutes', webhooks: 'webhooks' } as const;
 export type Consumer = (typeof Consumer)[keyof typeof Consumer];
 
 export const CONSUMERS_OF: Record<EventType, Consumer[]> = {
-  [EventType.meetingTranscribed]: [Consumer.minutes],
+  [EventType.meetingTranscribed]: [Consumer.minutes, Consumer.webhooks],
+  [EventType.meetingCompleted]: [Consumer.webhooks],
+  [EventType.meetingFailed]: [Consumer.webhooks],
+  [EventType.minutesReady]: [Consumer.webhooks],
 };

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
-import { JobKind, JobStatus, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import { EventType, JobKind, JobStatus, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Minutes } from '../ports.ts';
@@ -129,6 +130,14 @@ async function settleMinutes(
     actor,
     reason: error ? `${error.code}: ${error.message}` : null,
   });
+  if (status === MinutesStatus.written) {
+    await emitEvent(trx, {
+      workspaceId: meeting.workspace_id,
+      type: EventType.minutesReady,
+      subjectId: meetingId,
+      payload: { minutes },
+    });
+  }
   if (meeting.status === MeetingStatus.finalizing && closeOut) {
     await deps.jobs.wakeJob(trx, closeOut.id, actor, `minutes ${status}`);
   }

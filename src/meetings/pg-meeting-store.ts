@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Executor, MeetingRow, MeetingsTable, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobStatus, MeetingTransitions, type MeetingSource, type MeetingStatus } from '../domain/status.ts';
+import {
+  EventType,
+  JobStatus,
+  MeetingStatus,
+  MeetingTransitions,
+  type MeetingSource,
+} from '../domain/status.ts';
+import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
@@ -139,6 +146,15 @@ export class PgMeetingStore {
       actor,
       reason,
     });
+    // O3: the end of a meeting is an event for customer webhooks, in the same transaction (O1).
+    if (t.to === MeetingStatus.complete || t.to === MeetingStatus.failed) {
+      await emitEvent(trx, {
+        workspaceId: meeting.workspace_id,
+        type: t.to === MeetingStatus.complete ? EventType.meetingCompleted : EventType.meetingFailed,
+        subjectId: meeting.id,
+        payload: { status: t.to, failureCode: row.failure_code, failureMessage: row.failure_message },
+      });
+    }
     return row;
   }
 

@@ -20,6 +20,7 @@ import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { cleanupPass } from '../storage/objects.ts';
+import { deliverWebhooks } from '../events/webhooks.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
@@ -69,6 +70,7 @@ export async function startWorker(
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
+      ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
     ];
     for (const [name, step] of steps) {
       try {

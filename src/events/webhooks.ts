@@ -1,0 +1,293 @@
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/schema.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import type { Logger } from '../log.ts';
+import type { OutboxEvent } from './dispatcher.ts';
+
+/**
+ * O3: customer webhooks, in the Standard Webhooks style. Each event is an outbox row (written in
+ * the transaction that produced it, O1) whose `webhooks` consumer creates one delivery per
+ * subscribed endpoint. A delivery's body and id are fixed at creation; each attempt is signed:
+ *
+ *   webhook-id:        the delivery's event id (the same on every retry: receivers dedupe on it)
+ *   webhook-timestamp: seconds since the epoch, at this attempt
+ *   webhook-signature: "v1," + base64(HMAC-SHA256(secret, id + "." + timestamp + "." + body))
+ *
+ * where the secret is the bytes of the base64 text after "whsec_". Attempts back off from
+ * `webhookRetryMs`, doubling, capped at an hour, and stop after `webhookMaxAttempts` with the
+ * delivery failed: visible in its log and in the metrics for an operator.
+ */
+
+export const WEBHOOK_EVENTS = ['meeting.transcribed', 'meeting.completed', 'meeting.failed', 'minutes.ready'];
+const SECRET_PREFIX = 'whsec_';
+const LEASE_MS = 60_000;
+const BACKOFF_CAP_MS = 3_600_000;
+const TOLERANCE_S = 300;
+
+export function newWebhookSecret(): string {
+  return SECRET_PREFIX + randomBytes(24).toString('base64');
+}
+
+export function signWebhook(secret: string, id: string, timestamp: number, body: string): string {
+  const key = Buffer.from(
+    secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
+    'base64',
+  );
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+}
+
+/**
+ * The receiver's check, as documented in docs/webhooks.md: recompute the signature over the id,
+ * the timestamp and the raw body exactly as received, compare in constant time against each
+ * "v1," signature in the header, and refuse timestamps more than five minutes away.
+ */
+export function verifyWebhook(
+  secret: string,
+  headers: { 'webhook-id'?: string; 'webhook-timestamp'?: string; 'webhook-signature'?: string },
+  body: string,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): boolean {
+  const id = headers['webhook-id'];
+  const timestamp = Number(headers['webhook-timestamp']);
+  const signatures = headers['webhook-signature'];
+  if (!id || !Number.isInteger(timestamp) || !signatures) return false;
+  if (Math.abs(nowSeconds - timestamp) > TOLERANCE_S) return false;
+  const expected = Buffer.from(signWebhook(secret, id, timestamp, body));
+  return signatures.split(' ').some((candidate) => {
+    const given = Buffer.from(candidate);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+export interface WebhookDeps {
+  db: Db;
+  config: Config;
+  log: Logger;
+}
+
+export async function createEndpoint(deps: WebhookDeps, workspaceId: string, input: unknown) {
+  const body = (input ?? {}) as Record<string, unknown>;
+  const url = body.url;
+  let parsed: URL | null = null;
+  try {
+    parsed = typeof url === 'string' ? new URL(url) : null;
+  } catch {
+    parsed = null;
+  }
+  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
+    throw new AppError(ErrorKind.invalidInput, 'webhook.url', 'url must be an http or https URL');
+  }
+  const events = body.events ?? [];
+  if (!Array.isArray(events) || events.some((e) => typeof e !== 'string' || !WEBHOOK_EVENTS.includes(e))) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'webhook.events',
+      `events must be a list drawn from ${WEBHOOK_EVENTS.join(', ')} (empty: all of them)`,
+    );
+  }
+  const row = await deps.db
+    .insertInto('webhook_endpoints')
+    .values({
+      id: randomUUID(),
+      workspace_id: workspaceId,
+      url: parsed.toString(),
+      secret: newWebhookSecret(),
+      events: events as string[],
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  // The only time the secret leaves the server.
+  return { ...endpointView(row), secret: row.secret };
+}
+
+export function endpointView(row: {
+  id: string;
+  url: string;
+  events: string[];
+  created_at: Date;
+  disabled_at: Date | null;
+}) {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    createdAt: row.created_at,
+    disabledAt: row.disabled_at,
+  };
+}
+
+/** The outbox consumer: one delivery per endpoint of the workspace that takes this event. */
+export async function fanOutWebhook(deps: WebhookDeps, event: OutboxEvent): Promise<void> {
+  const eventId = typeof event.payload.eventId === 'string' ? event.payload.eventId : event.id;
+  const body = JSON.stringify({
+    type: event.eventType,
+    timestamp: new Date().toISOString(),
+    data: { ...event.payload, eventId: undefined, meetingId: event.subjectId },
+  });
+  await sql`
+    insert into webhook_deliveries (id, workspace_id, endpoint_id, event_id, event_type, body, status)
+    select gen_random_uuid(), e.workspace_id, e.id, ${eventId}::uuid, ${event.eventType}, ${body}, 'pending'
+      from webhook_endpoints e
+     where e.workspace_id = ${event.workspaceId}::uuid and e.disabled_at is null
+       and (cardinality(e.events) = 0 or ${event.eventType} = any(e.events))
+    on conflict (endpoint_id, event_id) do nothing`.execute(deps.db);
+}
+
+/** Delivers every due webhook once (each worker's sweep runs this). Returns how many were sent. */
+export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 20): Promise<number> {
+  const due = await sql<{
+    id: string;
+    event_id: string;
+    body: string;
+    attempts: number;
+    url: string;
+    secret: string;
+  }>`
+    update webhook_deliveries d
+       set lease_owner = ${owner}, lease_expires_at = now() + ${LEASE_MS} * interval '1 millisecond'
+      from webhook_endpoints e
+     where e.id = d.endpoint_id and d.id in (
+       select id from webhook_deliveries
+        where status = 'pending' and next_attempt_at <= now()
+          and (lease_expires_at is null or lease_expires_at < now())
+        order by next_attempt_at
+        limit ${limit}
+        for update skip locked)
+    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(deps.db);
+  for (const d of due.rows) await attempt(deps, d);
+  return due.rows.length;
+}
+
+async function attempt(
+  deps: WebhookDeps,
+  d: { id: string; event_id: string; body: string; attempts: number; url: string; secret: string },
+): Promise<void> {
+  const timestamp = Math.floor(Date.now() / 1000);
+  const started = performance.now();
+  let statusCode: number | null = null;
+  let error: string | null = null;
+  try {
+    const res = await fetch(d.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'verbatim-webhooks',
+        'webhook-id': d.event_id,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signWebhook(d.secret, d.event_id, timestamp, d.body),
+      },
+      body: d.body,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(deps.config.webhookTimeoutMs),
+    });
+    statusCode = res.status;
+    await res.body?.cancel().catch(() => undefined);
+    if (res.status < 200 || res.status >= 300) error = `receiver answered HTTP ${res.status}`;
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause?.code;
+    error =
+      err instanceof Error && err.name === 'TimeoutError'
+        ? 'receiver timed out'
+        : `request failed: ${cause ?? String(err)}`;
+  }
+  const durationMs = Math.round(performance.now() - started);
+  const attemptNo = d.attempts + 1;
+  await deps.db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('webhook_attempts')
+      .values({
+        delivery_id: d.id,
+        attempt: attemptNo,
+        status_code: statusCode,
+        error,
+        duration_ms: durationMs,
+      })
+      .execute();
+    if (error === null) {
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({
+          status: 'delivered',
+          attempts: attemptNo,
+          delivered_at: sql<Date>`now()`,
+          last_error: null,
+          lease_owner: null,
+          lease_expires_at: null,
+        })
+        .where('id', '=', d.id)
+        .execute();
+      return;
+    }
+    const exhausted = attemptNo >= deps.config.webhookMaxAttempts;
+    const delay = Math.min(BACKOFF_CAP_MS, deps.config.webhookRetryMs * 2 ** (attemptNo - 1));
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({
+        status: exhausted ? 'failed' : 'pending',
+        attempts: attemptNo,
+        last_error: error,
+        next_attempt_at: sql<Date>`now() + ${delay} * interval '1 millisecond'`,
+        failed_at: exhausted ? sql<Date>`now()` : null,
+        lease_owner: null,
+        lease_expires_at: null,
+      })
+      .where('id', '=', d.id)
+      .execute();
+  });
+  if (error !== null) {
+    deps.log.warn({ deliveryId: d.id, attempt: attemptNo, error }, 'webhook delivery failed');
+  }
+}
+
+/** The delivery log of an endpoint, newest first, with every attempt. */
+export async function deliveryLog(deps: WebhookDeps, workspaceId: string, endpointId: string) {
+  const endpoint = await deps.db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('id', '=', endpointId)
+    .where('workspace_id', '=', workspaceId)
+    .executeTakeFirst();
+  if (!endpoint) throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${endpointId}`);
+  const deliveries = await deps.db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('endpoint_id', '=', endpointId)
+    .orderBy('created_at', 'desc')
+    .limit(100)
+    .execute();
+  const attempts = deliveries.length
+    ? await deps.db
+        .selectFrom('webhook_attempts')
+        .selectAll()
+        .where(
+          'delivery_id',
+          'in',
+          deliveries.map((d) => d.id),
+        )
+        .orderBy('id')
+        .execute()
+    : [];
+  return deliveries.map((d) => ({
+    id: d.id,
+    eventId: d.event_id,
+    eventType: d.event_type,
+    status: d.status,
+    attempts: d.attempts,
+    nextAttemptAt: d.status === 'pending' ? d.next_attempt_at : null,
+    lastError: d.last_error,
+    createdAt: d.created_at,
+    deliveredAt: d.delivered_at,
+    failedAt: d.failed_at,
+    log: attempts
+      .filter((a) => a.delivery_id === d.id)
+      .map((a) => ({
+        attempt: a.attempt,
+        statusCode: a.status_code,
+        error: a.error,
+        durationMs: a.duration_ms,
+        at: a.created_at,
+      })),
+  }));
+}

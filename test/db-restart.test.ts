@@ -66,13 +66,18 @@ void it('L12: Postgres restarts while chunks stream in; no process exits, upload
       const created = await h.request('POST', '/v1/meetings', { source: 'live', title: 'failover' });
       const id = created.json.id as string;
       // A client retries a chunk the server could not take, as the browser recorder does.
+      let lastAnswer = '';
       const send = async (seq: number) =>
-        waitFor(`chunk ${seq} to be stored`, async () => {
-          const res = await h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, chunks[seq]!, {
-            'content-type': 'audio/wav',
-          });
-          return res.status === 201 || res.status === 200;
-        });
+        waitFor(
+          () => `chunk ${seq} to be stored (last answer: ${lastAnswer})`,
+          async () => {
+            const res = await h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, chunks[seq]!, {
+              'content-type': 'audio/wav',
+            });
+            if (res.status !== 201 && res.status !== 200) lastAnswer = `${res.status} ${res.text}`;
+            return res.status === 201 || res.status === 200;
+          },
+        );
       const half = Math.floor(chunks.length / 2);
       for (let seq = 0; seq < half; seq++) await send(seq);
       cluster.restart();

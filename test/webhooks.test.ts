@@ -73,7 +73,7 @@ void it('O3: a receiver that fails twice then succeeds gets the event once accep
     assert.equal(log[0].eventType, 'meeting.completed');
     assert.equal(log[0].attempts, 3);
     assert.deepEqual(
-      log[0].log.map((a: { statusCode: number }) => a.statusCode),
+      (log[0].log as Array<{ statusCode: number }>).map((a) => a.statusCode),
       [500, 500, 204],
     );
     assert.equal(receiver.received.length, 3, 'retried until accepted, then not again');

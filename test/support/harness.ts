@@ -173,7 +173,7 @@ export function spawnVerbatim(args: string[], env: Record<string, string>): Work
 
 /** Polls until `fn` returns a truthy value; the timeout only bounds a broken run. */
 export async function waitFor<T>(
-  what: string,
+  what: string | (() => string),
   fn: () => Promise<T | null | undefined | false>,
   timeoutMs = 90_000,
 ): Promise<T> {
@@ -181,7 +181,9 @@ export async function waitFor<T>(
   for (;;) {
     const value = await fn();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -456,6 +456,11 @@ void describe('storage lifecycle', () => {
       'exponential backoff, capped',
     );
     assert.equal(storedFiles(h).has(obj.key), true);
+    // B9: the failing deletion and the bytes it holds are visible to an operator.
+    const metrics = (await h.request('GET', '/metrics')).text;
+    assert.match(metrics, /^verbatim_cleanup_failed_objects [1-9]/m);
+    assert.match(metrics, /^verbatim_cleanup_oldest_pending_age_seconds (?!0\b)[0-9.]+/m);
+    assert.ok(metrics.includes(`verbatim_stored_bytes{workspace="${ws}"} ${wav.length}`), metrics);
 
     store.failing = false;
     await waitFor('the retry after the store came back', async () => {

@@ -5,7 +5,7 @@ import { JobKind } from '../domain/status.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import { resubmitMeeting } from '../meetings/operator.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
-import { queueStats } from '../ops/queue-stats.ts';
+import { healthFigures, queueStats, storedBytesByWorkspace } from '../ops/queue-stats.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 const ts = (d: Date | null) => (d ? d.toISOString() : '-');
@@ -20,6 +20,22 @@ export async function status(app: App): Promise<number> {
     );
   }
   if (stats.length === 0) out('(no jobs yet)');
+  const h = await healthFigures(app.database.db);
+  out();
+  out(
+    `dead letters ${h.jobsFailed} (quarantined ${h.jobsQuarantined}), leases reclaimed ${h.leasesReclaimed}`,
+  );
+  out(`minutes outages in progress ${h.minutesOutagesInProgress}, workers alive ${h.workersAlive}`);
+  out(
+    `events pending ${h.outboxPending} (oldest ${h.oldestOutboxPendingAgeSeconds.toFixed(1)} s), failed ${h.outboxFailed}`,
+  );
+  out(
+    `object deletions pending ${h.cleanupPending} (failing ${h.cleanupFailing}, oldest ${h.oldestCleanupPendingAgeSeconds.toFixed(1)} s), orphans awaiting ${h.cleanupStagedExpired}`,
+  );
+  out(`webhook deliveries pending ${h.webhooksPending}, failed ${h.webhooksFailed}`);
+  for (const w of await storedBytesByWorkspace(app.database.db)) {
+    out(`stored bytes  workspace ${w.workspaceId}  ${w.bytes}`);
+  }
   return 0;
 }
 

@@ -1,6 +1,6 @@
 import { Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/schema.ts';
-import { healthFigures, queueStats } from './queue-stats.ts';
+import { healthFigures, queueStats, storedBytesByWorkspace } from './queue-stats.ts';
 
 /**
  * X2: Prometheus metrics computed from the database at scrape time, so every api replica reports
@@ -46,9 +46,33 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     [
       'audioAwaitingDeletion',
       'verbatim_cleanup_backlog_blobs',
-      'Audio objects of ended meetings not yet deleted',
+      'Audio objects of ended meetings not yet handed to deletion',
     ],
+    ['cleanupPending', 'verbatim_cleanup_pending_objects', 'Objects handed to deletion and not yet deleted'],
+    [
+      'cleanupFailing',
+      'verbatim_cleanup_failed_objects',
+      'Pending object deletions that have failed at least once (B9: alert when it grows)',
+    ],
+    [
+      'cleanupStagedExpired',
+      'verbatim_cleanup_orphans_awaiting',
+      'Staged writes past their deadline, waiting for the cleanup pass',
+    ],
+    [
+      'oldestCleanupPendingAgeSeconds',
+      'verbatim_cleanup_oldest_pending_age_seconds',
+      'Age of the oldest pending object deletion (B9)',
+    ],
+    ['webhooksPending', 'verbatim_webhook_deliveries_pending', 'Webhook deliveries not yet accepted'],
+    ['webhooksFailed', 'verbatim_webhook_deliveries_failed', 'Webhook deliveries that ran out of attempts'],
   ];
+  const storedBytes = new Gauge({
+    name: 'verbatim_stored_bytes',
+    help: 'Bytes held per workspace, pending deletions included (what the quotas count)',
+    labelNames: ['workspace'],
+    registers: [registry],
+  });
   const gauges = figures.map(([key, name, help]) => ({
     key,
     gauge: new Gauge({ name, help, registers: [registry] }),
@@ -60,7 +84,13 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
   });
   const refresh = async (): Promise<void> => {
     try {
-      const [stats, health] = await Promise.all([queueStats(db), healthFigures(db)]);
+      const [stats, health, stored] = await Promise.all([
+        queueStats(db),
+        healthFigures(db),
+        storedBytesByWorkspace(db),
+      ]);
+      storedBytes.reset();
+      for (const w of stored) storedBytes.set({ workspace: w.workspaceId }, w.bytes);
       queueAge.reset();
       queuePending.reset();
       queueRunning.reset();

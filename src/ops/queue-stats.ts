@@ -39,6 +39,23 @@ export interface HealthFigures {
   workersAlive: number;
   audioAwaitingDeletion: number;
   oldestOutboxPendingAgeSeconds: number;
+  cleanupPending: number;
+  cleanupFailing: number;
+  cleanupStagedExpired: number;
+  oldestCleanupPendingAgeSeconds: number;
+  webhooksPending: number;
+  webhooksFailed: number;
+}
+
+/** B9: stored bytes per workspace, pending deletions included (what the quotas count). */
+export async function storedBytesByWorkspace(db: Db): Promise<Array<{ workspaceId: string; bytes: number }>> {
+  const result = await sql<{ workspaceId: string; bytes: number }>`
+    select workspace_id::text as "workspaceId", sum(bytes)::float8 as bytes from (
+      select workspace_id, size_bytes as bytes from blobs where deleted_at is null
+      union all
+      select workspace_id, bytes from object_cleanups) held
+    group by workspace_id order by workspace_id`.execute(db);
+  return result.rows;
 }
 
 export async function healthFigures(db: Db): Promise<HealthFigures> {
@@ -54,7 +71,15 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
       (select count(*) from blobs b join meetings m on m.id = b.meeting_id
         where b.deleted_at is null and m.status in ('complete', 'failed'))::int as "audioAwaitingDeletion",
       coalesce((select extract(epoch from now() - min(created_at)) from outbox where status = 'pending'), 0)::float
-        as "oldestOutboxPendingAgeSeconds"`.execute(db);
+        as "oldestOutboxPendingAgeSeconds",
+      (select count(*) from object_cleanups where state = 'pending')::int as "cleanupPending",
+      (select count(*) from object_cleanups where state = 'pending' and attempts > 0)::int as "cleanupFailing",
+      (select count(*) from object_cleanups where state = 'staged' and reserve_until < now())::int
+        as "cleanupStagedExpired",
+      coalesce((select extract(epoch from now() - min(created_at)) from object_cleanups where state = 'pending'), 0)::float
+        as "oldestCleanupPendingAgeSeconds",
+      (select count(*) from webhook_deliveries where status = 'pending')::int as "webhooksPending",
+      (select count(*) from webhook_deliveries where status = 'failed')::int as "webhooksFailed"`.execute(db);
   const row = result.rows[0];
   if (!row) throw new Error('health figures query returned no row');
   return row;

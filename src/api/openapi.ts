@@ -1,3 +1,4 @@
+import { WEBHOOK_EVENTS } from '../events/webhooks.ts';
 import { ACCEPTED_AUDIO_TYPES } from '../meetings/intake.ts';
 
 const error = { $ref: '#/components/schemas/Error' };
@@ -109,6 +110,12 @@ export function openApiDocument(maxUploadBytes: number) {
         },
       },
       '/v1/meetings/{id}': {
+        delete: {
+          summary:
+            'Delete a meeting and everything of it in one transaction; its audio goes through the cleanup outbox',
+          parameters: [idParam],
+          responses: { '204': { description: 'Deleted' }, ...errors },
+        },
         get: {
           summary: 'Meeting status, window counts, minutes and failure reason',
           parameters: [idParam],
@@ -195,6 +202,82 @@ export function openApiDocument(maxUploadBytes: number) {
             '409': { description: 'No finished transcript yet' },
             ...errors,
           },
+        },
+      },
+      '/v1/meetings/{id}/resubmit': {
+        post: {
+          summary:
+            'A new request for the meeting’s unfinished work: active jobs superseded (history kept), remaining work created',
+          parameters: [idParam],
+          responses: {
+            '202': { description: 'Resubmitted: counts of superseded and created jobs, and the meeting' },
+            '409': { description: 'The meeting ended and its audio was deleted, or it has not started' },
+            ...errors,
+          },
+        },
+      },
+      '/v1/batches': {
+        post: {
+          summary: 'Create an upload batch; create meetings with "batchId" to put them in it',
+          requestBody: {
+            content: {
+              'application/json': { schema: { type: 'object', properties: { title: { type: 'string' } } } },
+            },
+          },
+          responses: { '201': { description: 'The batch' }, ...errors },
+        },
+      },
+      '/v1/batches/{id}': {
+        get: {
+          summary: 'A batch and the status of its meetings',
+          parameters: [idParam],
+          responses: { '200': { description: 'The batch' }, ...errors },
+        },
+      },
+      '/v1/batches/{id}/cancel': {
+        post: {
+          summary:
+            'Cancel a batch: its jobs canceled and running attempts closed at once, its meetings failed as canceled, then their audio deleted',
+          parameters: [idParam],
+          responses: { '202': { description: 'The canceled batch' }, ...errors },
+        },
+      },
+      '/v1/webhooks': {
+        post: {
+          summary: 'Register a webhook endpoint; the answer carries its signing secret, shown once',
+          requestBody: {
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['url'],
+                  properties: {
+                    url: { type: 'string', format: 'uri' },
+                    events: { type: 'array', items: { enum: [...WEBHOOK_EVENTS] } },
+                  },
+                },
+              },
+            },
+          },
+          responses: { '201': { description: 'The endpoint and its secret' }, ...errors },
+        },
+        get: {
+          summary: 'The workspace’s endpoints (no secrets)',
+          responses: { '200': { description: 'Endpoints' } },
+        },
+      },
+      '/v1/webhooks/{id}': {
+        delete: {
+          summary: 'Disable an endpoint',
+          parameters: [idParam],
+          responses: { '204': { description: 'Disabled' }, ...errors },
+        },
+      },
+      '/v1/webhooks/{id}/deliveries': {
+        get: {
+          summary: 'The delivery log: each delivery with its status and every attempt',
+          parameters: [idParam],
+          responses: { '200': { description: 'Deliveries' }, ...errors },
         },
       },
       '/healthz': {

@@ -57,6 +57,9 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   }
   const database = openDatabase(connectionString, log);
   await migrateToLatest(database.db as never, connectionString);
+  // B2: staged cleanup rows are committed on their own short transactions, often while a request's
+  // own transaction is open; a separate small pool means they never wait for that pool to drain.
+  const staging = openDatabase(connectionString, log, 4);
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {
     leaseMs: config.leaseMs,
@@ -68,6 +71,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });
   const deps: MeetingDeps = {
     db: database.db,
+    stagingDb: staging.db,
     jobs,
     meetings: new PgMeetingStore(database.db),
     blobs: createBlobStore(config),
@@ -86,6 +90,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     sweeps,
     workspaces: new PgWorkspaceStore(database.db),
     close: async () => {
+      await staging.close();
       await database.close();
       if (embedded) await embedded.stop();
     },

@@ -351,7 +351,6 @@ void it('L10/L11: past the reclaim cap the close-out fails the meeting with its 
     const sup = supervise(h, { VERBATIM_FAULTS: JSON.stringify(kill) });
     const id = await streamAndEnd(h, chunksOf(SPEECH));
     const meeting = await waitForMeeting(h, id, 'failed');
-    await sup.stop();
     assert.equal(meeting.failure.code, 'reclaim_cap_exceeded');
     assert.match(meeting.failure.message, /^This meeting stopped before it finished: /);
     const { attempts } = await closeOutJob(h, id);
@@ -369,6 +368,7 @@ void it('L10/L11: past the reclaim cap the close-out fails the meeting with its 
         .execute();
       return left.length === 0;
     });
+    await sup.stop();
   } finally {
     await h.close();
   }

@@ -39,6 +39,13 @@ export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void 
       .returning('id')
       .executeTakeFirst();
     if (!row) throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${req.params.id}`);
+    // What was still to be sent will not be: it stays in the log as failed.
+    await deps.db
+      .updateTable('webhook_deliveries')
+      .set({ status: 'failed', failed_at: new Date(), last_error: 'endpoint disabled' })
+      .where('endpoint_id', '=', row.id)
+      .where('status', '=', 'pending')
+      .execute();
     return reply.status(204).send();
   });
 }

@@ -30,7 +30,7 @@ export function newWebhookSecret(): string {
   return SECRET_PREFIX + randomBytes(24).toString('base64');
 }
 
-export function signWebhook(secret: string, id: string, timestamp: number, body: string): string {
+export function signWebhook(secret: string, id: string, timestamp: number | string, body: string): string {
   const key = Buffer.from(
     secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
     'base64',
@@ -50,11 +50,12 @@ export function verifyWebhook(
   nowSeconds = Math.floor(Date.now() / 1000),
 ): boolean {
   const id = headers['webhook-id'];
-  const timestamp = Number(headers['webhook-timestamp']);
+  const stamp = headers['webhook-timestamp'] ?? '';
   const signatures = headers['webhook-signature'];
-  if (!id || !Number.isInteger(timestamp) || !signatures) return false;
-  if (Math.abs(nowSeconds - timestamp) > TOLERANCE_S) return false;
-  const expected = Buffer.from(signWebhook(secret, id, timestamp, body));
+  if (!id || !/^\d{1,12}$/.test(stamp) || !signatures) return false;
+  if (Math.abs(nowSeconds - Number(stamp)) > TOLERANCE_S) return false;
+  // Signed over the header exactly as sent.
+  const expected = Buffer.from(signWebhook(secret, id, stamp, body));
   return signatures.split(' ').some((candidate) => {
     const given = Buffer.from(candidate);
     return given.length === expected.length && timingSafeEqual(given, expected);
@@ -78,6 +79,10 @@ export async function createEndpoint(deps: WebhookDeps, workspaceId: string, inp
   }
   if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
     throw new AppError(ErrorKind.invalidInput, 'webhook.url', 'url must be an http or https URL');
+  }
+  if (parsed.username || parsed.password) {
+    // They would travel in every request and show in the delivery log; the signature authenticates.
+    throw new AppError(ErrorKind.invalidInput, 'webhook.url', 'url must not carry a user name or password');
   }
   const events = body.events ?? [];
   if (!Array.isArray(events) || events.some((e) => typeof e !== 'string' || !WEBHOOK_EVENTS.includes(e))) {
@@ -136,7 +141,7 @@ export async function fanOutWebhook(deps: WebhookDeps, event: OutboxEvent): Prom
 }
 
 /** Delivers every due webhook once (each worker's sweep runs this). Returns how many were sent. */
-export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 20): Promise<number> {
+export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 10): Promise<number> {
   const due = await sql<{
     id: string;
     event_id: string;
@@ -148,7 +153,7 @@ export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 
     update webhook_deliveries d
        set lease_owner = ${owner}, lease_expires_at = now() + ${LEASE_MS} * interval '1 millisecond'
       from webhook_endpoints e
-     where e.id = d.endpoint_id and d.id in (
+     where e.id = d.endpoint_id and e.disabled_at is null and d.id in (
        select id from webhook_deliveries
         where status = 'pending' and next_attempt_at <= now()
           and (lease_expires_at is null or lease_expires_at < now())
@@ -156,12 +161,15 @@ export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 
         limit ${limit}
         for update skip locked)
     returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(deps.db);
-  for (const d of due.rows) await attempt(deps, d);
+  // At once, so one slow receiver holds up the others by no more than its own timeout, well
+  // inside the lease.
+  await Promise.all(due.rows.map((d) => attempt(deps, owner, d)));
   return due.rows.length;
 }
 
 async function attempt(
   deps: WebhookDeps,
+  owner: string,
   d: { id: string; event_id: string; body: string; attempts: number; url: string; secret: string },
 ): Promise<void> {
   const timestamp = Math.floor(Date.now() / 1000);
@@ -217,6 +225,8 @@ async function attempt(
           lease_expires_at: null,
         })
         .where('id', '=', d.id)
+        .where('lease_owner', '=', owner)
+        .where('status', '=', 'pending')
         .execute();
       return;
     }
@@ -234,6 +244,9 @@ async function attempt(
         lease_expires_at: null,
       })
       .where('id', '=', d.id)
+      // Only the holder of the lease settles the delivery: a late answer never undoes another's.
+      .where('lease_owner', '=', owner)
+      .where('status', '=', 'pending')
       .execute();
   });
   if (error !== null) {

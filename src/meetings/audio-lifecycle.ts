@@ -35,6 +35,14 @@ export async function failMeetingInTx(
  */
 export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): Promise<void> {
   const keys = await deps.db.transaction().execute(async (trx) => {
+    // The meeting row before its blobs, as in deleteMeeting: the same order everywhere.
+    const meeting = await trx
+      .selectFrom('meetings')
+      .select('id')
+      .where('id', '=', meetingId)
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+    if (!meeting) return [];
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted');
     await trx
       .updateTable('meetings')

@@ -9,6 +9,8 @@ import type { PgMeetingStore } from './pg-meeting-store.ts';
 /** What the meeting use cases need; built once by the composition root. */
 export interface MeetingDeps {
   db: Db;
+  /** B2: a small pool of its own for staged cleanup rows (see src/storage/objects.ts). */
+  stagingDb?: Db;
   jobs: PgJobStore;
   meetings: PgMeetingStore;
   blobs: BlobStore;

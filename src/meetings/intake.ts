@@ -150,9 +150,15 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
         throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the recording contains no audio');
       }
       const windows: Array<{ index: number; audio: StagedObject; startMs: number; endMs: number }> = [];
+      let abandoned = false;
       const commitWindows = () =>
         ctx.complete(async (trx) => {
-          await deps.meetings.lock(trx, meetingId);
+          const locked = await deps.meetings.lock(trx, meetingId);
+          // Canceled or deleted while this split ran: nothing to add; the windows' objects go.
+          if (locked.status !== MeetingStatus.processing) {
+            abandoned = true;
+            return;
+          }
           for (const w of windows) {
             const windowId = await recordWindow(trx, {
               workspaceId: meeting.workspace_id,
@@ -198,6 +204,13 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
           });
         }
         await commitWindows();
+        if (abandoned) {
+          await compensate(
+            deps,
+            windows.map((w) => w.audio),
+            new AppError(ErrorKind.conflict, 'meeting.not_processing', 'the meeting ended during the split'),
+          );
+        }
       } catch (err) {
         await compensate(
           deps,

@@ -149,6 +149,13 @@ export async function onMeetingTranscribed(
   event: { workspaceId: string; meetingId: string; eventId: string },
 ): Promise<void> {
   await deps.db.transaction().execute(async (trx) => {
+    // A meeting deleted since the event was written needs no minutes.
+    const exists = await trx
+      .selectFrom('meetings')
+      .select('id')
+      .where('id', '=', event.meetingId)
+      .executeTakeFirst();
+    if (!exists) return;
     await deps.jobs.createJob(
       trx,
       {

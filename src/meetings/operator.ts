@@ -30,13 +30,31 @@ export async function deleteMeeting(
     await deps.meetings.get(workspaceId, meetingId, trx);
     // Job rows before the meeting row, as everywhere else.
     await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
-    const meeting = await deps.meetings.lock(trx, meetingId);
+    // A concurrent delete may have removed it while this one waited for the lock: then it is gone.
+    const meeting = await trx
+      .selectFrom('meetings')
+      .selectAll()
+      .where('id', '=', meetingId)
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+    if (!meeting) throw new AppError(ErrorKind.notFound, 'meeting.not_found', `no meeting ${meetingId}`);
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
     await trx.deleteFrom('segments').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('windows').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('chunks').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('blobs').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
+    // Events about the meeting carry its content (minutes): they go with it, and webhook
+    // deliveries not yet sent are closed; what was sent stays in the log without its body.
+    await trx.deleteFrom('outbox').where('subject_id', '=', meetingId).execute();
+    await sql`
+      update webhook_deliveries
+         set body = '{}',
+             status = case when status = 'pending' then 'failed' else status end,
+             failed_at = case when status = 'pending' then now() else failed_at end,
+             last_error = case when status = 'pending' then 'meeting deleted' else last_error end
+       where workspace_id = ${workspaceId}::uuid
+         and body::jsonb -> 'data' ->> 'meetingId' = ${meetingId}`.execute(trx);
     await recordAudit(trx, {
       workspaceId,
       subjectType: 'meeting',
@@ -85,6 +103,8 @@ export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchI
   const actor = `user:${workspaceId}`;
   const { batch } = await getBatch(deps, workspaceId, batchId);
   const canceled = await deps.db.transaction().execute(async (trx) => {
+    // The batch row first: meeting creation in this batch waits, then sees it canceled.
+    await trx.selectFrom('batches').select('id').where('id', '=', batch.id).forUpdate().execute();
     const meetings = await trx
       .selectFrom('meetings')
       .select('id')

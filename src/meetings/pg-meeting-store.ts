@@ -41,6 +41,21 @@ export class PgMeetingStore {
 
   async create(workspaceId: string, input: NewMeeting): Promise<MeetingRow> {
     return this.db.transaction().execute(async (trx) => {
+      if (input.batchId) {
+        // J14: shared with other creators, exclusive with a cancel: no meeting slips into a
+        // batch while it is being canceled.
+        const batch = await trx
+          .selectFrom('batches')
+          .select('canceled_at')
+          .where('id', '=', input.batchId)
+          .where('workspace_id', '=', workspaceId)
+          .forShare()
+          .executeTakeFirst();
+        if (!batch) throw new AppError(ErrorKind.notFound, 'batch.not_found', `no batch ${input.batchId}`);
+        if (batch.canceled_at) {
+          throw new AppError(ErrorKind.conflict, 'batch.canceled', `batch ${input.batchId} was canceled`);
+        }
+      }
       const row = await trx
         .insertInto('meetings')
         .values({

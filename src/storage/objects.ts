@@ -30,6 +30,12 @@ import type { BlobStore } from '../ports.ts';
 
 export interface StorageDeps {
   db: Db;
+  /**
+   * Where staged rows are committed: their own small pool, because a derived object (a window, a
+   * decoded chunk) is staged while the request's transaction holds a connection of the main pool;
+   * with one pool, enough such requests at once would wait on each other for good.
+   */
+  stagingDb?: Db;
   blobs: BlobStore;
   config: Config;
   log: Logger;
@@ -54,7 +60,10 @@ async function takeGuards(trx: Tx, workspaceId: string, mode: GuardMode): Promis
   const strength =
     mode === 'share' ? sql`for key share` : mode === 'admit' ? sql`for no key update` : sql`for update`;
   // Global first, then the workspace: one order everywhere, so guards never deadlock each other.
-  await sql`select scope from storage_guards where scope = ${GLOBAL} ${strength}`.execute(trx);
+  // A delete only lowers what is stored, so it need not exclude other workspaces: it shares the
+  // global guard and takes its own workspace's exclusively.
+  const globalStrength = mode === 'fence' ? sql`for key share` : strength;
+  await sql`select scope from storage_guards where scope = ${GLOBAL} ${globalStrength}`.execute(trx);
   await sql`select scope from storage_guards where scope = ${workspaceId} ${strength}`.execute(trx);
 }
 
@@ -85,7 +94,7 @@ export async function stageAndPut(
     sha256,
     bytes: spec.data.length,
   };
-  await deps.db.transaction().execute(async (trx) => {
+  await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
     if (spec.admit) await admit(deps.config, trx, spec.workspaceId, spec.data.length);
     await trx
       .insertInto('object_cleanups')
@@ -183,15 +192,38 @@ export async function compensate(deps: StorageDeps, staged: StagedObject[], caus
   if (staged.length === 0) return;
   const reason = `compensated: ${toErrorRecord(cause).code}`;
   try {
-    const keys = staged.map((s) => s.key);
-    await deps.db
-      .updateTable('object_cleanups')
-      .set({ state: 'pending', reason, next_attempt_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
-      .where('object_key', 'in', keys)
-      .where('state', '=', 'staged')
-      .where('delete_fenced_at', 'is', null)
+    // Upserted, not only updated: the staged row may be gone already (a write that outlived its
+    // deadline was reclaimed as an orphan before its bytes landed). An object that a committed
+    // reference holds is safe all the same: the fenced delete checks for live references and keeps it.
+    await (deps.stagingDb ?? deps.db)
+      .insertInto('object_cleanups')
+      .values(
+        staged.map((s) => ({
+          id: randomUUID(),
+          workspace_id: s.workspaceId,
+          meeting_id: s.meetingId,
+          object_key: s.key,
+          bytes: s.bytes,
+          state: 'pending' as const,
+          reason,
+        })),
+      )
+      .onConflict((oc) =>
+        oc
+          .column('object_key')
+          .doUpdateSet({
+            state: 'pending',
+            reason,
+            next_attempt_at: sql<Date>`now()`,
+            updated_at: sql<Date>`now()`,
+          })
+          .where('object_cleanups.state', '=', 'staged'),
+      )
       .execute();
-    await deleteNow(deps, keys);
+    await deleteNow(
+      deps,
+      staged.map((s) => s.key),
+    );
   } catch (err) {
     deps.log.warn({ err: String(err), objects: staged.length }, 'compensation deferred to the cleanup pass');
   }
@@ -238,7 +270,9 @@ export async function deleteNow(deps: StorageDeps, keys: string[]): Promise<numb
   return deleted;
 }
 
-export type CleanupOutcome = 'deleted' | 'referenced' | 'gone' | 'retry';
+export type CleanupOutcome = 'deleted' | 'referenced' | 'gone' | 'retry' | 'busy';
+
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
  * B4, B5: one fenced deletion. Under the guards, the cleanup row and every blob row of the key are
@@ -251,13 +285,46 @@ export async function deleteObject(
   key: string,
   owner: string | null,
 ): Promise<CleanupOutcome> {
-  const fenced = await deps.db.transaction().execute(async (trx) => {
+  let fenced: 'gone' | 'referenced' | 'fenced';
+  try {
+    fenced = await fence(deps, key, owner);
+  } catch (err) {
+    if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
+    if (owner !== null) {
+      await deps.db
+        .updateTable('object_cleanups')
+        .set({ lease_owner: null, lease_expires_at: null })
+        .where('object_key', '=', key)
+        .where('lease_owner', '=', owner)
+        .execute();
+    }
+    deps.log.info({ objectKey: key }, 'deletion waited too long for the quota guard; the next pass retries');
+    return 'busy';
+  }
+  if (fenced === 'referenced') {
+    deps.log.warn({ objectKey: key }, 'cleanup found a live reference; the object is kept');
+    return 'referenced';
+  }
+  if (fenced === 'gone') return 'gone';
+  return removeFenced(deps, key);
+}
+
+/** Commits the fence (B4) under the guards, or finds the object referenced or already handled. */
+function fence(
+  deps: StorageDeps,
+  key: string,
+  owner: string | null,
+): Promise<'gone' | 'referenced' | 'fenced'> {
+  return deps.db.transaction().execute(async (trx) => {
     const row = await trx
       .selectFrom('object_cleanups')
       .select(['id', 'workspace_id', 'state', 'lease_owner', 'lease_expires_at'])
       .where('object_key', '=', key)
       .executeTakeFirst();
     if (!row || row.state !== 'pending') return 'gone' as const;
+    // Reference creators hold the guard for the length of their transaction; rather than queue
+    // behind a steady stream of them, give up after a while and let the next pass try again.
+    await sql`set local lock_timeout = '2s'`.execute(trx);
     await takeGuards(trx, row.workspace_id, 'fence');
     const locked = await trx
       .selectFrom('object_cleanups')
@@ -294,11 +361,10 @@ export async function deleteObject(
       .execute();
     return 'fenced' as const;
   });
-  if (fenced === 'referenced') {
-    deps.log.warn({ objectKey: key }, 'cleanup found a live reference; the object is kept');
-    return 'referenced';
-  }
-  if (fenced === 'gone') return 'gone';
+}
+
+/** The physical delete of a fenced object; the row goes only once it succeeded (B5). */
+async function removeFenced(deps: StorageDeps, key: string): Promise<CleanupOutcome> {
   try {
     await deps.checkpoints.hit('storage.before-delete', {});
     await deps.blobs.delete(key);
@@ -309,7 +375,7 @@ export async function deleteObject(
     await sql`
       update object_cleanups
          set attempts = attempts + 1,
-             next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, attempts)) * interval '1 millisecond',
+             next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, least(attempts, 40))) * interval '1 millisecond',
              last_error = ${`${error.code}: ${error.message}`.slice(0, 500)},
              lease_owner = null, lease_expires_at = null, updated_at = now()
        where object_key = ${key}`.execute(deps.db);
@@ -346,7 +412,7 @@ export async function cleanupPass(
         limit ${limit}
         for update skip locked)
     returning c.object_key`.execute(deps.db);
-  const outcomes: Record<CleanupOutcome, number> = { deleted: 0, referenced: 0, gone: 0, retry: 0 };
+  const outcomes: Record<CleanupOutcome, number> = { deleted: 0, referenced: 0, gone: 0, retry: 0, busy: 0 };
   for (const { object_key } of claimed.rows) outcomes[await deleteObject(deps, object_key, owner)]++;
   return outcomes;
 }

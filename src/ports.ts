@@ -67,3 +67,89 @@ export interface AudioDecoder {
   /** Decodes any supported container/codec to 16 kHz mono PCM; `audio.undecodable` if it can't. */
   decode(data: Buffer, signal?: AbortSignal): Promise<DecodedAudio>;
 }
+
+/** One step of a meeting bot's life as the provider reports it (Recall's `status_changes`). */
+export interface BotStatusChange {
+  /** `ready`, `joining_call`, `in_waiting_room`, `in_call_recording`, `call_ended`, `done`, `fatal`, … */
+  code: string;
+  /** Why, for `fatal` and `call_ended` (`bot_kicked_from_call`, …); an open set, not an enum. */
+  subCode: string | null;
+  message: string | null;
+  at: Date;
+}
+
+/** A meeting bot at the provider. */
+export interface Bot {
+  id: string;
+  /**
+   * The URL the bot was created with, when the provider echoes it as text. Recall answers with a
+   * parsed `{platform, meeting_id}` object and clears it days after the call, so this is null for
+   * retrieved and listed bots: match bots to recordings by `metadata`, never by URL.
+   */
+  meetingUrl: string | null;
+  /** Readable only while the bot is scheduled and has not joined (null afterwards). */
+  joinAt: Date | null;
+  metadata: Record<string, string>;
+  /** The latest status change's code; a bot that reports none yet is `ready` (scheduled). */
+  status: string;
+  /** Oldest first, as the provider lists them. */
+  statusChanges: BotStatusChange[];
+  /** Where the recording's audio (or, failing that, its video) can be fetched; null until there is one. */
+  recordingUrl: string | null;
+}
+
+export interface CreateBotRequest {
+  meetingUrl: string;
+  joinAt: Date;
+  botName?: string;
+  /** String values only (at most 500 characters each at Recall); listable with `metadata__<key>`. */
+  metadata: Record<string, string>;
+  /**
+   * Sent as `Idempotency-Key`. The same key within the provider's retention (one hour at Recall)
+   * returns the first bot instead of creating a second one; while the first request is still in
+   * flight the provider answers 409 (`bot.idempotency_in_flight`, transient).
+   */
+  idempotencyKey: string;
+}
+
+export interface ListBotsQuery {
+  /** Every pair must match (`metadata__<key>=<value>`). */
+  metadata?: Record<string, string>;
+  /** Latest status is any of these. */
+  statuses?: string[];
+  joinAtAfter?: Date;
+  /** `next` from a previous page; when given, the other filters are already part of it. */
+  cursor?: string;
+  pageSize?: number;
+}
+
+export interface BotPage {
+  bots: Bot[];
+  /** Opaque cursor for the next page, or null on the last one. */
+  next: string | null;
+}
+
+/**
+ * A meeting-bot provider with Recall.ai's API shape (issue 5, R1–R8). Every method makes exactly
+ * one provider call (`downloadRecording` one download), so callers can account each call against
+ * the provider's per-endpoint rate budgets (R2). Failures are `AppError`s: `bot.rate_limited`
+ * (429) and `bot.no_capacity` (507) carry `retryAfterSeconds`.
+ */
+export interface BotProvider {
+  readonly name: string;
+  createBot(request: CreateBotRequest): Promise<Bot>;
+  /** `bot.not_found` (permanent) for an unknown id. */
+  retrieveBot(id: string): Promise<Bot>;
+  listBots(query?: ListBotsQuery): Promise<BotPage>;
+  /**
+   * Deletes a scheduled bot that has not joined yet. Idempotent: a bot the provider no longer
+   * knows (already deleted) counts as deleted. A bot already dispatched to its call cannot be
+   * deleted: `bot.already_dispatched` (permanent).
+   */
+  deleteBot(id: string): Promise<void>;
+  /**
+   * The recording's bytes from `bot.recordingUrl` (a pre-signed link, fetched without the API key),
+   * or null when the bot has no recording or the recording is empty.
+   */
+  downloadRecording(bot: Bot): Promise<Buffer | null>;
+}

@@ -1,0 +1,434 @@
+import { AppError, ErrorKind, networkErrorCode, redactSecrets } from '../domain/errors.ts';
+import type {
+  Bot,
+  BotPage,
+  BotProvider,
+  BotStatusChange,
+  CreateBotRequest,
+  ListBotsQuery,
+} from '../ports.ts';
+import { parseRetryAfter } from './provider-http.ts';
+
+/*
+ * Recall.ai's bot API, as documented (checked for issue 5):
+ * - Auth: `Authorization: Token <key>` (the `Token` prefix is optional).
+ *   https://docs.recall.ai/reference/authentication
+ * - Create `POST /api/v1/bot/` {meeting_url, join_at (ISO 8601), bot_name, metadata, recording_config}
+ *   → 201 with the bot. A `join_at` more than 10 minutes ahead makes a *scheduled* bot, which never
+ *   gets 507; sooner (or none) claims an ad-hoc bot from a pool that can run dry → 507.
+ *   https://docs.recall.ai/reference/bot_create, https://docs.recall.ai/docs/creating-and-scheduling-bots
+ * - Idempotency-Key on POST/PUT/PATCH, scoped to user + path: a matching request still being
+ *   processed → 409; one completed "in the previous hour" → the original response replayed.
+ *   https://docs.recall.ai/reference/idempotency
+ * - Retrieve `GET /api/v1/bot/{id}/`; the bot has `status_changes` [{code, sub_code, message,
+ *   created_at}] oldest first and `recordings[].media_shortcuts.{audio_mixed,video_mixed}.data.
+ *   download_url` (pre-signed S3 links; audio_mixed needs `recording_config.audio_mixed_mp3`).
+ *   https://docs.recall.ai/reference/bot_retrieve, https://docs.recall.ai/docs/receive-a-recording,
+ *   https://docs.recall.ai/docs/how-to-get-mixed-audio-async
+ * - List `GET /api/v1/bot/` with `metadata__<key>=<value>`, `status` (repeatable), `join_at_after`,
+ *   `join_at_before`; answers {next, previous, results} where `next` is the next page's full URL.
+ *   Base limit 60 requests/min per workspace. https://docs.recall.ai/reference/bot_list,
+ *   https://docs.recall.ai/docs/custom-metadata
+ * - Delete `DELETE /api/v1/bot/{id}/` → 204, only for scheduled bots that have not joined;
+ *   405 once dispatched (then Remove Bot From Call is the way). https://docs.recall.ai/reference/bot_destroy
+ * - Errors: 400 bad request, 401 no valid key, 402 out of credit (self-serve), 403 blocked by the
+ *   WAF, 405 see delete, 409 conflict (retry with backoff), 429 "retry after the duration in the
+ *   Retry-After header", 502/503/504 dropped under load, 507 out of ad-hoc bots "retry in 30 seconds".
+ *   https://docs.recall.ai/reference/errors
+ * - Rate limits per workspace: list 60/min, create 60/min (older docs: 120), retrieve and delete
+ *   300/min — shared by every caller holding the key (R2 budgets them; this adapter does not).
+ */
+
+export interface RecallBotProviderOptions {
+  /** Region root, e.g. `https://us-east-1.recall.ai` (a trailing `/api/v1` is tolerated). */
+  baseUrl: string;
+  apiKey: string;
+  /** Deadline for one API call. Default 30 000. */
+  timeoutMs?: number;
+  /** Deadline for downloading one recording. Default 600 000. */
+  downloadTimeoutMs?: number;
+}
+
+type Operation = 'create' | 'retrieve' | 'list' | 'delete' | 'download';
+
+const OPERATION_LABEL: Record<Operation, string> = {
+  create: 'create bot',
+  retrieve: 'retrieve bot',
+  list: 'list bots',
+  delete: 'delete bot',
+  download: 'recording download',
+};
+
+const TIMEOUT_CODES = new Set([
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+
+/** Recall: "Out of adhoc bots -- Please retry in 30 seconds." */
+const NO_CAPACITY_RETRY_SECONDS = 30;
+
+/** Meeting bots through Recall.ai's API (or a server with the same shape). */
+export class RecallBotProvider implements BotProvider {
+  readonly name = 'recall';
+  // Private fields stay out of JSON.stringify and util.inspect, so the key cannot leak through a
+  // logged adapter.
+  readonly #apiKey: string;
+  readonly #root: string;
+  readonly #timeoutMs: number;
+  readonly #downloadTimeoutMs: number;
+
+  constructor(options: RecallBotProviderOptions) {
+    if (!options.apiKey) {
+      throw new AppError(ErrorKind.permanent, 'bot.bad_config', 'bot provider API key is not set');
+    }
+    this.#apiKey = options.apiKey;
+    this.#root = options.baseUrl.replace(/\/+$/, '').replace(/\/api\/v1$/, '');
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#downloadTimeoutMs = options.downloadTimeoutMs ?? 600_000;
+  }
+
+  async createBot(request: CreateBotRequest): Promise<Bot> {
+    if (!request.idempotencyKey) {
+      // Without a key a lost response could leave two bots in one call.
+      throw new AppError(
+        ErrorKind.permanent,
+        'bot.bad_request',
+        'a bot is never created without an idempotency key',
+      );
+    }
+    const body: Record<string, unknown> = {
+      meeting_url: request.meetingUrl,
+      join_at: request.joinAt.toISOString(),
+      metadata: request.metadata,
+      // Mixed audio as an MP3 artifact, next to the default mixed video.
+      recording_config: { audio_mixed_mp3: {} },
+    };
+    if (request.botName !== undefined) body.bot_name = request.botName;
+    const { json } = await this.#call('create', 'POST', this.#botsUrl(), {
+      body,
+      idempotencyKey: request.idempotencyKey,
+    });
+    const bot = parseBot(json);
+    return bot.meetingUrl === null ? { ...bot, meetingUrl: request.meetingUrl } : bot;
+  }
+
+  async retrieveBot(id: string): Promise<Bot> {
+    const { json } = await this.#call('retrieve', 'GET', this.#botUrl(id));
+    return parseBot(json);
+  }
+
+  async listBots(query: ListBotsQuery = {}): Promise<BotPage> {
+    const { json } = await this.#call('list', 'GET', this.#listUrl(query));
+    const page = asRecord(json);
+    if (!page || !Array.isArray(page.results)) throw badResponse('list bots', 'answered without `results`');
+    const next = typeof page.next === 'string' && page.next !== '' ? page.next : null;
+    return { bots: page.results.map((raw) => parseBot(raw)), next };
+  }
+
+  async deleteBot(id: string): Promise<void> {
+    // 404: the bot is already gone, which is what the caller wants.
+    await this.#call('delete', 'DELETE', this.#botUrl(id), { notFoundIsSuccess: true });
+  }
+
+  async downloadRecording(bot: Bot): Promise<Buffer | null> {
+    if (!bot.recordingUrl) return null;
+    let url: URL;
+    try {
+      url = new URL(bot.recordingUrl);
+    } catch {
+      throw badResponse('retrieve bot', 'gave a recording link that is not a URL');
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw badResponse('retrieve bot', 'gave a recording link that is not http(s)');
+    }
+    // A pre-signed link: no Authorization header (the key must not travel to the storage host).
+    // Neither the link (it carries a signature) nor the fetch error goes into messages.
+    let bytes: Buffer;
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(this.#downloadTimeoutMs) });
+      if (!response.ok) {
+        await response.body?.cancel();
+        throw downloadFailure(response.status);
+      }
+      bytes = Buffer.from(await response.arrayBuffer());
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw this.#transportError('download', err, this.#downloadTimeoutMs, false);
+    }
+    return bytes.length === 0 ? null : bytes;
+  }
+
+  #botsUrl(): string {
+    return `${this.#root}/api/v1/bot/`;
+  }
+
+  #botUrl(id: string): string {
+    if (!id) throw new AppError(ErrorKind.permanent, 'bot.bad_request', 'a bot id is required');
+    return `${this.#root}/api/v1/bot/${encodeURIComponent(id)}/`;
+  }
+
+  #listUrl(query: ListBotsQuery): string {
+    if (query.cursor !== undefined && /^https?:\/\//i.test(query.cursor)) {
+      // Recall's `next` is the next page's full URL. Follow it only on our own origin: a link to
+      // another host is re-rooted here, so the key is never sent anywhere but the configured API.
+      const next = new URL(query.cursor);
+      const root = new URL(this.#root);
+      return next.origin === root.origin ? next.href : `${root.origin}${next.pathname}${next.search}`;
+    }
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query.metadata ?? {})) params.append(`metadata__${key}`, value);
+    for (const status of query.statuses ?? []) params.append('status', status);
+    if (query.joinAtAfter) params.set('join_at_after', query.joinAtAfter.toISOString());
+    if (query.pageSize !== undefined) params.set('page_size', String(query.pageSize));
+    if (query.cursor !== undefined) params.set('cursor', query.cursor);
+    const search = params.toString();
+    return search ? `${this.#botsUrl()}?${search}` : this.#botsUrl();
+  }
+
+  async #call(
+    operation: Operation,
+    method: 'GET' | 'POST' | 'DELETE',
+    url: string,
+    opts: { body?: unknown; idempotencyKey?: string; notFoundIsSuccess?: boolean } = {},
+  ): Promise<{ status: number; json: unknown }> {
+    const headers: Record<string, string> = {
+      Authorization: `Token ${this.#apiKey}`,
+      Accept: 'application/json',
+    };
+    const init: RequestInit = {
+      method,
+      headers,
+      signal: AbortSignal.timeout(this.#timeoutMs),
+      // A redirect would be a misconfigured base URL; never replay the key to wherever it points.
+      redirect: 'manual',
+    };
+    if (opts.body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(opts.body);
+    }
+    if (opts.idempotencyKey !== undefined) headers['Idempotency-Key'] = opts.idempotencyKey;
+
+    let status: number;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const response = await fetch(url, init);
+      status = response.status;
+      retryAfter = response.headers.get('retry-after');
+      text = await response.text();
+    } catch (err) {
+      throw this.#transportError(operation, err, this.#timeoutMs, true);
+    }
+    if (status === 404 && opts.notFoundIsSuccess) return { status, json: null };
+    if (status >= 300) {
+      throw this.#httpFailure(operation, status, text, retryAfter, opts.idempotencyKey !== undefined);
+    }
+    if (text.trim() === '') return { status, json: null };
+    try {
+      return { status, json: JSON.parse(text) as unknown };
+    } catch {
+      throw badResponse(OPERATION_LABEL[operation], 'answered with a body that is not JSON');
+    }
+  }
+
+  /** Classifies a non-2xx answer (J6). Codes say what happened; kinds say what to do. */
+  #httpFailure(
+    operation: Operation,
+    status: number,
+    bodyText: string,
+    retryAfterHeader: string | null,
+    idempotent: boolean,
+  ): AppError {
+    const snippet = this.#scrub(providerMessage(bodyText));
+    const message = `bot provider answered HTTP ${status} to ${OPERATION_LABEL[operation]}${snippet ? `: ${snippet}` : ''}`;
+    const retryAfterSeconds = parseRetryAfter(retryAfterHeader);
+    const retry = retryAfterSeconds === undefined ? {} : { retryAfterSeconds };
+
+    if (status >= 300 && status < 400) {
+      return new AppError(
+        ErrorKind.permanent,
+        'bot.bad_config',
+        `${message} (a redirect: check the base URL)`,
+      );
+    }
+    switch (status) {
+      case 402:
+        return new AppError(ErrorKind.quotaExhausted, 'bot.quota_exhausted', message);
+      case 429:
+        return new AppError(ErrorKind.transient, 'bot.rate_limited', message, retry);
+      case 507:
+        return new AppError(ErrorKind.transient, 'bot.no_capacity', message, {
+          retryAfterSeconds: retryAfterSeconds ?? NO_CAPACITY_RETRY_SECONDS,
+        });
+      case 409:
+        return new AppError(
+          ErrorKind.transient,
+          idempotent ? 'bot.idempotency_in_flight' : 'bot.conflict',
+          message,
+          retry,
+        );
+      case 408:
+        return new AppError(ErrorKind.transient, 'bot.timeout', message, retry);
+      case 401:
+      case 403:
+        return new AppError(ErrorKind.permanent, 'bot.auth', message);
+      case 404:
+        return new AppError(ErrorKind.permanent, 'bot.not_found', message);
+      case 405:
+        return new AppError(
+          ErrorKind.permanent,
+          operation === 'delete' ? 'bot.already_dispatched' : 'bot.bad_request',
+          message,
+        );
+      default:
+        if (status >= 500) return new AppError(ErrorKind.transient, 'bot.server_error', message, retry);
+        return new AppError(ErrorKind.permanent, 'bot.bad_request', message);
+    }
+  }
+
+  /** Timeouts and connection failures are transient: an outage must never lose work. */
+  #transportError(operation: Operation, err: unknown, timeoutMs: number, keepCause: boolean): AppError {
+    const label = `bot provider (${OPERATION_LABEL[operation]})`;
+    const cause = keepCause ? { cause: err } : {};
+    const name = (err as { name?: unknown } | null)?.name;
+    const net = networkErrorCode(err);
+    if (name === 'TimeoutError' || (net !== undefined && TIMEOUT_CODES.has(net))) {
+      return new AppError(
+        ErrorKind.transient,
+        'bot.timeout',
+        `${label} did not answer within ${timeoutMs} ms`,
+        cause,
+      );
+    }
+    if (net) {
+      return new AppError(ErrorKind.transient, 'bot.unreachable', `${label} is unreachable (${net})`, cause);
+    }
+    const text = this.#scrub(errorText(err));
+    if (/invalid url|failed to parse url|ERR_INVALID_URL/i.test(text)) {
+      return new AppError(ErrorKind.permanent, 'bot.bad_config', `${label}: the base URL is invalid`, cause);
+    }
+    return new AppError(ErrorKind.transient, 'bot.unreachable', `${label} request failed: ${text}`, cause);
+  }
+
+  #scrub(text: string): string {
+    return redactSecrets(text.split(this.#apiKey).join('[redacted]')).slice(0, 200);
+  }
+}
+
+function downloadFailure(status: number): AppError {
+  const message = `recording download answered HTTP ${status}`;
+  // Pre-signed links expire (Recall: re-retrieve the bot for a fresh one); storage hiccups pass.
+  if (status === 403 || status === 404 || status === 410) {
+    return new AppError(
+      ErrorKind.transient,
+      'bot.recording_link_expired',
+      `${message}: retrieve the bot again for a fresh link`,
+    );
+  }
+  if (status === 408 || status === 429 || status >= 500) {
+    return new AppError(ErrorKind.transient, 'bot.recording_unavailable', message);
+  }
+  return new AppError(ErrorKind.permanent, 'bot.recording_unavailable', message);
+}
+
+function badResponse(operation: string, what: string): AppError {
+  return new AppError(ErrorKind.transient, 'bot.bad_response', `bot provider ${what} (${operation})`);
+}
+
+function parseBot(value: unknown): Bot {
+  const raw = asRecord(value);
+  if (!raw || typeof raw.id !== 'string' || raw.id === '') {
+    throw badResponse('bot', 'answered with a bot that has no id');
+  }
+  const statusChanges = Array.isArray(raw.status_changes)
+    ? raw.status_changes.flatMap((change) => parseStatusChange(change))
+    : [];
+  const latest = statusChanges.at(-1)?.code ?? statusCode(raw.status) ?? 'ready';
+  return {
+    id: raw.id,
+    meetingUrl: typeof raw.meeting_url === 'string' ? raw.meeting_url : null,
+    joinAt: parseDate(raw.join_at),
+    metadata: stringRecord(raw.metadata),
+    status: latest,
+    statusChanges,
+    recordingUrl: recordingUrl(raw.recordings),
+  };
+}
+
+function parseStatusChange(value: unknown): BotStatusChange[] {
+  const raw = asRecord(value);
+  if (!raw || typeof raw.code !== 'string') return [];
+  return [
+    {
+      code: raw.code,
+      subCode: typeof raw.sub_code === 'string' ? raw.sub_code : null,
+      message: typeof raw.message === 'string' ? raw.message : null,
+      at: parseDate(raw.created_at) ?? parseDate(raw.updated_at) ?? new Date(0),
+    },
+  ];
+}
+
+function statusCode(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  const code = asRecord(value)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** The mixed audio of the first recording that has one, else its mixed video (ffmpeg reads both). */
+function recordingUrl(recordings: unknown): string | null {
+  if (!Array.isArray(recordings)) return null;
+  for (const kind of ['audio_mixed', 'video_mixed']) {
+    for (const recording of recordings) {
+      const shortcut = asRecord(asRecord(asRecord(recording)?.media_shortcuts)?.[kind]);
+      const url = asRecord(shortcut?.data)?.download_url;
+      if (typeof url === 'string' && url !== '') return url;
+    }
+  }
+  return null;
+}
+
+function parseDate(value: unknown): Date | null {
+  if (typeof value !== 'string' || value === '') return null;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+function stringRecord(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, entry] of Object.entries(asRecord(value) ?? {})) {
+    if (typeof entry === 'string') out[key] = entry;
+  }
+  return out;
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+/** Recall (Django REST framework) errors: {"detail": …}, {"field": ["…"]} or a list of strings. */
+function providerMessage(bodyText: string): string {
+  let message = bodyText;
+  try {
+    const parsed = JSON.parse(bodyText) as unknown;
+    const record = asRecord(parsed);
+    const found = record
+      ? [record.detail, record.message, record.error, record.code].find((v) => typeof v === 'string')
+      : undefined;
+    message = typeof found === 'string' ? found : JSON.stringify(parsed);
+  } catch {
+    // not JSON: the text itself
+  }
+  return message.replace(/\s+/g, ' ').trim();
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    return `${err.message}${cause}`;
+  }
+  return String(err);
+}

@@ -7,6 +7,7 @@ import * as m0004 from './migrations/0004-webm-chunks.ts';
 import * as m0005 from './migrations/0005-storage-ledger.ts';
 import * as m0006 from './migrations/0006-batches.ts';
 import * as m0007 from './migrations/0007-webhooks.ts';
+import * as m0008 from './migrations/0008-provider-budgets.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -16,6 +17,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0005-storage-ledger': m0005,
   '0006-batches': m0006,
   '0007-webhooks': m0007,
+  '0008-provider-budgets': m0008,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -137,6 +137,18 @@ export interface WebhookAttemptsTable {
   created_at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+export interface ProviderBudgetsTable {
+  endpoint: string;
+  per_minute: number;
+  blocked_until: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface ProviderCallsTable {
+  id: Generated<number>;
+  endpoint: string;
+  at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -290,6 +302,8 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  provider_budgets: ProviderBudgetsTable;
+  provider_calls: ProviderCallsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;

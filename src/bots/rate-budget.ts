@@ -1,0 +1,77 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
+
+/**
+ * R2: the bot provider's rate limits are per installation, not per process, so the budget lives in
+ * Postgres. Each endpoint has a sliding one-minute window of calls: a caller takes a slot only if
+ * fewer than `per_minute` calls were made in the last 60 s by anyone, under a transaction-scoped
+ * advisory lock on the endpoint (so two processes never both take the last slot). A 429 from the
+ * provider closes the endpoint for everyone until its Retry-After has passed.
+ */
+export class RateBudget {
+  constructor(
+    private readonly db: Db,
+    private readonly limits: Record<string, number>,
+  ) {}
+
+  /** Makes sure every endpoint has its row with the configured limit. */
+  async install(): Promise<void> {
+    for (const [endpoint, perMinute] of Object.entries(this.limits)) {
+      await sql`insert into provider_budgets (endpoint, per_minute) values (${endpoint}, ${perMinute})
+        on conflict (endpoint) do update set per_minute = excluded.per_minute`.execute(this.db);
+    }
+  }
+
+  /**
+   * Takes a slot now and returns 0, or returns how many milliseconds to wait before asking again.
+   * Never blocks: the caller decides whether to wait or to requeue its job.
+   */
+  async tryTake(endpoint: string): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext('verbatim-provider-budget'), hashtext(${endpoint}))`.execute(
+        trx,
+      );
+      const row = await sql<{
+        per_minute: number;
+        blocked_ms: number;
+        used: number;
+        oldest_ms: number | null;
+      }>`
+        select b.per_minute,
+               greatest(0, extract(epoch from b.blocked_until - clock_timestamp()) * 1000)::float8 as blocked_ms,
+               (select count(*) from provider_calls c
+                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - interval '60 seconds')::int as used,
+               (select extract(epoch from min(c.at) + interval '60 seconds' - clock_timestamp()) * 1000
+                  from provider_calls c
+                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - interval '60 seconds')::float8 as oldest_ms
+          from provider_budgets b where b.endpoint = ${endpoint}`.execute(trx);
+      const budget = row.rows[0];
+      if (!budget) throw new Error(`no rate budget for provider endpoint ${endpoint}`);
+      if (budget.blocked_ms > 0) return Math.ceil(budget.blocked_ms);
+      if (budget.used >= budget.per_minute) return Math.max(1, Math.ceil(budget.oldest_ms ?? 1));
+      await sql`insert into provider_calls (endpoint) values (${endpoint})`.execute(trx);
+      // Calls older than the window are of no further use.
+      await sql`delete from provider_calls where endpoint = ${endpoint}
+        and at < clock_timestamp() - interval '2 minutes'`.execute(trx);
+      return 0;
+    });
+  }
+
+  /** Waits (in small steps, bounded by `maxWaitMs`) for a slot; false if none came in time. */
+  async take(endpoint: string, maxWaitMs: number): Promise<boolean> {
+    const deadline = Date.now() + maxWaitMs;
+    for (;;) {
+      const wait = await this.tryTake(endpoint);
+      if (wait === 0) return true;
+      if (Date.now() + wait > deadline) return false;
+      await new Promise((r) => setTimeout(r, Math.min(wait, 1000)));
+    }
+  }
+
+  /** A 429 with Retry-After: the endpoint is closed for every process until then. */
+  async block(endpoint: string, retryAfterSeconds: number): Promise<void> {
+    await sql`update provider_budgets
+         set blocked_until = greatest(blocked_until, clock_timestamp() + ${retryAfterSeconds} * interval '1 second')
+       where endpoint = ${endpoint}`.execute(this.db);
+  }
+}

@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { RateBudget } from '../src/bots/rate-budget.ts';
+import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
+import { createLogger } from '../src/log.ts';
+import { createTestDatabase, type TestDatabase } from './support/db.ts';
+
+void describe('provider rate budgets', () => {
+  let tdb: TestDatabase;
+  // Three pools stand for three processes (api and workers) sharing one installation's budget.
+  const processes: DatabaseHandle[] = [];
+  const log = createLogger('silent');
+  const limits = { 'bot.create': 20, 'bot.list': 5 };
+
+  before(async () => {
+    tdb = await createTestDatabase();
+    for (let i = 0; i < 3; i++) processes.push(openDatabase(tdb.url, log, 8));
+    await new RateBudget(processes[0]!.db, limits).install();
+  });
+  after(async () => {
+    for (const p of processes) await p.close();
+    await tdb?.drop();
+  });
+
+  void it('R2: one budget per endpoint, shared by every process: concurrent callers never exceed the per-minute limit', async () => {
+    const budgets = processes.map((p) => new RateBudget(p.db, limits));
+    const waits = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => budgets[i % budgets.length]!.tryTake('bot.create')),
+    );
+    assert.equal(waits.filter((w) => w === 0).length, 20, 'exactly the limit got a slot');
+    const refused = waits.filter((w) => w > 0);
+    assert.equal(refused.length, 40);
+    assert.ok(
+      refused.every((w) => w <= 60_000),
+      'each refusal says when the oldest slot frees',
+    );
+    // Another endpoint has its own budget.
+    assert.equal(await budgets[1]!.tryTake('bot.list'), 0);
+    const calls = await processes[0]!.db
+      .selectFrom('provider_calls')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('endpoint', '=', 'bot.create')
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(calls.n), 20);
+  });
+
+  void it('R2: a 429 Retry-After closes the endpoint for every process until it has passed', async () => {
+    const [a, b] = processes.map((p) => new RateBudget(p.db, limits));
+    await a!.block('bot.list', 3);
+    const wait = await b!.tryTake('bot.list');
+    assert.ok(wait > 2_000 && wait <= 3_000, `wait ${wait} ms`);
+    assert.equal(await b!.take('bot.list', 100), false, 'no slot within a short wait');
+    assert.equal((await b!.tryTake('bot.create')) > 0, true, 'bot.create is still full from the last test');
+  });
+});

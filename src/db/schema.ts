@@ -149,6 +149,25 @@ export interface ProviderCallsTable {
   at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+export interface BotRecordingsTable {
+  id: string;
+  workspace_id: string;
+  meeting_url: string;
+  join_at: ColumnType<Date, Date | string, Date | string>;
+  ends_at: ColumnType<Date, Date | string, Date | string>;
+  title: ColumnType<string, string | undefined, string>;
+  status: string;
+  bot_id: string | null;
+  schedule_attempted_at: NullableTimestamp;
+  idempotency_key: string | null;
+  schedule_inputs_hash: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  meeting_id: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -302,6 +321,7 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  bot_recordings: BotRecordingsTable;
   provider_budgets: ProviderBudgetsTable;
   provider_calls: ProviderCallsTable;
   webhook_endpoints: WebhookEndpointsTable;

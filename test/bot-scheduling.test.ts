@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
+import { RateBudget } from '../src/bots/rate-budget.ts';
+import { recoverWorkspace, scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
+import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
+import { createLogger } from '../src/log.ts';
+import { createTestDatabase, type TestDatabase } from './support/db.ts';
+import { startFakeRecall, type FakeRecall } from './support/fake-recall.ts';
+
+const MINUTE = 60_000;
+
+void describe('bot scheduling and recovery', () => {
+  let tdb: TestDatabase;
+  let handle: DatabaseHandle;
+  let fake: FakeRecall;
+  let deps: BotSchedulingDeps;
+  const log = createLogger('silent');
+
+  before(async () => {
+    tdb = await createTestDatabase();
+    handle = openDatabase(tdb.url, log);
+    // Budgets are not what this file is about (test/rate-budget.test.ts is): room for every scenario.
+    fake = await startFakeRecall({ limits: { create: 1000, list: 1000, retrieve: 1000, delete: 1000 } });
+    const budget = new RateBudget(handle.db, { 'bot.create': 1000, 'bot.list': 1000, 'bot.delete': 1000 });
+    await budget.install();
+    deps = {
+      db: handle.db,
+      provider: new RecallBotProvider({ baseUrl: fake.url, apiKey: fake.apiKey, timeoutMs: 5_000 }),
+      budget,
+      log,
+      settings: {
+        trustWindowMs: 55 * MINUTE,
+        lookbackMs: 7 * 24 * 60 * MINUTE,
+        maxListPages: 5,
+        budgetWaitMs: 5_000,
+      },
+    };
+  });
+  after(async () => {
+    await fake?.close();
+    await handle?.close();
+    await tdb?.drop();
+  });
+
+  async function workspace(): Promise<string> {
+    const id = randomUUID();
+    await handle.db
+      .insertInto('workspaces')
+      .values({ id, name: `w-${id}` })
+      .execute();
+    return id;
+  }
+
+  async function recording(workspaceId: string, inMinutes = 60): Promise<string> {
+    const id = randomUUID();
+    const joinAt = new Date(Date.now() + inMinutes * MINUTE);
+    await handle.db
+      .insertInto('bot_recordings')
+      .values({
+        id,
+        workspace_id: workspaceId,
+        meeting_url: `https://meet.example.com/${id.slice(0, 8)}`,
+        join_at: joinAt,
+        ends_at: new Date(joinAt.getTime() + 30 * MINUTE),
+        status: 'pending',
+      })
+      .execute();
+    return id;
+  }
+
+  const row = (id: string) =>
+    handle.db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const botsFor = (recordingId: string) =>
+    fake.bots().filter((b) => b.metadata.verbatim_recording === recordingId);
+
+  void it('R3/R4: a row with no bot gets one with zero list calls', async () => {
+    const ws = await workspace();
+    const id = await recording(ws);
+    const lists = fake.calls.list;
+    const report = await recoverWorkspace(deps, ws);
+    assert.equal(report.scheduled, 1);
+    assert.equal(fake.calls.list, lists, 'no list call for a row that never reached the provider');
+    const r = await row(id);
+    assert.equal(r.status, 'scheduled');
+    assert.equal(botsFor(id).length, 1);
+    assert.equal(r.bot_id, botsFor(id)[0]!.id);
+    assert.ok(r.schedule_attempted_at && r.idempotency_key, 'the attempt marker and key were stored');
+  });
+
+  void it('R3/R4: the bot-id write-back lost after a successful create: the re-send returns the same bot, zero list calls', async () => {
+    const ws = await workspace();
+    const id = await recording(ws);
+    fake.failNext('create', 'drop_after_commit');
+    await assert.rejects(scheduleRecording(deps, id));
+    assert.equal(botsFor(id).length, 1, 'the provider created the bot');
+    assert.equal((await row(id)).bot_id, null, 'but we never heard of it');
+    const lists = fake.calls.list;
+    const report = await recoverWorkspace(deps, ws);
+    assert.equal(report.resent, 1);
+    assert.equal(fake.calls.list, lists);
+    assert.equal(botsFor(id).length, 1, 'the stored key replayed the same bot');
+    assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
+  });
+
+  void it('R4: inputs changed after the attempt: one list call finds and attaches the existing bot', async () => {
+    const ws = await workspace();
+    const id = await recording(ws);
+    fake.failNext('create', 'drop_after_commit');
+    await assert.rejects(scheduleRecording(deps, id));
+    // The meeting moved: the stored key no longer describes the row, so it cannot be re-sent.
+    await handle.db
+      .updateTable('bot_recordings')
+      .set({ join_at: new Date(Date.now() + 90 * MINUTE), ends_at: new Date(Date.now() + 120 * MINUTE) })
+      .where('id', '=', id)
+      .execute();
+    const lists = fake.calls.list;
+    const report = await recoverWorkspace(deps, ws);
+    assert.equal(report.listCalls, 1);
+    assert.equal(fake.calls.list - lists, 1);
+    assert.equal(report.attached, 1);
+    assert.equal(botsFor(id).length, 1, 'no second bot');
+    assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
+  });
+
+  void it('R4: a truncated list never authorizes a creation; extra bots found for one recording are deleted', async () => {
+    const ws = await workspace();
+    const id = await recording(ws);
+    fake.failNext('create', { status: 500 });
+    await assert.rejects(scheduleRecording(deps, id));
+    assert.equal(botsFor(id).length, 0);
+    // Many of the workspace's bots at the provider: more pages than one run may read.
+    for (let i = 0; i < 30; i++) {
+      await deps.provider.createBot({
+        meetingUrl: 'https://meet.example.com/other',
+        joinAt: new Date(Date.now() + 60 * MINUTE),
+        metadata: { verbatim_workspace: ws, verbatim_recording: randomUUID() },
+        idempotencyKey: randomUUID(),
+      });
+    }
+    const later = { ...deps, now: () => new Date(Date.now() + 56 * MINUTE) };
+    const truncated = await recoverWorkspace({ ...later, settings: { ...deps.settings, maxListPages: 2 } }, ws);
+    assert.equal(truncated.truncated, true);
+    assert.equal(truncated.scheduled, 0);
+    assert.equal(botsFor(id).length, 0, 'no creation on an incomplete list');
+
+    // With the whole list readable, two bots found for one recording: one kept, the other deleted.
+    const twin = await recording(ws);
+    for (let i = 0; i < 2; i++) {
+      await deps.provider.createBot({
+        meetingUrl: 'https://meet.example.com/twin',
+        joinAt: new Date(Date.now() + 60 * MINUTE),
+        metadata: { verbatim_workspace: ws, verbatim_recording: twin },
+        idempotencyKey: randomUUID(),
+      });
+    }
+    await handle.db
+      .updateTable('bot_recordings')
+      .set({ schedule_attempted_at: new Date(), idempotency_key: 'lost', schedule_inputs_hash: 'stale' })
+      .where('id', '=', twin)
+      .execute();
+    const whole = await recoverWorkspace({ ...later, settings: { ...deps.settings, maxListPages: 50 } }, ws);
+    assert.equal(whole.truncated, false);
+    assert.equal(whole.extrasDeleted, 1);
+    assert.equal(botsFor(twin).length, 1, 'the extra bot was deleted at the provider');
+    assert.equal((await row(twin)).bot_id, botsFor(twin)[0]!.id, 'and the one left is attached');
+    assert.equal(whole.scheduled, 1, 'the row the provider never saw is scheduled once the list is whole');
+    assert.equal(botsFor(id).length, 1);
+  });
+
+  void it('R5: an ended meeting with no attempt is bot_never_scheduled; an unresolved attempt past the lookback is bot_schedule_outcome_unknown', async () => {
+    const ws = await workspace();
+    const ended = await recording(ws, -120);
+    const unknown = await recording(ws);
+    fake.failNext('create', { status: 500 });
+    await assert.rejects(scheduleRecording(deps, unknown));
+    const report = await recoverWorkspace(
+      { ...deps, now: () => new Date(Date.now() + 8 * 24 * 60 * MINUTE) },
+      ws,
+    );
+    assert.equal(report.gaveUp, 2);
+    assert.equal((await row(ended)).failure_code, 'bot_never_scheduled');
+    assert.equal((await row(unknown)).failure_code, 'bot_schedule_outcome_unknown');
+    assert.equal((await row(unknown)).status, 'failed');
+  });
+
+  void it('R3/R4: twin bots — concurrent event and cron runs with lost create responses leave exactly one bot per recording', async () => {
+    const ws = await workspace();
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) ids.push(await recording(ws));
+    fake.failNext('create', 'drop_after_commit', 3);
+    const runs = [
+      ...ids.map((id) => scheduleRecording(deps, id)),
+      recoverWorkspace(deps, ws),
+      recoverWorkspace(deps, ws),
+    ];
+    await Promise.allSettled(runs);
+    for (let round = 0; round < 5; round++) {
+      const pending = await handle.db
+        .selectFrom('bot_recordings')
+        .select('id')
+        .where('workspace_id', '=', ws)
+        .where('bot_id', 'is', null)
+        .execute();
+      if (pending.length === 0) break;
+      await recoverWorkspace(deps, ws).catch(() => undefined);
+    }
+    for (const id of ids) {
+      assert.equal(botsFor(id).length, 1, `recording ${id} has exactly one bot`);
+      assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
+    }
+  });
+});

@@ -5,6 +5,10 @@
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
+import { RecallBotProvider } from './adapters/recall-bot-provider.ts';
+import { importBotRecordingJob } from './bots/provider-webhooks.ts';
+import { RateBudget } from './bots/rate-budget.ts';
+import type { BotProvider } from './ports.ts';
 import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
@@ -47,6 +51,9 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** Recall.ai's documented per-minute limits per endpoint (R2). */
+const RECALL_LIMITS = { 'bot.create': 60, 'bot.list': 60, 'bot.retrieve': 300, 'bot.delete': 300 };
+
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const log = overrides.logger ?? createLogger(config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
@@ -60,6 +67,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   // B2: staged cleanup rows are committed on their own short transactions, often while a request's
   // own transaction is open; a separate small pool means they never wait for that pool to drain.
   const staging = openDatabase(connectionString, log, 4);
+  // R2: the provider's per-minute limits, one budget per endpoint for the whole installation.
+  await new RateBudget(database.db, RECALL_LIMITS).install();
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {
     leaseMs: config.leaseMs,
@@ -103,7 +112,18 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
     transcribeWindowJob(deps),
     closeOutMeetingJob(deps),
     writeMinutesJob(deps),
+    importBotRecordingJob(deps, botProviderOf(deps)),
   ];
+}
+
+/** R1/R2: the bot provider and the installation's shared budget for it, when a key is set. */
+export function botProviderOf(deps: MeetingDeps): { provider: BotProvider; budget: RateBudget } | null {
+  const { recall } = deps.config;
+  if (!recall.apiKey) return null;
+  return {
+    provider: new RecallBotProvider({ baseUrl: recall.url, apiKey: recall.apiKey }),
+    budget: new RateBudget(deps.db, RECALL_LIMITS),
+  };
 }
 
 export async function startAppWorker(app: App): Promise<WorkerHandle> {

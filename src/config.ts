@@ -155,6 +155,17 @@ export const SETTINGS = {
     default: '10',
     help: 'how long a webhook receiver may take to answer (O3)',
   },
+  recallUrl: {
+    env: 'VERBATIM_RECALL_URL',
+    default: 'https://us-east-1.recall.ai',
+    help: 'Recall.ai (or compatible) API base URL for meeting bots (R1)',
+  },
+  recallApiKey: { env: 'VERBATIM_RECALL_API_KEY', default: '', help: 'Recall.ai API key; empty: no bots' },
+  recallWebhookSecrets: {
+    env: 'VERBATIM_RECALL_WEBHOOK_SECRETS',
+    default: '',
+    help: 'comma-separated whsec_ secrets that may sign provider webhooks (R8)',
+  },
   storage: { env: 'VERBATIM_STORAGE', default: 'local', help: 'local (files under the data dir) or s3' },
   s3Bucket: { env: 'VERBATIM_S3_BUCKET', default: '', help: 'S3 bucket (VERBATIM_STORAGE=s3)' },
   s3Endpoint: {
@@ -239,6 +250,7 @@ export interface Config {
   webhookRetryMs: number;
   webhookMaxAttempts: number;
   webhookTimeoutMs: number;
+  recall: { url: string; apiKey: string; webhookSecrets: string[] };
   storage: {
     kind: 'local' | 's3';
     bucket: string;
@@ -324,6 +336,14 @@ export function loadConfig(env: Env = process.env): Config {
     webhookRetryMs: ms('webhookRetrySeconds', 0.01),
     webhookMaxAttempts: int('webhookMaxAttempts', 1),
     webhookTimeoutMs: ms('webhookTimeoutSeconds', 0.1),
+    recall: {
+      url: raw('recallUrl'),
+      apiKey: raw('recallApiKey'),
+      webhookSecrets: raw('recallWebhookSecrets')
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x.length > 0),
+    },
     storage: {
       kind: oneOf('storage', ['local', 's3']),
       bucket: raw('s3Bucket'),

@@ -17,6 +17,7 @@ export const REDACTED_KEYS = [
   'secret',
   'secretAccessKey',
   'signingSecret',
+  'webhookSecrets',
 ];
 
 export function createLogger(level: string, name = 'verbatim', destination?: pino.DestinationStream): Logger {

@@ -140,7 +140,10 @@ void describe('bot scheduling and recovery', () => {
       });
     }
     const later = { ...deps, now: () => new Date(Date.now() + 56 * MINUTE) };
-    const truncated = await recoverWorkspace({ ...later, settings: { ...deps.settings, maxListPages: 2 } }, ws);
+    const truncated = await recoverWorkspace(
+      { ...later, settings: { ...deps.settings, maxListPages: 2 } },
+      ws,
+    );
     assert.equal(truncated.truncated, true);
     assert.equal(truncated.scheduled, 0);
     assert.equal(botsFor(id).length, 0, 'no creation on an incomplete list');

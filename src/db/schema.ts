@@ -168,6 +168,14 @@ export interface BotRecordingsTable {
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
+export interface ProviderWebhookEventsTable {
+  id: string;
+  event: string;
+  bot_id: string | null;
+  outcome: string;
+  received_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -321,6 +329,7 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  provider_webhook_events: ProviderWebhookEventsTable;
   bot_recordings: BotRecordingsTable;
   provider_budgets: ProviderBudgetsTable;
   provider_calls: ProviderCallsTable;

@@ -98,6 +98,7 @@ export const JobKind = {
   transcribeWindow: 'transcribe-window',
   closeOutMeeting: 'close-out-meeting',
   writeMinutes: 'write-minutes',
+  importBotRecording: 'import-bot-recording',
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -115,6 +116,7 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.transcribeWindow]: QueueName.transcription,
   [JobKind.closeOutMeeting]: QueueName.closeout,
   [JobKind.writeMinutes]: QueueName.minutes,
+  [JobKind.importBotRecording]: QueueName.intake,
 };
 
 export const EventType = {

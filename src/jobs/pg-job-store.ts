@@ -39,7 +39,7 @@ export {
 export interface JobSpec {
   workspaceId: string;
   kind: JobKind;
-  subjectType: 'meeting' | 'window';
+  subjectType: 'meeting' | 'window' | 'bot_recording';
   subjectId: string;
   meetingId: string | null;
   payload?: Record<string, unknown>;

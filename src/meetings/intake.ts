@@ -58,7 +58,8 @@ export async function storeRecording(
   contentType: string,
 ): Promise<MeetingRow> {
   const meeting = await deps.meetings.get(workspaceId, meetingId);
-  if (meeting.source !== MeetingSource.upload) {
+  // A bot's recording arrives the same way as an upload (R7).
+  if (meeting.source !== MeetingSource.upload && meeting.source !== MeetingSource.bot) {
     throw new AppError(
       ErrorKind.conflict,
       'meeting.not_upload',

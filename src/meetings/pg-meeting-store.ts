@@ -163,6 +163,13 @@ export class PgMeetingStore {
     });
     // O3: the end of a meeting is an event for customer webhooks, in the same transaction (O1).
     if (t.to === MeetingStatus.complete || t.to === MeetingStatus.failed) {
+      // R7: a bot's recording ends with the meeting its audio became.
+      await sql`update bot_recordings
+           set status = ${t.to},
+               failure_code = case when ${t.to} = 'failed' then 'meeting.failed' else failure_code end,
+               failure_message = case when ${t.to} = 'failed' then ${row.failure_message} else failure_message end,
+               updated_at = now()
+         where meeting_id = ${meeting.id} and status = 'processing'`.execute(trx);
       await emitEvent(trx, {
         workspaceId: meeting.workspace_id,
         type: t.to === MeetingStatus.complete ? EventType.meetingCompleted : EventType.meetingFailed,

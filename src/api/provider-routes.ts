@@ -1,0 +1,42 @@
+import type { FastifyInstance } from 'fastify';
+import {
+  applyProviderWebhook,
+  parseProviderEvent,
+  verifyProviderWebhook,
+} from '../bots/provider-webhooks.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import type { ApiDeps } from './server.ts';
+
+/**
+ * R7/R8: the bot provider's webhooks. Outside /v1 (no API key): a delivery is authenticated by its
+ * signature over the raw body, so the body is kept as received rather than parsed first.
+ */
+export function registerProviderRoutes(app: FastifyInstance, api: ApiDeps): void {
+  const { deps } = api;
+  void app.register((scope, _opts, done) => {
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, next) => {
+      next(null, body);
+    });
+    scope.post('/providers/recall/webhooks', async (req, reply) => {
+      const raw = typeof req.body === 'string' ? req.body : '';
+      const id = verifyProviderWebhook(deps.config.recall.webhookSecrets, req.headers, raw);
+      if (!id) {
+        throw new AppError(
+          ErrorKind.unauthorized,
+          'webhook.bad_signature',
+          'the webhook signature is missing, wrong or stale',
+        );
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        throw new AppError(ErrorKind.invalidInput, 'webhook.body', 'the webhook body is not JSON');
+      }
+      const outcome = await applyProviderWebhook(deps, id, parseProviderEvent(body));
+      return reply.status(200).send({ outcome });
+    });
+    done();
+  });
+}

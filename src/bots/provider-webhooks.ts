@@ -1,0 +1,249 @@
+import { sql } from 'kysely';
+import type { Tx } from '../db/schema.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { JobKind, MeetingSource } from '../domain/status.ts';
+import { verifyWebhook } from '../events/webhooks.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import { storeRecording } from '../meetings/intake.ts';
+import type { BotProvider } from '../ports.ts';
+import type { RateBudget } from './rate-budget.ts';
+
+/**
+ * R7/R8: the provider's webhooks move a recording through its life, and never backwards:
+ *
+ *   pending → scheduled → joining → in_call → recording → processing → complete
+ *                                                            └ failed · not_recorded · canceled
+ *
+ * A webhook is verified first (Standard Webhooks / Svix headers, any of the configured secrets,
+ * five minutes of tolerance; 401 otherwise, and nothing changes), then applied once: its id is
+ * recorded in the transaction that applies it. A webhook for a bot we do not know, or one that
+ * would move a recording backwards (it arrived late), is recorded and skipped. `done` hands the
+ * recording to an import job that downloads the audio and submits it to the transcription
+ * pipeline as the meeting's uploaded recording; the recording completes when that meeting does.
+ */
+
+export const BotStatus = {
+  pending: 'pending',
+  scheduled: 'scheduled',
+  joining: 'joining',
+  inCall: 'in_call',
+  recording: 'recording',
+  processing: 'processing',
+  complete: 'complete',
+  failed: 'failed',
+  canceled: 'canceled',
+  notRecorded: 'not_recorded',
+} as const;
+
+const RANK: Record<string, number> = {
+  pending: 0,
+  scheduled: 1,
+  joining: 2,
+  in_call: 3,
+  recording: 4,
+  processing: 5,
+  complete: 6,
+};
+const TERMINAL = new Set<string>([
+  BotStatus.complete,
+  BotStatus.failed,
+  BotStatus.canceled,
+  BotStatus.notRecorded,
+]);
+
+/** The provider's status codes (Recall's bot status changes), mapped onto ours; others are ignored. */
+const FROM_PROVIDER: Record<string, string> = {
+  joining_call: BotStatus.joining,
+  in_waiting_room: BotStatus.joining,
+  in_call_not_recording: BotStatus.inCall,
+  recording_permission_allowed: BotStatus.recording,
+  in_call_recording: BotStatus.recording,
+  done: BotStatus.processing,
+  fatal: BotStatus.failed,
+};
+
+export interface ProviderEvent {
+  botId: string | null;
+  code: string | null;
+  subCode: string | null;
+  event: string;
+}
+
+/** Reads Recall's payload shapes: `bot.<code>` events and the older `bot.status_change`. */
+export function parseProviderEvent(body: unknown): ProviderEvent {
+  const b = (body ?? {}) as { event?: unknown; data?: Record<string, unknown> };
+  const event = typeof b.event === 'string' ? b.event : '';
+  const data = b.data ?? {};
+  const bot = (data.bot ?? {}) as { id?: unknown };
+  const status = (data.data ?? data.status ?? {}) as { code?: unknown; sub_code?: unknown };
+  let code = typeof status.code === 'string' ? status.code : null;
+  if (!code && event.startsWith('bot.') && event !== 'bot.status_change') code = event.slice(4);
+  if (event === 'recording.done') code = 'done';
+  return {
+    event,
+    botId: typeof bot.id === 'string' ? bot.id : null,
+    code,
+    subCode: typeof status.sub_code === 'string' ? status.sub_code : null,
+  };
+}
+
+/** R8: any configured secret, `svix-*` or `webhook-*` headers, five minutes of tolerance. */
+export function verifyProviderWebhook(
+  secrets: string[],
+  headers: Record<string, string | string[] | undefined>,
+  rawBody: string,
+): string | null {
+  const get = (name: string) => {
+    const v = headers[`svix-${name}`] ?? headers[`webhook-${name}`];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const h = {
+    'webhook-id': get('id'),
+    'webhook-timestamp': get('timestamp'),
+    'webhook-signature': get('signature'),
+  };
+  if (!h['webhook-id']) return null;
+  return secrets.some((secret) => verifyWebhook(secret, h, rawBody)) ? h['webhook-id'] : null;
+}
+
+export type WebhookOutcome = 'applied' | 'duplicate' | 'unknown_bot' | 'stale' | 'ignored';
+
+export async function applyProviderWebhook(
+  deps: MeetingDeps,
+  webhookId: string,
+  event: ProviderEvent,
+): Promise<WebhookOutcome> {
+  return deps.db.transaction().execute(async (trx) => {
+    const record = async (outcome: WebhookOutcome) => {
+      await trx.updateTable('provider_webhook_events').set({ outcome }).where('id', '=', webhookId).execute();
+      return outcome;
+    };
+    const fresh = await trx
+      .insertInto('provider_webhook_events')
+      .values({ id: webhookId, event: event.event, bot_id: event.botId, outcome: 'received' })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (!fresh) return 'duplicate';
+    const target = event.code ? FROM_PROVIDER[event.code] : undefined;
+    if (!event.botId || !target) return record('ignored');
+    const row = await trx
+      .selectFrom('bot_recordings')
+      .selectAll()
+      .where('bot_id', '=', event.botId)
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+    if (!row) return record('unknown_bot');
+    if (TERMINAL.has(row.status)) return record('stale');
+    if (target === BotStatus.failed) {
+      await move(trx, row.id, BotStatus.failed, {
+        failure_code: `bot.fatal${event.subCode ? `:${event.subCode}` : ''}`,
+        failure_message: `the meeting bot failed${event.subCode ? ` (${event.subCode})` : ''}`,
+      });
+      return record('applied');
+    }
+    if ((RANK[target] ?? 0) <= (RANK[row.status] ?? 0)) return record('stale');
+    await move(trx, row.id, target, {});
+    if (target === BotStatus.processing) {
+      await deps.jobs.createJob(
+        trx,
+        {
+          workspaceId: row.workspace_id,
+          kind: JobKind.importBotRecording,
+          subjectType: 'bot_recording',
+          subjectId: row.id,
+          meetingId: null,
+          payload: { recordingId: row.id },
+          maxErrors: deps.config.transcribeMaxErrors,
+          maxReclaims: deps.config.maxReclaims,
+          dedupeKey: `import-bot:${row.id}`,
+        },
+        'provider:webhook',
+      );
+    }
+    return record('applied');
+  });
+}
+
+async function move(
+  trx: Tx,
+  id: string,
+  status: string,
+  set: { failure_code?: string; failure_message?: string; meeting_id?: string },
+): Promise<void> {
+  await trx
+    .updateTable('bot_recordings')
+    .set({ status, ...set, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+/**
+ * R7: the recording's audio into the transcription pipeline: the bot is retrieved, its audio
+ * downloaded, and a meeting created with it as the uploaded recording. An empty recording
+ * completes the recording as empty; a meeting's end completes it (see pg-meeting-store).
+ */
+export function importBotRecordingJob(
+  deps: MeetingDeps,
+  bots: { provider: BotProvider; budget: RateBudget } | null,
+): JobDefinition {
+  return {
+    kind: JobKind.importBotRecording,
+    run: async (ctx) => {
+      if (!bots) {
+        throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
+      }
+      const recordingId = String(ctx.job.payload.recordingId);
+      const row = await deps.db
+        .selectFrom('bot_recordings')
+        .selectAll()
+        .where('id', '=', recordingId)
+        .executeTakeFirst();
+      if (!row || row.status !== BotStatus.processing || !row.bot_id) {
+        await ctx.complete();
+        return;
+      }
+      let meetingId = row.meeting_id;
+      if (!meetingId) {
+        const meeting = await deps.meetings.create(row.workspace_id, {
+          source: MeetingSource.bot,
+          title: row.title || 'Meeting bot recording',
+          language: null,
+          windowMs: deps.config.windowMs,
+        });
+        meetingId = meeting.id;
+        await deps.db
+          .updateTable('bot_recordings')
+          .set({ meeting_id: meetingId })
+          .where('id', '=', recordingId)
+          .execute();
+      }
+      const meeting = await deps.db
+        .selectFrom('meetings')
+        .select('status')
+        .where('id', '=', meetingId)
+        .executeTakeFirst();
+      if (meeting?.status === 'created') {
+        // Not yet given its audio (a first run, or one that stopped before the upload committed).
+        if (!(await bots.budget.take('bot.retrieve', 30_000))) {
+          await ctx.requeue(30_000, 'provider budget spent');
+          return;
+        }
+        const bot = await bots.provider.retrieveBot(row.bot_id);
+        const audio = await bots.provider.downloadRecording(bot);
+        if (!audio || audio.length === 0) {
+          await ctx.complete(async (trx) => {
+            await move(trx, recordingId, BotStatus.complete, {
+              failure_code: 'bot.empty_recording',
+              failure_message: 'the bot recorded no audio',
+            });
+          });
+          return;
+        }
+        await storeRecording(deps, row.workspace_id, meetingId, audio, 'audio/mpeg');
+      }
+      await ctx.complete();
+    },
+  };
+}

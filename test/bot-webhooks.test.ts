@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { botProviderOf } from '../src/app.ts';
+import { scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
+import {
+  newRecallWebhookSecret,
+  signedWebhookRequest,
+  startFakeRecall,
+  type FakeRecall,
+} from './support/fake-recall.ts';
+import { SPEECH, speechWav, startHarness, waitFor, type Harness } from './support/harness.ts';
+
+const MINUTE = 60_000;
+
+void describe('provider webhooks and the bot recording lifecycle', () => {
+  let fake: FakeRecall;
+  let h: Harness;
+  let deps: BotSchedulingDeps;
+  const secret = newRecallWebhookSecret();
+  const rotated = newRecallWebhookSecret();
+
+  before(async () => {
+    fake = await startFakeRecall();
+    h = await startHarness({
+      env: {
+        VERBATIM_RECALL_URL: fake.url,
+        VERBATIM_RECALL_API_KEY: fake.apiKey,
+        VERBATIM_RECALL_WEBHOOK_SECRETS: `${rotated},${secret}`,
+      },
+    });
+    const bots = botProviderOf(h.app.deps)!;
+    deps = {
+      db: h.app.database.db,
+      provider: bots.provider,
+      budget: bots.budget,
+      log: h.app.log,
+      settings: {
+        trustWindowMs: 55 * MINUTE,
+        lookbackMs: 7 * 24 * 60 * MINUTE,
+        maxListPages: 5,
+        budgetWaitMs: 5_000,
+      },
+    };
+    h.spawnWorker();
+  });
+  after(async () => {
+    await h?.close();
+    await fake?.close();
+  });
+
+  async function scheduledRecording(): Promise<{ id: string; botId: string }> {
+    const id = randomUUID();
+    const joinAt = new Date(Date.now() + 30 * MINUTE);
+    await h.app.database.db
+      .insertInto('bot_recordings')
+      .values({
+        id,
+        workspace_id: h.workspaceId,
+        meeting_url: `https://meet.example.com/${id.slice(0, 8)}`,
+        join_at: joinAt,
+        ends_at: new Date(joinAt.getTime() + 30 * MINUTE),
+        title: 'Weekly sync',
+        status: 'pending',
+      })
+      .execute();
+    const botId = await scheduleRecording(deps, id);
+    assert.ok(botId);
+    return { id, botId };
+  }
+
+  async function send(
+    botId: string,
+    code: string,
+    opts: { id?: string; subCode?: string; timestamp?: number; secret?: string } = {},
+  ) {
+    const req = signedWebhookRequest({
+      secrets: [opts.secret ?? secret],
+      id: opts.id,
+      timestamp: opts.timestamp,
+      body: {
+        event: 'bot.status_change',
+        data: {
+          bot: { id: botId, metadata: {} },
+          status: { code, sub_code: opts.subCode ?? null, created_at: new Date().toISOString() },
+        },
+      },
+    });
+    const res = await h.api.inject({
+      method: 'POST',
+      url: '/providers/recall/webhooks',
+      headers: req.headers,
+      payload: req.body,
+    });
+    return { id: req.id, status: res.statusCode, outcome: res.json<{ outcome?: string }>().outcome };
+  }
+
+  const statusOf = async (id: string) =>
+    h.app.database.db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+
+  void it('R7: joining → recording → done → processing → audio imported → transcript → complete; late, unknown and replayed webhooks change nothing', async () => {
+    const { id, botId } = await scheduledRecording();
+    assert.equal((await send(botId, 'joining_call')).outcome, 'applied');
+    assert.equal((await statusOf(id)).status, 'joining');
+    const recording = await send(botId, 'in_call_recording');
+    assert.equal(recording.outcome, 'applied');
+    assert.equal((await statusOf(id)).status, 'recording');
+    // Late: a joining webhook that arrives after recording began.
+    assert.equal((await send(botId, 'joining_call')).outcome, 'stale');
+    assert.equal((await statusOf(id)).status, 'recording');
+    // A replay of an applied webhook is applied once.
+    assert.equal((await send(botId, 'in_call_recording', { id: recording.id })).outcome, 'duplicate');
+    assert.equal((await send(`unknown-${randomUUID()}`, 'in_call_recording')).outcome, 'unknown_bot');
+
+    fake.setRecording(botId, speechWav(SPEECH));
+    assert.equal((await send(botId, 'done')).outcome, 'applied');
+    assert.equal((await statusOf(id)).status, 'processing');
+    const done = await waitFor('the recording to complete through its meeting', async () => {
+      const r = await statusOf(id);
+      return r.status === 'complete' ? r : null;
+    });
+    assert.ok(done.meeting_id);
+    const meeting = (await h.request('GET', `/v1/meetings/${done.meeting_id}`)).json;
+    assert.equal(meeting.status, 'complete');
+    assert.equal(meeting.source, 'bot');
+    const text = (
+      await h.request('GET', `/v1/meetings/${done.meeting_id}/transcript?format=txt`)
+    ).text.toLowerCase();
+    assert.ok(text.includes('budget'), text);
+  });
+
+  void it('R7: an empty recording completes as empty; a fatal bot fails with its reason', async () => {
+    const empty = await scheduledRecording();
+    fake.setRecording(empty.botId, Buffer.alloc(0));
+    await send(empty.botId, 'in_call_recording');
+    await send(empty.botId, 'done');
+    const settled = await waitFor('the empty recording to complete', async () => {
+      const r = await statusOf(empty.id);
+      return r.status === 'complete' ? r : null;
+    });
+    assert.equal(settled.failure_code, 'bot.empty_recording');
+    assert.equal(settled.meeting_id !== null, true);
+
+    const fatal = await scheduledRecording();
+    await send(fatal.botId, 'joining_call');
+    assert.equal((await send(fatal.botId, 'fatal', { subCode: 'meeting_not_found' })).outcome, 'applied');
+    const failed = await statusOf(fatal.id);
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.failure_code, 'bot.fatal:meeting_not_found');
+    assert.equal(
+      (await send(fatal.botId, 'in_call_recording')).outcome,
+      'stale',
+      'nothing moves a failed recording',
+    );
+  });
+
+  void it('R8: a webhook with a bad or stale signature gets 401 and changes nothing; any configured secret is accepted', async () => {
+    const { id, botId } = await scheduledRecording();
+    const forged = await send(botId, 'joining_call', { secret: newRecallWebhookSecret() });
+    assert.equal(forged.status, 401);
+    const stale = await send(botId, 'joining_call', { timestamp: Math.floor(Date.now() / 1000) - 600 });
+    assert.equal(stale.status, 401);
+    assert.equal((await statusOf(id)).status, 'scheduled', 'nothing changed');
+    const seen = await h.app.database.db
+      .selectFrom('provider_webhook_events')
+      .select('id')
+      .where('id', 'in', [forged.id, stale.id])
+      .execute();
+    assert.equal(seen.length, 0, 'a refused webhook is not recorded');
+    assert.equal(
+      (await send(botId, 'joining_call', { secret: rotated })).outcome,
+      'applied',
+      'the other secret works too',
+    );
+  });
+});

@@ -5,10 +5,11 @@
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
-import { RecallBotProvider } from './adapters/recall-bot-provider.ts';
+import { botProviderOf, RECALL_LIMITS } from './bots/provider.ts';
 import { importBotRecordingJob } from './bots/provider-webhooks.ts';
 import { RateBudget } from './bots/rate-budget.ts';
-import type { BotProvider } from './ports.ts';
+import { deleteBotJob } from './bots/recordings.ts';
+import { scheduleBotJob } from './bots/resume.ts';
 import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
@@ -50,9 +51,6 @@ export interface App {
   workspaces: PgWorkspaceStore;
   close(): Promise<void>;
 }
-
-/** Recall.ai's documented per-minute limits per endpoint (R2). */
-const RECALL_LIMITS = { 'bot.create': 60, 'bot.list': 60, 'bot.retrieve': 300, 'bot.delete': 300 };
 
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const log = overrides.logger ?? createLogger(config.logLevel);
@@ -106,6 +104,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   };
 }
 
+export { botProviderOf };
+
 export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
   return [
     splitRecordingJob(deps),
@@ -113,17 +113,9 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
     closeOutMeetingJob(deps),
     writeMinutesJob(deps),
     importBotRecordingJob(deps, botProviderOf(deps)),
+    scheduleBotJob(deps, botProviderOf(deps)),
+    deleteBotJob(deps, botProviderOf(deps)),
   ];
-}
-
-/** R1/R2: the bot provider and the installation's shared budget for it, when a key is set. */
-export function botProviderOf(deps: MeetingDeps): { provider: BotProvider; budget: RateBudget } | null {
-  const { recall } = deps.config;
-  if (!recall.apiKey) return null;
-  return {
-    provider: new RecallBotProvider({ baseUrl: recall.url, apiKey: recall.apiKey }),
-    budget: new RateBudget(deps.db, RECALL_LIMITS),
-  };
 }
 
 export async function startAppWorker(app: App): Promise<WorkerHandle> {

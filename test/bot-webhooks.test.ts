@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { botProviderOf } from '../src/app.ts';
+import { BACKSTOP_PERIOD_MS, backstopOffsetMs, nextBackstopAt } from '../src/bots/resume.ts';
 import { scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
 import {
   newRecallWebhookSecret,
@@ -172,5 +173,56 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       'applied',
       'the other secret works too',
     );
+  });
+
+  void it('R1/R6: a calendar event becomes one recording, scheduled through the event path within seconds and without a list call; a duplicate copy adds nothing', async () => {
+    const lists = fake.calls.list;
+    const event = {
+      title: 'Design review',
+      start: new Date(Date.now() + 45 * MINUTE).toISOString(),
+      end: new Date(Date.now() + 75 * MINUTE).toISOString(),
+      meetingUrl: `https://meet.example.com/${randomUUID().slice(0, 8)}`,
+    };
+    const created = await h.request('POST', '/v1/calendar-events', event);
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.recording.id as string;
+    const scheduled = await waitFor('the event path to schedule the bot', async () => {
+      const r = await h.request('GET', `/v1/bot-recordings/${id}`);
+      return r.json.status === 'scheduled' ? r.json : null;
+    });
+    assert.equal(fake.calls.list, lists, 'no list call');
+    assert.equal(fake.bots().filter((b) => b.metadata.verbatim_recording === id).length, 1);
+    const again = await h.request('POST', '/v1/calendar-events', event);
+    assert.equal(again.status, 200);
+    assert.equal(again.json.duplicate, true);
+    assert.equal(again.json.recording.id, id);
+    const bad = await h.request('POST', '/v1/calendar-events', { ...event, meetingUrl: 'not a url' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, 'event.meeting_url');
+
+    // R7: cancel with the provider down: the bot id is kept and the delete retried until it succeeds.
+    fake.failNext('delete', { status: 503 }, 2);
+    const canceled = await h.request('POST', `/v1/bot-recordings/${id}/cancel`);
+    assert.equal(canceled.status, 202);
+    assert.equal(canceled.json.status, 'canceled');
+    assert.equal(canceled.json.botId, scheduled.botId, 'the bot id is kept');
+    await waitFor(
+      'the bot to be deleted at the provider',
+      async () => fake.bot(scheduled.botId as string) === undefined,
+    );
+    assert.ok(fake.calls.delete >= 3, `delete called ${fake.calls.delete} times`);
+  });
+
+  void it('R6: the backstop runs each workspace at its own stable offset in the quarter hour', () => {
+    const ids = Array.from({ length: 100 }, () => randomUUID());
+    const minutes = new Set(ids.map((w) => Math.floor(backstopOffsetMs(w) / MINUTE)));
+    assert.ok(minutes.size >= 12, `100 workspaces spread over ${minutes.size} of 15 minutes`);
+    const now = new Date();
+    for (const w of ids.slice(0, 10)) {
+      assert.equal(backstopOffsetMs(w), backstopOffsetMs(w), 'stable');
+      const next = nextBackstopAt(w, now);
+      assert.ok(next > now && next.getTime() - now.getTime() <= BACKSTOP_PERIOD_MS);
+      assert.equal(next.getTime() % BACKSTOP_PERIOD_MS, backstopOffsetMs(w));
+    }
   });
 });

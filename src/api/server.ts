@@ -5,6 +5,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import type { PgWorkspaceStore } from '../workspaces/pg-workspace-store.ts';
 import { registerMeetingRoutes } from './meeting-routes.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
+import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
 import { registerWebhookRoutes } from './webhook-routes.ts';
 
@@ -73,6 +74,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   registerOpsRoutes(app, api);
   registerWebhookRoutes(app, api);
   registerProviderRoutes(app, api);
+  registerBotRoutes(app, api);
   return app;
 }
 

@@ -176,6 +176,14 @@ export interface ProviderWebhookEventsTable {
   received_at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+export interface BotBackstopsTable {
+  workspace_id: string;
+  next_run_at: ColumnType<Date, Date | string, Date | string>;
+  lease_owner: string | null;
+  lease_expires_at: NullableTimestamp;
+  last_run_at: NullableTimestamp;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -329,6 +337,7 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  bot_backstops: BotBackstopsTable;
   provider_webhook_events: ProviderWebhookEventsTable;
   bot_recordings: BotRecordingsTable;
   provider_budgets: ProviderBudgetsTable;

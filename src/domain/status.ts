@@ -99,6 +99,8 @@ export const JobKind = {
   closeOutMeeting: 'close-out-meeting',
   writeMinutes: 'write-minutes',
   importBotRecording: 'import-bot-recording',
+  scheduleBot: 'schedule-bot',
+  deleteBot: 'delete-bot',
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -117,6 +119,8 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.closeOutMeeting]: QueueName.closeout,
   [JobKind.writeMinutes]: QueueName.minutes,
   [JobKind.importBotRecording]: QueueName.intake,
+  [JobKind.scheduleBot]: QueueName.intake,
+  [JobKind.deleteBot]: QueueName.intake,
 };
 
 export const EventType = {

@@ -21,6 +21,8 @@ import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
+import { botProviderOf } from '../bots/provider.ts';
+import { runBotBackstops } from '../bots/resume.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
@@ -62,6 +64,7 @@ export async function startWorker(
     checkpoints: deps.checkpoints,
   });
 
+  const bots = botProviderOf(deps);
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
@@ -71,6 +74,7 @@ export async function startWorker(
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
+      ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
     ];
     for (const [name, step] of steps) {
       try {

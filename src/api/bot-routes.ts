@@ -1,0 +1,25 @@
+import type { FastifyInstance } from 'fastify';
+import {
+  cancelBotRecording,
+  createCalendarEvent,
+  getBotRecording,
+  recordingView,
+} from '../bots/recordings.ts';
+import { workspaceOf, type ApiDeps } from './server.ts';
+
+/** R1: calendar events from the API, and the recordings their bots make. */
+export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
+  const { deps } = api;
+  app.post('/v1/calendar-events', async (req, reply) => {
+    const { recording, duplicate } = await createCalendarEvent(deps, workspaceOf(req), req.body);
+    return reply
+      .status(recording && !duplicate ? 201 : 200)
+      .send({ recording: recording ? recordingView(recording) : null, duplicate });
+  });
+  app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>
+    recordingView(await getBotRecording(deps, workspaceOf(req), req.params.id)),
+  );
+  app.post<{ Params: { id: string } }>('/v1/bot-recordings/:id/cancel', async (req, reply) =>
+    reply.status(202).send(recordingView(await cancelBotRecording(deps, workspaceOf(req), req.params.id))),
+  );
+}

@@ -1,0 +1,22 @@
+import { RecallBotProvider } from '../adapters/recall-bot-provider.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import type { BotProvider } from '../ports.ts';
+import { RateBudget } from './rate-budget.ts';
+
+/** Recall.ai's documented per-minute limits per endpoint (R2). */
+export const RECALL_LIMITS = { 'bot.create': 60, 'bot.list': 60, 'bot.retrieve': 300, 'bot.delete': 300 };
+
+export interface BotDeps {
+  provider: BotProvider;
+  budget: RateBudget;
+}
+
+/** R1/R2: the bot provider and the installation's shared budget for it, when a key is set. */
+export function botProviderOf(deps: MeetingDeps): BotDeps | null {
+  const { recall } = deps.config;
+  if (!recall.apiKey) return null;
+  return {
+    provider: new RecallBotProvider({ baseUrl: recall.url, apiKey: recall.apiKey }),
+    budget: new RateBudget(deps.db, RECALL_LIMITS),
+  };
+}

@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { JobKind } from '../domain/status.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import { isUuid } from '../meetings/pg-meeting-store.ts';
+import type { BotDeps } from './provider.ts';
+import { requestBotScheduling } from './resume.ts';
+
+/**
+ * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
+ * same URL and start, are one recording) and is scheduled through the event path (R6). Canceling
+ * keeps the bot id and deletes the bot through a retried job (R7).
+ */
+export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string, input: unknown) {
+  const body = (input ?? {}) as Record<string, unknown>;
+  const title =
+    typeof body.title === 'string' && body.title.trim() ? body.title.trim().slice(0, 300) : 'Meeting';
+  const start = typeof body.start === 'string' ? new Date(body.start) : null;
+  const end = typeof body.end === 'string' ? new Date(body.end) : null;
+  if (!start || Number.isNaN(start.getTime()) || !end || Number.isNaN(end.getTime()) || end <= start) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'event.times',
+      'start and end must be ISO times, end after start',
+    );
+  }
+  let url: URL | null = null;
+  try {
+    url = typeof body.meetingUrl === 'string' ? new URL(body.meetingUrl) : null;
+  } catch {
+    url = null;
+  }
+  if (!url || url.protocol !== 'https:') {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'event.meeting_url',
+      'meetingUrl must be an https meeting link',
+    );
+  }
+  if (body.record === false) return { recording: null, duplicate: false };
+  return deps.db.transaction().execute(async (trx) => {
+    const inserted = await trx
+      .insertInto('bot_recordings')
+      .values({
+        id: randomUUID(),
+        workspace_id: workspaceId,
+        meeting_url: url.toString(),
+        join_at: start,
+        ends_at: end,
+        title,
+        status: 'pending',
+      })
+      .onConflict((oc) => oc.columns(['workspace_id', 'meeting_url', 'join_at']).doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (!inserted) {
+      const existing = await trx
+        .selectFrom('bot_recordings')
+        .selectAll()
+        .where('workspace_id', '=', workspaceId)
+        .where('meeting_url', '=', url.toString())
+        .where('join_at', '=', start)
+        .executeTakeFirstOrThrow();
+      return { recording: existing, duplicate: true };
+    }
+    await requestBotScheduling(deps, trx, inserted, `user:${workspaceId}`);
+    return { recording: inserted, duplicate: false };
+  });
+}
+
+export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
+  const row = isUuid(id)
+    ? await deps.db
+        .selectFrom('bot_recordings')
+        .selectAll()
+        .where('id', '=', id)
+        .where('workspace_id', '=', workspaceId)
+        .executeTakeFirst()
+    : undefined;
+  if (!row) throw new AppError(ErrorKind.notFound, 'recording.not_found', `no bot recording ${id}`);
+  return row;
+}
+
+/** Cancels a recording that has not started: its bot (if any) is deleted by a retried job. */
+export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
+  await getBotRecording(deps, workspaceId, id);
+  return deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .selectFrom('bot_recordings')
+      .selectAll()
+      .where('id', '=', id)
+      .forNoKeyUpdate()
+      .executeTakeFirstOrThrow();
+    if (row.status !== 'pending' && row.status !== 'scheduled') {
+      throw new AppError(ErrorKind.conflict, 'recording.not_cancelable', `the recording is ${row.status}`);
+    }
+    const updated = await trx
+      .updateTable('bot_recordings')
+      .set({ status: 'canceled', updated_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (row.bot_id) {
+      await deps.jobs.createJob(
+        trx,
+        {
+          workspaceId,
+          kind: JobKind.deleteBot,
+          subjectType: 'bot_recording',
+          subjectId: id,
+          meetingId: null,
+          payload: { recordingId: id, botId: row.bot_id },
+          maxErrors: 20,
+          maxReclaims: deps.config.maxReclaims,
+          dedupeKey: `delete-bot:${row.bot_id}`,
+        },
+        `user:${workspaceId}`,
+      );
+    }
+    return updated;
+  });
+}
+
+export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+  return {
+    kind: JobKind.deleteBot,
+    run: async (ctx) => {
+      if (!bots)
+        throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
+      if (!(await bots.budget.take('bot.delete', 10_000))) {
+        await ctx.requeue(30_000, 'provider budget spent');
+        return;
+      }
+      await bots.provider.deleteBot(String(ctx.job.payload.botId));
+      await ctx.complete();
+    },
+  };
+}
+
+export function recordingView(r: {
+  id: string;
+  title: string;
+  meeting_url: string;
+  join_at: Date;
+  ends_at: Date;
+  status: string;
+  bot_id: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  meeting_id: string | null;
+}) {
+  return {
+    id: r.id,
+    title: r.title,
+    meetingUrl: r.meeting_url,
+    joinAt: r.join_at,
+    endsAt: r.ends_at,
+    status: r.status,
+    botId: r.bot_id,
+    failure: r.failure_code ? { code: r.failure_code, message: r.failure_message } : null,
+    meetingId: r.meeting_id,
+  };
+}

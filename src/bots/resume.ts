@@ -1,0 +1,131 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Tx } from '../db/schema.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { JobKind } from '../domain/status.ts';
+import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import type { BotDeps } from './provider.ts';
+import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
+
+/**
+ * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
+ * within seconds: a `schedule-bot` job is created in the same transaction. Its run is a recovery
+ * run for the recording's workspace, which needs no list call for rows that never reached the
+ * provider or are inside the trust window. The backstop runs every 15 minutes per workspace, each
+ * workspace at its own stable offset inside the quarter hour.
+ */
+
+export const BACKSTOP_PERIOD_MS = 15 * 60_000;
+const BACKSTOP_LEASE_MS = 5 * 60_000;
+
+export const BOT_SCHEDULING_SETTINGS = {
+  trustWindowMs: 55 * 60_000,
+  lookbackMs: 7 * 24 * 60 * 60_000,
+  maxListPages: 20,
+  budgetWaitMs: 10_000,
+};
+
+/** Called in the transaction that makes a recording pending. */
+export async function requestBotScheduling(
+  deps: MeetingDeps,
+  trx: Tx,
+  recording: { id: string; workspace_id: string },
+  actor: string,
+): Promise<void> {
+  await deps.jobs.createJob(
+    trx,
+    {
+      workspaceId: recording.workspace_id,
+      kind: JobKind.scheduleBot,
+      subjectType: 'bot_recording',
+      subjectId: recording.id,
+      meetingId: null,
+      payload: { recordingId: recording.id, workspaceId: recording.workspace_id },
+      maxErrors: deps.config.transcribeMaxErrors,
+      maxReclaims: deps.config.maxReclaims,
+    },
+    actor,
+  );
+  await sql`insert into bot_backstops (workspace_id, next_run_at)
+    values (${recording.workspace_id}::uuid, ${nextBackstopAt(recording.workspace_id, new Date())})
+    on conflict (workspace_id) do nothing`.execute(trx);
+}
+
+/** The workspace's stable offset inside the quarter hour, from a hash of its id. */
+export function backstopOffsetMs(workspaceId: string): number {
+  const h = createHash('sha256').update(workspaceId).digest();
+  return h.readUInt32BE(0) % BACKSTOP_PERIOD_MS;
+}
+
+/** The next run after `now`: the next instant at the workspace's offset in a quarter hour. */
+export function nextBackstopAt(workspaceId: string, now: Date): Date {
+  const offset = backstopOffsetMs(workspaceId);
+  const base = Math.floor(now.getTime() / BACKSTOP_PERIOD_MS) * BACKSTOP_PERIOD_MS + offset;
+  return new Date(base > now.getTime() ? base : base + BACKSTOP_PERIOD_MS);
+}
+
+function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
+  return {
+    db: deps.db,
+    provider: bots.provider,
+    budget: bots.budget,
+    log: deps.log,
+    settings: BOT_SCHEDULING_SETTINGS,
+  };
+}
+
+export function scheduleBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+  return {
+    kind: JobKind.scheduleBot,
+    run: async (ctx) => {
+      if (!bots)
+        throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
+      const report = await recoverWorkspace(schedulingDeps(deps, bots), String(ctx.job.payload.workspaceId));
+      if (report.deferred > 0) {
+        await ctx.requeue(30_000, 'provider budget spent');
+        return;
+      }
+      await ctx.complete();
+    },
+  };
+}
+
+/** The backstop: each due workspace gets one recovery run, then its next slot. */
+export async function runBotBackstops(
+  deps: MeetingDeps,
+  bots: BotDeps | null,
+  owner: string,
+  limit = 5,
+): Promise<number> {
+  if (!bots) return 0;
+  const due = await sql<{ workspace_id: string }>`
+    update bot_backstops b
+       set lease_owner = ${owner}, lease_expires_at = now() + ${BACKSTOP_LEASE_MS} * interval '1 millisecond'
+     where b.workspace_id in (
+       select workspace_id from bot_backstops
+        where next_run_at <= now() and (lease_expires_at is null or lease_expires_at < now())
+        order by next_run_at limit ${limit} for update skip locked)
+    returning b.workspace_id`.execute(deps.db);
+  for (const { workspace_id } of due.rows) {
+    try {
+      await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
+    } catch (err) {
+      deps.log.warn(
+        { workspaceId: workspace_id, err: String(err) },
+        'bot backstop run failed; the next slot retries',
+      );
+    }
+    await deps.db
+      .updateTable('bot_backstops')
+      .set({
+        next_run_at: nextBackstopAt(workspace_id, new Date()),
+        last_run_at: new Date(),
+        lease_owner: null,
+        lease_expires_at: null,
+      })
+      .where('workspace_id', '=', workspace_id)
+      .execute();
+  }
+  return due.rows.length;
+}

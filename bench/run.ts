@@ -21,10 +21,14 @@
  * windows are the default 60 s (12 chunks), the close-out grace and poll are shortened to 0.5 s.
  *
  * Knobs: BENCH_N (jobs and windows, default 2000), BENCH_CONCURRENCY (4), BENCH_SAMPLES (5),
+ *   (g) bot recovery cost: provider calls per endpoint for one recovery run over 1,000 stuck
+ *       recordings in 100 workspaces, next to the naive design's (one list per stuck row)
+ *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–f; default abcdef).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–g; default abcdefg).
  */
 import { max, median } from './fixtures.ts';
+import { botRecoveryCost } from './bot-recovery.ts';
 import { boundaryLoss } from './boundary.ts';
 import { closeOutLatency } from './closeout.ts';
 import { manyMeetings } from './many.ts';
@@ -38,7 +42,7 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdef';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefg';
 const BOUNDARY_MINUTES = 3;
 const BOUNDARY_TARGET = 1.05;
 const CLOSEOUT_SAMPLES = 10;
@@ -237,6 +241,29 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(f) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('g')) {
+    say('(g) bot recovery cost: 1,000 stuck recordings in 100 workspaces, fake Recall…');
+    try {
+      const cost = await botRecoveryCost(1000, 100);
+      const fmtCalls = (c: Record<string, number>) =>
+        `create ${c.create}, list ${c.list}, delete ${c.delete}`;
+      say(`(g): ours ${fmtCalls(cost.ours)}; naive ${fmtCalls(cost.naive)}`);
+      say(
+        `    recordings with exactly one bot at the provider: ${cost.botsPerRecording.exactlyOne}, other: ${cost.botsPerRecording.other}`,
+      );
+      rows.push(
+        `(g) bot recovery, ${cost.stuck} stuck / ${cost.workspaces} ws`.padEnd(43) +
+          `list ${cost.ours.list} vs naive ${cost.naive.list}; create ${cost.ours.create} vs ${cost.naive.create}; ` +
+          `all calls ${cost.ours.list + cost.ours.create + cost.ours.delete} vs ${cost.naive.list + cost.naive.create}` +
+          `   one bot each: ${cost.botsPerRecording.other === 0 ? 'PASS' : 'MISS'}`,
+      );
+      if (cost.botsPerRecording.other !== 0) failed = true;
+    } catch (err) {
+      failed = true;
+      say(`(g) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

@@ -18,11 +18,17 @@ import { startFakeRecall } from '../test/support/fake-recall.ts';
 
 const MINUTE = 60_000;
 
+interface Calls {
+  create: number;
+  list: number;
+  delete: number;
+}
+
 export interface RecoveryCost {
   stuck: number;
   workspaces: number;
-  ours: Record<string, number>;
-  naive: Record<string, number>;
+  ours: Calls;
+  naive: Calls;
   botsPerRecording: { exactlyOne: number; other: number };
 }
 

@@ -248,7 +248,7 @@ async function main(): Promise<number> {
     say('(g) bot recovery cost: 1,000 stuck recordings in 100 workspaces, fake Recall…');
     try {
       const cost = await botRecoveryCost(1000, 100);
-      const fmtCalls = (c: Record<string, number>) =>
+      const fmtCalls = (c: { create: number; list: number; delete: number }) =>
         `create ${c.create}, list ${c.list}, delete ${c.delete}`;
       say(`(g): ours ${fmtCalls(cost.ours)}; naive ${fmtCalls(cost.naive)}`);
       say(

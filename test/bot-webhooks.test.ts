@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { botProviderOf } from '../src/app.ts';
-import { BACKSTOP_PERIOD_MS, backstopOffsetMs, nextBackstopAt } from '../src/bots/resume.ts';
+import {
+  BACKSTOP_PERIOD_MS,
+  backfillEndedBots,
+  backstopOffsetMs,
+  nextBackstopAt,
+} from '../src/bots/resume.ts';
 import { scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
 import {
   newRecallWebhookSecret,
@@ -50,9 +55,9 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     await fake?.close();
   });
 
-  async function scheduledRecording(): Promise<{ id: string; botId: string }> {
+  async function scheduledRecording(startsInMinutes = 30): Promise<{ id: string; botId: string }> {
     const id = randomUUID();
-    const joinAt = new Date(Date.now() + 30 * MINUTE);
+    const joinAt = new Date(Date.now() + startsInMinutes * MINUTE);
     await h.app.database.db
       .insertInto('bot_recordings')
       .values({
@@ -224,5 +229,21 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       assert.ok(next > now && next.getTime() - now.getTime() <= BACKSTOP_PERIOD_MS);
       assert.equal(next.getTime() % BACKSTOP_PERIOD_MS, backstopOffsetMs(w));
     }
+  });
+
+  void it('R7: a lost done webhook is back-filled from the provider, once', async () => {
+    const { id, botId } = await scheduledRecording(-60);
+    await send(botId, 'in_call_recording');
+    fake.setRecording(botId, speechWav(SPEECH));
+    fake.pushStatus(botId, 'call_ended');
+    fake.pushStatus(botId, 'done');
+    // The done webhook never arrives; the backstop asks the provider.
+    const bots = botProviderOf(h.app.deps)!;
+    assert.equal(await backfillEndedBots(h.app.deps, bots, h.workspaceId), 1);
+    assert.equal(await backfillEndedBots(h.app.deps, bots, h.workspaceId), 0, 'applied once');
+    await waitFor('the back-filled recording to complete', async () => {
+      const r = await statusOf(id);
+      return r.status === 'complete' ? r : null;
+    });
   });
 });

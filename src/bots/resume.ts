@@ -6,6 +6,7 @@ import { JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
+import { applyProviderWebhook } from './provider-webhooks.ts';
 import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 
 /**
@@ -110,6 +111,7 @@ export async function runBotBackstops(
   for (const { workspace_id } of due.rows) {
     try {
       await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
+      await backfillEndedBots(deps, bots, workspace_id);
     } catch (err) {
       deps.log.warn(
         { workspaceId: workspace_id, err: String(err) },
@@ -128,4 +130,43 @@ export async function runBotBackstops(
       .execute();
   }
   return due.rows.length;
+}
+
+/** How long after a meeting's end a bot still not reported done is asked about directly. */
+const BACKFILL_AFTER_MS = 15 * 60_000;
+
+/**
+ * R7: a lost `done` (or `fatal`) webhook is back-filled: a recording whose meeting ended a while
+ * ago but whose bot never reported the end is retrieved from the provider, and its final status
+ * applied as that webhook would have been (once, under a synthetic webhook id).
+ */
+export async function backfillEndedBots(
+  deps: MeetingDeps,
+  bots: BotDeps,
+  workspaceId: string,
+): Promise<number> {
+  const rows = await deps.db
+    .selectFrom('bot_recordings')
+    .select(['id', 'bot_id'])
+    .where('workspace_id', '=', workspaceId)
+    .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
+    .where('bot_id', 'is not', null)
+    .where('ends_at', '<', new Date(Date.now() - BACKFILL_AFTER_MS))
+    .limit(20)
+    .execute();
+  let applied = 0;
+  for (const row of rows) {
+    if (!(await bots.budget.take('bot.retrieve', 5_000))) break;
+    const bot = await bots.provider.retrieveBot(row.bot_id!);
+    if (bot.status !== 'done' && bot.status !== 'fatal') continue;
+    const sub = bot.statusChanges.at(-1)?.subCode ?? null;
+    const outcome = await applyProviderWebhook(deps, `backfill:${bot.id}:${bot.status}`, {
+      event: 'backfill',
+      botId: bot.id,
+      code: bot.status,
+      subCode: sub,
+    });
+    if (outcome === 'applied') applied++;
+  }
+  return applied;
 }

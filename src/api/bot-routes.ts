@@ -5,6 +5,7 @@ import {
   getBotRecording,
   recordingView,
 } from '../bots/recordings.ts';
+import { addCalendarFeed } from '../bots/calendar-feeds.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 /** R1: calendar events from the API, and the recordings their bots make. */
@@ -16,6 +17,9 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
       .status(recording && !duplicate ? 201 : 200)
       .send({ recording: recording ? recordingView(recording) : null, duplicate });
   });
+  app.post('/v1/calendar-feeds', async (req, reply) =>
+    reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body)),
+  );
   app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>
     recordingView(await getBotRecording(deps, workspaceOf(req), req.params.id)),
   );

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
+import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { BotDeps } from './provider.ts';
@@ -40,34 +41,17 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
     );
   }
   if (body.record === false) return { recording: null, duplicate: false };
-  return deps.db.transaction().execute(async (trx) => {
-    const inserted = await trx
-      .insertInto('bot_recordings')
-      .values({
-        id: randomUUID(),
-        workspace_id: workspaceId,
-        meeting_url: url.toString(),
-        join_at: start,
-        ends_at: end,
-        title,
-        status: 'pending',
-      })
-      .onConflict((oc) => oc.columns(['workspace_id', 'meeting_url', 'join_at']).doNothing())
-      .returningAll()
-      .executeTakeFirst();
-    if (!inserted) {
-      const existing = await trx
-        .selectFrom('bot_recordings')
-        .selectAll()
-        .where('workspace_id', '=', workspaceId)
-        .where('meeting_url', '=', url.toString())
-        .where('join_at', '=', start)
-        .executeTakeFirstOrThrow();
-      return { recording: existing, duplicate: true };
-    }
-    await requestBotScheduling(deps, trx, inserted, `user:${workspaceId}`);
-    return { recording: inserted, duplicate: false };
-  });
+  return deps.db
+    .transaction()
+    .execute((trx) =>
+      upsertRecording(
+        deps,
+        trx,
+        workspaceId,
+        { title, start, end, meetingUrl: url.toString() },
+        `user:${workspaceId}`,
+      ),
+    );
 }
 
 export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
@@ -87,40 +71,88 @@ export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id
 export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
   await getBotRecording(deps, workspaceId, id);
   return deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('bot_recordings')
-      .selectAll()
-      .where('id', '=', id)
-      .forNoKeyUpdate()
-      .executeTakeFirstOrThrow();
-    if (row.status !== 'pending' && row.status !== 'scheduled') {
-      throw new AppError(ErrorKind.conflict, 'recording.not_cancelable', `the recording is ${row.status}`);
+    const row = await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`);
+    if (!row) {
+      const now = await trx
+        .selectFrom('bot_recordings')
+        .select('status')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      throw new AppError(ErrorKind.conflict, 'recording.not_cancelable', `the recording is ${now.status}`);
     }
-    const updated = await trx
-      .updateTable('bot_recordings')
-      .set({ status: 'canceled', updated_at: sql<Date>`now()` })
-      .where('id', '=', id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    if (row.bot_id) {
-      await deps.jobs.createJob(
-        trx,
-        {
-          workspaceId,
-          kind: JobKind.deleteBot,
-          subjectType: 'bot_recording',
-          subjectId: id,
-          meetingId: null,
-          payload: { recordingId: id, botId: row.bot_id },
-          maxErrors: 20,
-          maxReclaims: deps.config.maxReclaims,
-          dedupeKey: `delete-bot:${row.bot_id}`,
-        },
-        `user:${workspaceId}`,
-      );
-    }
-    return updated;
+    return row;
   });
+}
+
+/** In the caller's transaction; null when the recording had already started or ended. */
+export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string, actor: string) {
+  const row = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', id)
+    .forNoKeyUpdate()
+    .executeTakeFirstOrThrow();
+  if (row.status !== 'pending' && row.status !== 'scheduled') return null;
+  const updated = await trx
+    .updateTable('bot_recordings')
+    .set({ status: 'canceled', updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (row.bot_id) {
+    await deps.jobs.createJob(
+      trx,
+      {
+        workspaceId: row.workspace_id,
+        kind: JobKind.deleteBot,
+        subjectType: 'bot_recording',
+        subjectId: id,
+        meetingId: null,
+        payload: { recordingId: id, botId: row.bot_id },
+        maxErrors: 20,
+        maxReclaims: deps.config.maxReclaims,
+        dedupeKey: `delete-bot:${row.bot_id}`,
+      },
+      actor,
+    );
+  }
+  return updated;
+}
+
+/** A recording for an event, or the existing one for the same meeting (copies on two calendars). */
+export async function upsertRecording(
+  deps: MeetingDeps,
+  trx: Tx,
+  workspaceId: string,
+  e: { title: string; start: Date; end: Date; meetingUrl: string },
+  actor: string,
+) {
+  const inserted = await trx
+    .insertInto('bot_recordings')
+    .values({
+      id: randomUUID(),
+      workspace_id: workspaceId,
+      meeting_url: e.meetingUrl,
+      join_at: e.start,
+      ends_at: e.end,
+      title: e.title,
+      status: 'pending',
+    })
+    .onConflict((oc) => oc.columns(['workspace_id', 'meeting_url', 'join_at']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  if (inserted) {
+    await requestBotScheduling(deps, trx, inserted, actor);
+    return { recording: inserted, duplicate: false };
+  }
+  const existing = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', e.meetingUrl)
+    .where('join_at', '=', e.start)
+    .executeTakeFirstOrThrow();
+  return { recording: existing, duplicate: true };
 }
 
 export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {

@@ -11,6 +11,7 @@ import * as m0008 from './migrations/0008-provider-budgets.ts';
 import * as m0009 from './migrations/0009-bot-recordings.ts';
 import * as m0010 from './migrations/0010-provider-webhooks.ts';
 import * as m0011 from './migrations/0011-bot-backstop.ts';
+import * as m0012 from './migrations/0012-calendar-feeds.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0009-bot-recordings': m0009,
   '0010-provider-webhooks': m0010,
   '0011-bot-backstop': m0011,
+  '0012-calendar-feeds': m0012,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -184,6 +184,27 @@ export interface BotBackstopsTable {
   last_run_at: NullableTimestamp;
 }
 
+export interface CalendarFeedsTable {
+  id: string;
+  workspace_id: string;
+  url: string;
+  next_poll_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  lease_expires_at: NullableTimestamp;
+  last_polled_at: NullableTimestamp;
+  last_error: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
+export interface CalendarEventsTable {
+  feed_id: string;
+  uid: string;
+  recording_id: string | null;
+  start_at: ColumnType<Date, Date | string, Date | string>;
+  end_at: ColumnType<Date, Date | string, Date | string>;
+  meeting_url: string | null;
+  seen_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface StorageGuardsTable {
   scope: string;
 }
@@ -337,6 +358,8 @@ export interface Database {
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;
   batches: BatchesTable;
+  calendar_feeds: CalendarFeedsTable;
+  calendar_events: CalendarEventsTable;
   bot_backstops: BotBackstopsTable;
   provider_webhook_events: ProviderWebhookEventsTable;
   bot_recordings: BotRecordingsTable;

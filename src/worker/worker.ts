@@ -23,6 +23,7 @@ import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { botProviderOf } from '../bots/provider.ts';
 import { runBotBackstops } from '../bots/resume.ts';
+import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
@@ -75,6 +76,7 @@ export async function startWorker(
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
       ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
+      ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
     ];
     for (const [name, step] of steps) {
       try {

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { parseIcs } from '../domain/ics.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
+import { cancelRecordingInTx, upsertRecording } from './recordings.ts';
+
+/**
+ * R1: ICS feed subscriptions. Each poll fetches the feed, reads the next two weeks of events
+ * (recurring ones expanded) with ical.js, and reconciles them with what the last poll saw:
+ * a new event with a meeting link gets a recording (copies of one meeting share it); a moved one
+ * (new start, end or link) has its recording canceled and a new one made; a canceled or deleted one
+ * has its recording canceled. Recordings that have started are left alone.
+ */
+
+export const FEED_POLL_MS = 5 * 60_000;
+const HORIZON_MS = 14 * 24 * 60 * 60_000;
+const FETCH_TIMEOUT_MS = 15_000;
+const MAX_FEED_BYTES = 5 * 1024 * 1024;
+
+export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, input: unknown) {
+  const body = (input ?? {}) as Record<string, unknown>;
+  let url: URL | null = null;
+  try {
+    url = typeof body.url === 'string' ? new URL(body.url.replace(/^webcal:/, 'https:')) : null;
+  } catch {
+    url = null;
+  }
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'feed.url',
+      'url must be an https (or webcal) ICS feed address',
+    );
+  }
+  const row = await deps.db
+    .insertInto('calendar_feeds')
+    .values({ id: randomUUID(), workspace_id: workspaceId, url: url.toString() })
+    .onConflict((oc) => oc.columns(['workspace_id', 'url']).doUpdateSet({ next_poll_at: sql<Date>`now()` }))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { id: row.id, url: row.url, createdAt: row.created_at };
+}
+
+/** Polls every due feed once (each worker's sweep runs this). */
+export async function pollDueFeeds(deps: MeetingDeps, limit = 5): Promise<number> {
+  const due = await sql<{ id: string }>`
+    update calendar_feeds f set lease_expires_at = now() + interval '2 minutes'
+     where f.id in (select id from calendar_feeds
+                     where next_poll_at <= now() and (lease_expires_at is null or lease_expires_at < now())
+                     order by next_poll_at limit ${limit} for update skip locked)
+    returning f.id`.execute(deps.db);
+  for (const { id } of due.rows) await pollFeed(deps, id);
+  return due.rows.length;
+}
+
+export async function pollFeed(
+  deps: MeetingDeps,
+  feedId: string,
+): Promise<{ created: number; canceled: number }> {
+  const feed = await deps.db
+    .selectFrom('calendar_feeds')
+    .selectAll()
+    .where('id', '=', feedId)
+    .executeTakeFirstOrThrow();
+  const now = new Date();
+  let events: ReturnType<typeof parseIcs>;
+  try {
+    const res = await fetch(feed.url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: 'follow' });
+    if (!res.ok) throw new Error(`feed answered HTTP ${res.status}`);
+    const text = await res.text();
+    if (text.length > MAX_FEED_BYTES) throw new Error('feed is larger than 5 MB');
+    events = parseIcs(text, now, new Date(now.getTime() + HORIZON_MS));
+  } catch (err) {
+    // A feed that cannot be read changes nothing: its events are not taken as deleted.
+    await deps.db
+      .updateTable('calendar_feeds')
+      .set({
+        last_error: String(err instanceof Error ? err.message : err).slice(0, 300),
+        next_poll_at: new Date(now.getTime() + FEED_POLL_MS),
+        lease_expires_at: null,
+      })
+      .where('id', '=', feedId)
+      .execute();
+    deps.log.warn({ feedId, err: String(err) }, 'calendar feed could not be read');
+    return { created: 0, canceled: 0 };
+  }
+  const actor = `calendar:${feedId}`;
+  return deps.db.transaction().execute(async (trx) => {
+    let created = 0;
+    let canceled = 0;
+    const known = await trx.selectFrom('calendar_events').selectAll().where('feed_id', '=', feedId).execute();
+    const byUid = new Map(known.map((k) => [k.uid, k]));
+    const seen = new Set<string>();
+    for (const e of events) {
+      if (e.canceled || !e.meetingUrl) continue;
+      seen.add(e.uid);
+      const prior = byUid.get(e.uid);
+      const same =
+        prior &&
+        prior.start_at.getTime() === e.start.getTime() &&
+        prior.end_at.getTime() === e.end.getTime() &&
+        prior.meeting_url === e.meetingUrl;
+      if (same) continue;
+      if (prior?.recording_id && (await cancelRecordingInTx(deps, trx, prior.recording_id, actor)))
+        canceled++;
+      const { recording, duplicate } = await upsertRecording(
+        deps,
+        trx,
+        feed.workspace_id,
+        { title: e.title, start: e.start, end: e.end, meetingUrl: e.meetingUrl },
+        actor,
+      );
+      if (!duplicate) created++;
+      await trx
+        .insertInto('calendar_events')
+        .values({
+          feed_id: feedId,
+          uid: e.uid,
+          recording_id: recording.id,
+          start_at: e.start,
+          end_at: e.end,
+          meeting_url: e.meetingUrl,
+        })
+        .onConflict((oc) =>
+          oc.columns(['feed_id', 'uid']).doUpdateSet({
+            recording_id: recording.id,
+            start_at: e.start,
+            end_at: e.end,
+            meeting_url: e.meetingUrl,
+            seen_at: sql<Date>`now()`,
+          }),
+        )
+        .execute();
+    }
+    // Gone from the feed, or canceled in it, and still in the future: cancel its recording.
+    for (const k of known) {
+      if (seen.has(k.uid) || k.end_at <= now) continue;
+      if (k.recording_id && (await cancelRecordingInTx(deps, trx, k.recording_id, actor))) canceled++;
+      await trx
+        .deleteFrom('calendar_events')
+        .where('feed_id', '=', feedId)
+        .where('uid', '=', k.uid)
+        .execute();
+    }
+    await trx
+      .updateTable('calendar_feeds')
+      .set({
+        last_polled_at: now,
+        last_error: null,
+        next_poll_at: new Date(now.getTime() + FEED_POLL_MS),
+        lease_expires_at: null,
+      })
+      .where('id', '=', feedId)
+      .execute();
+    return { created, canceled };
+  });
+}

@@ -125,6 +125,24 @@ void describe('calendar feeds', () => {
     );
     assert.equal(rows.find((r) => r.meeting_url === meet)!.status, 'canceled', 'deleted from the feed');
 
+    // Only the end changes: the same recording, with its new end (no cancel, no second bot).
+    body = calendar([
+      vevent('standup', moved, [`LOCATION:${zoom}`], 60),
+      vevent('weekly', new Date(base.getTime() + 4 * HOUR), [
+        'RRULE:FREQ=WEEKLY;COUNT=3',
+        'LOCATION:https://acme.zoom.us/j/222',
+      ]),
+    ]);
+    assert.deepEqual(await pollFeed(h.app.deps, feed.id), { created: 0, canceled: 0 });
+    const longer = (await recordings()).find((r) => r.meeting_url === zoom && r.status === 'pending')!;
+    const ends = await h.app.database.db
+      .selectFrom('bot_recordings')
+      .select('ends_at')
+      .where('id', '=', longer.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(ends.ends_at.getTime(), moved.getTime() + 60 * 60_000);
+    rows = await recordings();
+
     // A feed that cannot be read is not taken as "every event deleted".
     status = 500;
     assert.deepEqual(await pollFeed(h.app.deps, feed.id), { created: 0, canceled: 0 });

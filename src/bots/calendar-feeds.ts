@@ -102,7 +102,14 @@ export async function pollFeed(
         prior.end_at.getTime() === e.end.getTime() &&
         prior.meeting_url === e.meetingUrl;
       if (same) continue;
-      if (prior?.recording_id && (await cancelRecordingInTx(deps, trx, prior.recording_id, actor)))
+      // A new start or link is a different bot; only a new end keeps the same recording.
+      const rescheduled =
+        prior && (prior.start_at.getTime() !== e.start.getTime() || prior.meeting_url !== e.meetingUrl);
+      if (
+        rescheduled &&
+        prior.recording_id &&
+        (await cancelRecordingInTx(deps, trx, prior.recording_id, actor))
+      )
         canceled++;
       const { recording, duplicate } = await upsertRecording(
         deps,

@@ -151,7 +151,19 @@ export async function upsertRecording(
     .where('workspace_id', '=', workspaceId)
     .where('meeting_url', '=', e.meetingUrl)
     .where('join_at', '=', e.start)
+    .forNoKeyUpdate()
     .executeTakeFirstOrThrow();
+  if (
+    existing.ends_at.getTime() !== e.end.getTime() &&
+    (existing.status === 'pending' || existing.status === 'scheduled')
+  ) {
+    // Only the end moved: the bot joins at the same time; nothing to reschedule.
+    await trx
+      .updateTable('bot_recordings')
+      .set({ ends_at: e.end, updated_at: sql<Date>`now()` })
+      .where('id', '=', existing.id)
+      .execute();
+  }
   return { recording: existing, duplicate: true };
 }
 

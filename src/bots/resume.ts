@@ -82,7 +82,9 @@ export function scheduleBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefi
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
-      const report = await recoverWorkspace(schedulingDeps(deps, bots), String(ctx.job.payload.workspaceId));
+      const report = await recoverWorkspace(schedulingDeps(deps, bots), String(ctx.job.payload.workspaceId), {
+        allowList: false,
+      });
       if (report.deferred > 0) {
         await ctx.requeue(30_000, 'provider budget spent');
         return;

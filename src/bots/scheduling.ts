@@ -53,6 +53,8 @@ export interface RecoveryReport {
   truncated: boolean;
   gaveUp: number;
   deferred: number;
+  /** Rows whose provider call failed this run; the others went on (one bad row blocks nothing). */
+  failed: number;
 }
 
 const META_WORKSPACE = 'verbatim_workspace';
@@ -116,6 +118,8 @@ export async function scheduleRecording(
       .forNoKeyUpdate()
       .executeTakeFirst();
     if (!row || row.status !== 'pending' || row.bot_id !== null) return null;
+    // A bot sent to a meeting link after the meeting ended would record whatever meets there next.
+    if (row.ends_at.getTime() <= Date.now()) return null;
     const hash = schedulingInputsHash(row);
     if (resend && row.idempotency_key && row.schedule_inputs_hash === hash)
       return { row, key: row.idempotency_key };
@@ -157,23 +161,41 @@ export async function scheduleRecording(
       idempotencyKey: attempt.key,
     }),
   );
-  await attach(deps, recordingId, bot.id);
+  if (!(await attach(deps, recordingId, bot.id))) {
+    // Canceled or moved while the create was in flight: this bot must not join anything.
+    deps.log.warn(
+      { recordingId, botId: bot.id },
+      'bot created for a recording no longer pending; deleting it',
+    );
+    await call(deps, BotEndpoint.delete, () => deps.provider.deleteBot(bot.id));
+    return null;
+  }
   return bot.id;
 }
 
-async function attach(deps: BotSchedulingDeps, recordingId: string, botId: string): Promise<void> {
-  await deps.db
+async function attach(deps: BotSchedulingDeps, recordingId: string, botId: string): Promise<boolean> {
+  const done = await deps.db
     .updateTable('bot_recordings')
     .set({ bot_id: botId, status: 'scheduled', updated_at: sql<Date>`now()` })
     .where('id', '=', recordingId)
     .where('bot_id', 'is', null)
-    .execute();
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  if (Number(done.numUpdatedRows) === 1) return true;
+  // The same bot attached already (a replayed create) counts as attached.
+  const row = await deps.db
+    .selectFrom('bot_recordings')
+    .select('bot_id')
+    .where('id', '=', recordingId)
+    .executeTakeFirst();
+  return row?.bot_id === botId;
 }
 
 /** R4/R5: one recovery run over a workspace's pending rows without a bot. */
 export async function recoverWorkspace(
   deps: BotSchedulingDeps,
   workspaceId: string,
+  options: { allowList?: boolean } = {},
 ): Promise<RecoveryReport> {
   const now = (deps.now ?? (() => new Date()))();
   const report: RecoveryReport = {
@@ -185,6 +207,7 @@ export async function recoverWorkspace(
     truncated: false,
     gaveUp: 0,
     deferred: 0,
+    failed: 0,
   };
   const rows = (await deps.db
     .selectFrom('bot_recordings')
@@ -209,39 +232,50 @@ export async function recoverWorkspace(
   const needList: RecordingRow[] = [];
   try {
     for (const row of rows) {
-      const attempted = row.schedule_attempted_at;
-      if (!attempted) {
-        if (row.ends_at.getTime() <= now.getTime()) {
+      try {
+        const attempted = row.schedule_attempted_at;
+        if (!attempted) {
+          if (row.ends_at.getTime() <= now.getTime()) {
+            await giveUp(
+              deps,
+              row.id,
+              'bot_never_scheduled',
+              'the meeting ended before a bot was ever scheduled',
+            );
+            report.gaveUp++;
+            continue;
+          }
+          if ((await scheduleRecording(deps, row.id)) !== null) report.scheduled++;
+          continue;
+        }
+        const age = now.getTime() - attempted.getTime();
+        if (age > deps.settings.lookbackMs) {
           await giveUp(
             deps,
             row.id,
-            'bot_never_scheduled',
-            'the meeting ended before a bot was ever scheduled',
+            'bot_schedule_outcome_unknown',
+            'a bot was requested but whether the provider created it could not be established',
           );
           report.gaveUp++;
           continue;
         }
-        if ((await scheduleRecording(deps, row.id)) !== null) report.scheduled++;
-        continue;
-      }
-      const age = now.getTime() - attempted.getTime();
-      if (age > deps.settings.lookbackMs) {
-        await giveUp(
-          deps,
-          row.id,
-          'bot_schedule_outcome_unknown',
-          'a bot was requested but whether the provider created it could not be established',
+        if (age <= deps.settings.trustWindowMs && row.schedule_inputs_hash === schedulingInputsHash(row)) {
+          if ((await scheduleRecording(deps, row.id, true)) !== null) report.resent++;
+          continue;
+        }
+        needList.push(row);
+      } catch (err) {
+        if (err instanceof OutOfBudget) throw err;
+        report.failed++;
+        deps.log.warn(
+          { workspaceId, recordingId: row.id, err: String(err) },
+          'bot scheduling failed for one recording; the others go on',
         );
-        report.gaveUp++;
-        continue;
       }
-      if (age <= deps.settings.trustWindowMs && row.schedule_inputs_hash === schedulingInputsHash(row)) {
-        if ((await scheduleRecording(deps, row.id, true)) !== null) report.resent++;
-        continue;
-      }
-      needList.push(row);
     }
-    if (needList.length > 0) await reconcileByList(deps, workspaceId, needList, report);
+    // The event path never lists (R6); the backstop does, at most once per run.
+    if (needList.length > 0 && options.allowList !== false)
+      await reconcileByList(deps, workspaceId, needList, report);
   } catch (err) {
     if (!(err instanceof OutOfBudget)) throw err;
     report.deferred++;

@@ -54,7 +54,14 @@ export function parseIcs(text: string, from: Date, until: Date, maxOccurrences =
       continue;
     }
     const it = event.iterator();
-    for (let n = 0, next = it.next(); next && n < maxOccurrences; n++, next = it.next()) {
+    // Occurrences before `from` do not count towards the cap (a series may have started years ago);
+    // the step bound only stops a runaway rule.
+    let kept = 0;
+    for (
+      let steps = 0, next = it.next();
+      next && kept < maxOccurrences && steps < 100_000;
+      steps++, next = it.next()
+    ) {
       // ical.js's declaration of the details does not resolve; its shape is documented.
       const details = event.getOccurrenceDetails(next) as unknown as {
         startDate: { toJSDate(): Date };
@@ -65,6 +72,7 @@ export function parseIcs(text: string, from: Date, until: Date, maxOccurrences =
       const end = details.endDate.toJSDate();
       if (end <= from) continue;
       out.push({ ...base, uid: `${event.uid}#${start.toISOString()}`, start, end });
+      kept++;
     }
   }
   return out;

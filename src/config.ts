@@ -380,6 +380,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');
   }
+  for (const secret of config.recall.webhookSecrets) {
+    // An empty key would let anyone sign a webhook.
+    if (Buffer.from(secret.replace(/^whsec_/, ''), 'base64').length < 16) {
+      throw new ConfigError(
+        'each VERBATIM_RECALL_WEBHOOK_SECRETS entry must be a whsec_ secret of at least 16 bytes',
+      );
+    }
+  }
   if (config.storage.kind === 's3' && !config.storage.bucket) {
     throw new ConfigError('VERBATIM_STORAGE=s3 needs VERBATIM_S3_BUCKET');
   }

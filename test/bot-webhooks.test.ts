@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { botProviderOf } from '../src/app.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
 import {
   BACKSTOP_PERIOD_MS,
   backfillEndedBots,
@@ -252,5 +253,48 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       const r = await statusOf(id);
       return r.status === 'complete' ? r : null;
     });
+  });
+
+  void it('R7: an import that keeps failing ends the recording failed with its reason, not processing for ever', async () => {
+    const { id, botId } = await scheduledRecording();
+    fake.setRecording(botId, speechWav(SPEECH));
+    fake.failNext('download', { status: 500 }, 50);
+    await send(botId, 'in_call_recording');
+    await send(botId, 'done');
+    const failed = await waitFor('the import to give up', async () => {
+      const r = await statusOf(id);
+      return r.status === 'failed' ? r : null;
+    });
+    assert.match(failed.failure_code ?? '', /^bot\.import_failed:/);
+  });
+
+  void it('R8: a webhook secret too short to sign anything is refused at start-up', () => {
+    assert.throws(() => loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: 'whsec_' }), ConfigError);
+    assert.throws(() => loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: `${secret},whsec_AAAA` }), ConfigError);
+    assert.equal(loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: secret }).recall.webhookSecrets.length, 1);
+  });
+
+  void it('R7: canceling a recording whose create answer was lost finds the bot the provider made and deletes it', async () => {
+    const id = randomUUID();
+    const joinAt = new Date(Date.now() + 40 * MINUTE);
+    await h.app.database.db
+      .insertInto('bot_recordings')
+      .values({
+        id,
+        workspace_id: h.workspaceId,
+        meeting_url: `https://meet.example.com/${id.slice(0, 8)}`,
+        join_at: joinAt,
+        ends_at: new Date(joinAt.getTime() + 30 * MINUTE),
+        status: 'pending',
+      })
+      .execute();
+    fake.failNext('create', 'drop_after_commit');
+    await assert.rejects(scheduleRecording(deps, id));
+    const made = fake.bots().filter((b) => b.metadata.verbatim_recording === id);
+    assert.equal(made.length, 1, 'the provider made a bot we never heard of');
+    const canceled = await h.request('POST', `/v1/bot-recordings/${id}/cancel`);
+    assert.equal(canceled.status, 202);
+    assert.equal(canceled.json.botId, null);
+    await waitFor('the unknown bot to be found and deleted', async () => fake.bot(made[0]!.id) === undefined);
   });
 });

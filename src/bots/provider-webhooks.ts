@@ -226,11 +226,13 @@ export function importBotRecordingJob(
         .executeTakeFirst();
       if (meeting?.status === 'created') {
         // Not yet given its audio (a first run, or one that stopped before the upload committed).
-        if (!(await bots.budget.take('bot.retrieve', 30_000))) {
+        const botId = row.bot_id;
+        const got = await bots.budget.guard('bot.retrieve', 30_000, () => bots.provider.retrieveBot(botId));
+        if (!got.ok) {
           await ctx.requeue(30_000, 'provider budget spent');
           return;
         }
-        const bot = await bots.provider.retrieveBot(row.bot_id);
+        const bot = got.value;
         const audio = await bots.provider.downloadRecording(bot);
         if (!audio || audio.length === 0) {
           await ctx.complete(async (trx) => {
@@ -244,6 +246,22 @@ export function importBotRecordingJob(
         await storeRecording(deps, row.workspace_id, meetingId, audio, 'audio/mpeg');
       }
       await ctx.complete();
+    },
+    // An import that ran out of retries is a failed recording with its reason, not one left
+    // `processing` for ever.
+    onTerminalFailure: async (trx, job, error) => {
+      await trx
+        .updateTable('bot_recordings')
+        .set({
+          status: BotStatus.failed,
+          failure_code: `bot.import_failed:${error.code}`.slice(0, 200),
+          failure_message: `the recording could not be imported: ${error.message}`.slice(0, 500),
+          updated_at: sql<Date>`now()`,
+        })
+        .where('id', '=', String(job.payload.recordingId))
+        .where('status', '=', BotStatus.processing)
+        .execute();
+      return null;
     },
   };
 }

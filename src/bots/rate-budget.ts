@@ -68,6 +68,25 @@ export class RateBudget {
     }
   }
 
+  /**
+   * Runs one provider call under the budget: a slot first (false: none within `maxWaitMs`, nothing
+   * called), and a 429 answer closes the endpoint for every process for its Retry-After.
+   */
+  async guard<T>(
+    endpoint: string,
+    maxWaitMs: number,
+    fn: () => Promise<T>,
+  ): Promise<{ ok: true; value: T } | { ok: false }> {
+    if (!(await this.take(endpoint, maxWaitMs))) return { ok: false };
+    try {
+      return { ok: true, value: await fn() };
+    } catch (err) {
+      const e = err as { code?: string; retryAfterSeconds?: number };
+      if (e.code === 'bot.rate_limited') await this.block(endpoint, e.retryAfterSeconds ?? 60);
+      throw err;
+    }
+  }
+
   /** A 429 with Retry-After: the endpoint is closed for every process until then. */
   async block(endpoint: string, retryAfterSeconds: number): Promise<void> {
     await sql`update provider_budgets

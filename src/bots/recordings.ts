@@ -99,7 +99,9 @@ export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  if (row.bot_id) {
+  // With a bot id, that bot is deleted; with an attempt whose answer never came, the provider may
+  // have made a bot we never heard of: the job finds it by the recording's metadata (one list call).
+  if (row.bot_id || row.schedule_attempted_at) {
     await deps.jobs.createJob(
       trx,
       {
@@ -111,7 +113,7 @@ export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string
         payload: { recordingId: id, botId: row.bot_id },
         maxErrors: 20,
         maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `delete-bot:${row.bot_id}`,
+        dedupeKey: `delete-bot:${row.bot_id ?? `recording:${id}`}`,
       },
       actor,
     );
@@ -173,11 +175,27 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
-      if (!(await bots.budget.take('bot.delete', 10_000))) {
-        await ctx.requeue(30_000, 'provider budget spent');
-        return;
+      let botIds: string[];
+      if (typeof ctx.job.payload.botId === 'string') {
+        botIds = [ctx.job.payload.botId];
+      } else {
+        const recordingId = String(ctx.job.payload.recordingId);
+        const found = await bots.budget.guard('bot.list', 10_000, () =>
+          bots.provider.listBots({ metadata: { verbatim_recording: recordingId } }),
+        );
+        if (!found.ok) {
+          await ctx.requeue(30_000, 'provider budget spent');
+          return;
+        }
+        botIds = found.value.bots.map((b) => b.id);
       }
-      await bots.provider.deleteBot(String(ctx.job.payload.botId));
+      for (const botId of botIds) {
+        const done = await bots.budget.guard('bot.delete', 10_000, () => bots.provider.deleteBot(botId));
+        if (!done.ok) {
+          await ctx.requeue(30_000, 'provider budget spent');
+          return;
+        }
+      }
       await ctx.complete();
     },
   };

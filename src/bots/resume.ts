@@ -154,21 +154,38 @@ export async function backfillEndedBots(
     .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
     .where('bot_id', 'is not', null)
     .where('ends_at', '<', new Date(Date.now() - BACKFILL_AFTER_MS))
+    .orderBy('updated_at')
     .limit(20)
     .execute();
   let applied = 0;
   for (const row of rows) {
-    if (!(await bots.budget.take('bot.retrieve', 5_000))) break;
-    const bot = await bots.provider.retrieveBot(row.bot_id!);
-    if (bot.status !== 'done' && bot.status !== 'fatal') continue;
-    const sub = bot.statusChanges.at(-1)?.subCode ?? null;
-    const outcome = await applyProviderWebhook(deps, `backfill:${bot.id}:${bot.status}`, {
-      event: 'backfill',
-      botId: bot.id,
-      code: bot.status,
-      subCode: sub,
-    });
-    if (outcome === 'applied') applied++;
+    try {
+      const got = await bots.budget.guard('bot.retrieve', 5_000, () =>
+        bots.provider.retrieveBot(row.bot_id!),
+      );
+      if (!got.ok) break;
+      const bot = got.value;
+      // Looked at now, so the next run asks about the others first.
+      await deps.db
+        .updateTable('bot_recordings')
+        .set({ updated_at: sql<Date>`now()` })
+        .where('id', '=', row.id)
+        .execute();
+      if (bot.status !== 'done' && bot.status !== 'fatal') continue;
+      const sub = bot.statusChanges.at(-1)?.subCode ?? null;
+      const outcome = await applyProviderWebhook(deps, `backfill:${bot.id}:${bot.status}`, {
+        event: 'backfill',
+        botId: bot.id,
+        code: bot.status,
+        subCode: sub,
+      });
+      if (outcome === 'applied') applied++;
+    } catch (err) {
+      deps.log.warn(
+        { recordingId: row.id, err: String(err) },
+        'back-fill could not ask the provider about a bot',
+      );
+    }
   }
   return applied;
 }

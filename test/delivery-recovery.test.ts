@@ -109,7 +109,10 @@ void it('A3/J9: two sweeps racing over the same lost delivery re-drive it once',
 void it('A4/O1/O2: a dispatcher killed after delivering meeting.transcribed delivers it again and the effect happens once', async () => {
   const h = await startHarness();
   try {
-    const fault = JSON.stringify([{ at: 'dispatcher.after-deliver', action: 'kill', times: 1 }]);
+    // Killed after the minutes consumer's delivery (the webhooks consumer has rows of its own, O3).
+    const fault = JSON.stringify([
+      { at: 'dispatcher.after-deliver', action: 'kill', times: 1, match: { consumer: 'minutes' } },
+    ]);
     const first = h.spawnWorker({ VERBATIM_FAULTS: fault });
     const id = await uploadMeeting(h, wav);
     const code = await first.exited;
@@ -121,7 +124,11 @@ void it('A4/O1/O2: a dispatcher killed after delivering meeting.transcribed deli
     const db = h.app.database.db;
     // The redelivery waits for the dead dispatcher's lease; the meeting may finish first.
     const event = await waitFor('the event to be recorded as delivered', async () => {
-      const row = await db.selectFrom('outbox').selectAll().executeTakeFirstOrThrow();
+      const row = await db
+        .selectFrom('outbox')
+        .selectAll()
+        .where('consumer', '=', 'minutes')
+        .executeTakeFirstOrThrow();
       return row.status === 'delivered' ? row : null;
     });
     assert.equal(event.attempt_count, 2, 'delivered twice: before the crash and after');

@@ -56,9 +56,10 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     await fake?.close();
   });
 
-  async function scheduledRecording(): Promise<{ id: string; botId: string }> {
+  /** A pending recording of a 30-minute meeting starting in `startsInMinutes`. */
+  async function pendingRecording(startsInMinutes: number): Promise<string> {
     const id = randomUUID();
-    const joinAt = new Date(Date.now() + 30 * MINUTE);
+    const joinAt = new Date(Date.now() + startsInMinutes * MINUTE);
     await h.app.database.db
       .insertInto('bot_recordings')
       .values({
@@ -71,6 +72,11 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
         status: 'pending',
       })
       .execute();
+    return id;
+  }
+
+  async function scheduledRecording(): Promise<{ id: string; botId: string }> {
+    const id = await pendingRecording(30);
     const botId = await scheduleRecording(deps, id);
     assert.ok(botId);
     return { id, botId };
@@ -275,19 +281,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
   });
 
   void it('R7: canceling a recording whose create answer was lost finds the bot the provider made and deletes it', async () => {
-    const id = randomUUID();
-    const joinAt = new Date(Date.now() + 40 * MINUTE);
-    await h.app.database.db
-      .insertInto('bot_recordings')
-      .values({
-        id,
-        workspace_id: h.workspaceId,
-        meeting_url: `https://meet.example.com/${id.slice(0, 8)}`,
-        join_at: joinAt,
-        ends_at: new Date(joinAt.getTime() + 30 * MINUTE),
-        status: 'pending',
-      })
-      .execute();
+    const id = await pendingRecording(40);
     fake.failNext('create', 'drop_after_commit');
     await assert.rejects(scheduleRecording(deps, id));
     const made = fake.bots().filter((b) => b.metadata.verbatim_recording === id);

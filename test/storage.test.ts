@@ -535,7 +535,7 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       assert.equal(ledger.files, 0);
     });
 
-    void it('B5: with the store failing for a while, deletion retries with growing capped backoff and completes; its bytes count until then', async () => {
+    void it('B5/B9: with the store failing for a while, deletion retries with growing capped backoff and completes; its bytes count until then', async () => {
       const ws = await newWorkspace();
       const { deps, store } = controlled({ cleanupBackoffMs: 40, cleanupBackoffCapMs: 300 });
       const meetingId = randomUUID();

@@ -5,9 +5,8 @@
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
-import { botProviderOf, RECALL_LIMITS } from './bots/provider.ts';
+import { botProviderOf, recallBudget } from './bots/provider.ts';
 import { importBotRecordingJob } from './bots/provider-webhooks.ts';
-import { RateBudget } from './bots/rate-budget.ts';
 import { deleteBotJob } from './bots/recordings.ts';
 import { scheduleBotJob } from './bots/resume.ts';
 import { fanOutWebhook } from './events/webhooks.ts';
@@ -66,7 +65,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   // own transaction is open; a separate small pool means they never wait for that pool to drain.
   const staging = openDatabase(connectionString, log, 4);
   // R2: the provider's per-minute limits, one budget per endpoint for the whole installation.
-  await new RateBudget(database.db, RECALL_LIMITS).install();
+  await recallBudget(database.db, config).install();
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {
     leaseMs: config.leaseMs,

@@ -166,6 +166,31 @@ export const SETTINGS = {
     default: '',
     help: 'comma-separated whsec_ secrets that may sign provider webhooks (R8)',
   },
+  recallLimits: {
+    env: 'VERBATIM_RECALL_LIMITS',
+    default: 'bot.create=60,bot.list=60,bot.retrieve=300,bot.delete=300',
+    help: "calls per rate window per provider endpoint, shared by every process (R2); Recall's documented limits",
+  },
+  recallRateWindowSeconds: {
+    env: 'VERBATIM_RECALL_RATE_WINDOW_SECONDS',
+    default: '60',
+    help: 'the period VERBATIM_RECALL_LIMITS count over (the provider counts per minute)',
+  },
+  botTrustWindowSeconds: {
+    env: 'VERBATIM_BOT_TRUST_WINDOW_SECONDS',
+    default: '3300',
+    help: "how long after a create attempt its idempotency key is re-sent without a list call (R4); below the provider's one-hour key retention",
+  },
+  botLookbackHours: {
+    env: 'VERBATIM_BOT_LOOKBACK_HOURS',
+    default: '168',
+    help: 'how long an unresolved bot attempt is recovered before it is given up (R5)',
+  },
+  botBackstopSeconds: {
+    env: 'VERBATIM_BOT_BACKSTOP_SECONDS',
+    default: '900',
+    help: "period of each workspace's bot recovery backstop, run at the workspace's own offset in it (R6)",
+  },
   storage: { env: 'VERBATIM_STORAGE', default: 'local', help: 'local (files under the data dir) or s3' },
   s3Bucket: { env: 'VERBATIM_S3_BUCKET', default: '', help: 'S3 bucket (VERBATIM_STORAGE=s3)' },
   s3Endpoint: {
@@ -250,7 +275,14 @@ export interface Config {
   webhookRetryMs: number;
   webhookMaxAttempts: number;
   webhookTimeoutMs: number;
-  recall: { url: string; apiKey: string; webhookSecrets: string[] };
+  recall: {
+    url: string;
+    apiKey: string;
+    webhookSecrets: string[];
+    limits: Record<string, number>;
+    rateWindowMs: number;
+  };
+  bots: { trustWindowMs: number; lookbackMs: number; backstopMs: number };
   storage: {
     kind: 'local' | 's3';
     bucket: string;
@@ -343,6 +375,13 @@ export function loadConfig(env: Env = process.env): Config {
         .split(',')
         .map((x) => x.trim())
         .filter((x) => x.length > 0),
+      limits: parseLimits(raw('recallLimits')),
+      rateWindowMs: ms('recallRateWindowSeconds', 0.1),
+    },
+    bots: {
+      trustWindowMs: ms('botTrustWindowSeconds', 1),
+      lookbackMs: ms('botLookbackHours', 0.001) * 3600,
+      backstopMs: ms('botBackstopSeconds', 1),
     },
     storage: {
       kind: oneOf('storage', ['local', 's3']),
@@ -380,6 +419,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');
   }
+  if (config.bots.trustWindowMs >= 3_600_000) {
+    // The provider keeps an idempotency key for an hour; a re-send after that could make a twin.
+    throw new ConfigError('VERBATIM_BOT_TRUST_WINDOW_SECONDS must be below 3600');
+  }
   for (const secret of config.recall.webhookSecrets) {
     // An empty key would let anyone sign a webhook.
     if (Buffer.from(secret.replace(/^whsec_/, ''), 'base64').length < 16) {
@@ -398,4 +441,24 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('VERBATIM_MINUTES=openai needs VERBATIM_LLM_URL');
   }
   return config;
+}
+
+const BOT_ENDPOINTS = ['bot.create', 'bot.list', 'bot.retrieve', 'bot.delete'];
+
+/** `bot.create=60,bot.list=60,...`: every endpoint must be given, each a whole number above 0. */
+function parseLimits(text: string): Record<string, number> {
+  const limits: Record<string, number> = {};
+  for (const part of text.split(',')) {
+    const [name, value] = part.split('=').map((x) => x.trim());
+    const n = Number(value);
+    if (!name || !BOT_ENDPOINTS.includes(name) || !Number.isInteger(n) || n < 1) {
+      throw new ConfigError(
+        `VERBATIM_RECALL_LIMITS must be endpoint=calls pairs for ${BOT_ENDPOINTS.join(', ')}, got "${part}"`,
+      );
+    }
+    limits[name] = n;
+  }
+  const missing = BOT_ENDPOINTS.filter((e) => !(e in limits));
+  if (missing.length > 0) throw new ConfigError(`VERBATIM_RECALL_LIMITS lacks ${missing.join(', ')}`);
+  return limits;
 }

@@ -280,6 +280,34 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     assert.equal(loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: secret }).recall.webhookSecrets.length, 1);
   });
 
+  void it('R2/R4/R5: budgets, trust window and lookback are settings; a trust window the provider would outlive is refused', () => {
+    const defaults = loadConfig({});
+    assert.deepEqual(defaults.recall.limits, {
+      'bot.create': 60,
+      'bot.list': 60,
+      'bot.retrieve': 300,
+      'bot.delete': 300,
+    });
+    assert.equal(defaults.recall.rateWindowMs, MINUTE);
+    assert.equal(defaults.bots.trustWindowMs, 55 * MINUTE);
+    assert.equal(defaults.bots.lookbackMs, 7 * 24 * 60 * MINUTE);
+    assert.equal(defaults.bots.backstopMs, BACKSTOP_PERIOD_MS);
+    const set = loadConfig({
+      VERBATIM_RECALL_LIMITS: 'bot.create=10,bot.list=5,bot.retrieve=100,bot.delete=100',
+      VERBATIM_BOT_TRUST_WINDOW_SECONDS: '600',
+      VERBATIM_BOT_LOOKBACK_HOURS: '24',
+    });
+    assert.equal(set.recall.limits['bot.list'], 5);
+    assert.equal(set.bots.trustWindowMs, 10 * MINUTE);
+    assert.equal(set.bots.lookbackMs, 24 * 60 * MINUTE);
+    assert.throws(() => loadConfig({ VERBATIM_BOT_TRUST_WINDOW_SECONDS: '3600' }), /below 3600/);
+    assert.throws(() => loadConfig({ VERBATIM_RECALL_LIMITS: 'bot.create=60' }), /lacks bot.list/);
+    assert.throws(
+      () => loadConfig({ VERBATIM_RECALL_LIMITS: 'bot.create=0,bot.list=1,bot.retrieve=1,bot.delete=1' }),
+      /endpoint=calls/,
+    );
+  });
+
   void it('R7: canceling a recording whose create answer was lost finds the bot the provider made and deletes it', async () => {
     const id = await pendingRecording(40);
     fake.failNext('create', 'drop_after_commit');

@@ -1,10 +1,17 @@
 import { RecallBotProvider } from '../adapters/recall-bot-provider.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotProvider } from '../ports.ts';
 import { RateBudget } from './rate-budget.ts';
 
-/** Recall.ai's documented per-minute limits per endpoint (R2). */
+/** Recall.ai's documented per-minute limits per endpoint (R2); the default of VERBATIM_RECALL_LIMITS. */
 export const RECALL_LIMITS = { 'bot.create': 60, 'bot.list': 60, 'bot.retrieve': 300, 'bot.delete': 300 };
+
+/** R2: the installation's shared budget, with the configured limits and window. */
+export function recallBudget(db: Db, config: Config): RateBudget {
+  return new RateBudget(db, config.recall.limits, config.recall.rateWindowMs);
+}
 
 export interface BotDeps {
   provider: BotProvider;
@@ -17,6 +24,6 @@ export function botProviderOf(deps: MeetingDeps): BotDeps | null {
   if (!recall.apiKey) return null;
   return {
     provider: new RecallBotProvider({ baseUrl: recall.url, apiKey: recall.apiKey }),
-    budget: new RateBudget(deps.db, RECALL_LIMITS),
+    budget: recallBudget(deps.db, deps.config),
   };
 }

@@ -3,8 +3,8 @@ import type { Db } from '../db/schema.ts';
 
 /**
  * R2: the bot provider's rate limits are per installation, not per process, so the budget lives in
- * Postgres. Each endpoint has a sliding one-minute window of calls: a caller takes a slot only if
- * fewer than `per_minute` calls were made in the last 60 s by anyone, under a transaction-scoped
+ * Postgres. Each endpoint has a sliding window of calls (a minute, as the provider counts): a caller
+ * takes a slot only if fewer than `per_minute` calls were made in the last window by anyone, under a transaction-scoped
  * advisory lock on the endpoint (so two processes never both take the last slot). A 429 from the
  * provider closes the endpoint for everyone until its Retry-After has passed.
  */
@@ -12,6 +12,8 @@ export class RateBudget {
   constructor(
     private readonly db: Db,
     private readonly limits: Record<string, number>,
+    /** The period the limits count over; the provider's is a minute. */
+    private readonly windowMs = 60_000,
   ) {}
 
   /** Makes sure every endpoint has its row with the configured limit. */
@@ -27,6 +29,11 @@ export class RateBudget {
    * Never blocks: the caller decides whether to wait or to requeue its job.
    */
   async tryTake(endpoint: string): Promise<number> {
+    // The provider counts a call when it arrives, a moment after we take its slot; a slot is
+    // therefore held a little longer than the provider's window (a tenth, at most 2 s) so calls
+    // that travel at different speeds can never crowd into one of its windows.
+    const heldMs = this.windowMs + Math.min(2_000, this.windowMs / 10);
+    const window = sql`(${heldMs} * interval '1 millisecond')`;
     return this.db.transaction().execute(async (trx) => {
       await sql`select pg_advisory_xact_lock(hashtext('verbatim-provider-budget'), hashtext(${endpoint}))`.execute(
         trx,
@@ -40,10 +47,10 @@ export class RateBudget {
         select b.per_minute,
                greatest(0, extract(epoch from b.blocked_until - clock_timestamp()) * 1000)::float8 as blocked_ms,
                (select count(*) from provider_calls c
-                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - interval '60 seconds')::int as used,
-               (select extract(epoch from min(c.at) + interval '60 seconds' - clock_timestamp()) * 1000
+                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - ${window})::int as used,
+               (select extract(epoch from min(c.at) + ${window} - clock_timestamp()) * 1000
                   from provider_calls c
-                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - interval '60 seconds')::float8 as oldest_ms
+                 where c.endpoint = b.endpoint and c.at > clock_timestamp() - ${window})::float8 as oldest_ms
           from provider_budgets b where b.endpoint = ${endpoint}`.execute(trx);
       const budget = row.rows[0];
       if (!budget) throw new Error(`no rate budget for provider endpoint ${endpoint}`);
@@ -52,7 +59,7 @@ export class RateBudget {
       await sql`insert into provider_calls (endpoint) values (${endpoint})`.execute(trx);
       // Calls older than the window are of no further use.
       await sql`delete from provider_calls where endpoint = ${endpoint}
-        and at < clock_timestamp() - interval '2 minutes'`.execute(trx);
+        and at < clock_timestamp() - 2 * ${window}`.execute(trx);
       return 0;
     });
   }

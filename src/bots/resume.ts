@@ -17,15 +17,9 @@ import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
  * workspace at its own stable offset inside the quarter hour.
  */
 
+/** The default backstop period (VERBATIM_BOT_BACKSTOP_SECONDS). */
 export const BACKSTOP_PERIOD_MS = 15 * 60_000;
 const BACKSTOP_LEASE_MS = 5 * 60_000;
-
-export const BOT_SCHEDULING_SETTINGS = {
-  trustWindowMs: 55 * 60_000,
-  lookbackMs: 7 * 24 * 60 * 60_000,
-  maxListPages: 20,
-  budgetWaitMs: 10_000,
-};
 
 /** Called in the transaction that makes a recording pending. */
 export async function requestBotScheduling(
@@ -49,21 +43,21 @@ export async function requestBotScheduling(
     actor,
   );
   await sql`insert into bot_backstops (workspace_id, next_run_at)
-    values (${recording.workspace_id}::uuid, ${nextBackstopAt(recording.workspace_id, new Date())})
+    values (${recording.workspace_id}::uuid, ${nextBackstopAt(recording.workspace_id, new Date(), deps.config.bots.backstopMs)})
     on conflict (workspace_id) do nothing`.execute(trx);
 }
 
 /** The workspace's stable offset inside the quarter hour, from a hash of its id. */
-export function backstopOffsetMs(workspaceId: string): number {
+export function backstopOffsetMs(workspaceId: string, periodMs = BACKSTOP_PERIOD_MS): number {
   const h = createHash('sha256').update(workspaceId).digest();
-  return h.readUInt32BE(0) % BACKSTOP_PERIOD_MS;
+  return h.readUInt32BE(0) % periodMs;
 }
 
 /** The next run after `now`: the next instant at the workspace's offset in a quarter hour. */
-export function nextBackstopAt(workspaceId: string, now: Date): Date {
-  const offset = backstopOffsetMs(workspaceId);
-  const base = Math.floor(now.getTime() / BACKSTOP_PERIOD_MS) * BACKSTOP_PERIOD_MS + offset;
-  return new Date(base > now.getTime() ? base : base + BACKSTOP_PERIOD_MS);
+export function nextBackstopAt(workspaceId: string, now: Date, periodMs = BACKSTOP_PERIOD_MS): Date {
+  const offset = backstopOffsetMs(workspaceId, periodMs);
+  const base = Math.floor(now.getTime() / periodMs) * periodMs + offset;
+  return new Date(base > now.getTime() ? base : base + periodMs);
 }
 
 function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
@@ -72,7 +66,12 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
     provider: bots.provider,
     budget: bots.budget,
     log: deps.log,
-    settings: BOT_SCHEDULING_SETTINGS,
+    settings: {
+      trustWindowMs: deps.config.bots.trustWindowMs,
+      lookbackMs: deps.config.bots.lookbackMs,
+      maxListPages: 20,
+      budgetWaitMs: 10_000,
+    },
   };
 }
 
@@ -123,7 +122,7 @@ export async function runBotBackstops(
     await deps.db
       .updateTable('bot_backstops')
       .set({
-        next_run_at: nextBackstopAt(workspace_id, new Date()),
+        next_run_at: nextBackstopAt(workspace_id, new Date(), deps.config.bots.backstopMs),
         last_run_at: new Date(),
         lease_owner: null,
         lease_expires_at: null,

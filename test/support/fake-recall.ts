@@ -37,6 +37,11 @@ export interface FakeRecallOptions {
   apiKey?: string;
   /** Requests per minute per endpoint. Defaults (R2): list 60, create 60, retrieve 300, delete 300. */
   limits?: Partial<Record<RecallEndpoint, number>>;
+  /**
+   * The period the limits count over. Recall's is a minute; tests that must watch a budget run dry
+   * and refill many times compress it (the budget under test is given the same period).
+   */
+  windowMs?: number;
   /** How long a completed create's key replays it. Default one hour. */
   idempotencyRetentionMs?: number;
   /** Results per list page unless the request asks (`page_size`). Default 10. */
@@ -81,7 +86,7 @@ export interface FakeRecall {
   calls: Record<RecallEndpoint | 'download', number>;
   /** Requests answered 429 per endpoint. */
   rateLimited: Record<RecallEndpoint, number>;
-  /** Most requests admitted in any sliding minute, per endpoint: never above `limits`. */
+  /** Most requests admitted in any sliding window (a minute by default), per endpoint: never above `limits`. */
   peakPerMinute: Record<RecallEndpoint, number>;
   /** Mutable at any time. */
   limits: Record<RecallEndpoint, number>;
@@ -93,6 +98,8 @@ export interface FakeRecall {
   now(): number;
   advanceTime(ms: number): void;
   failNext(endpoint: RecallEndpoint | 'download', failure: FakeRecallFailure, times?: number): void;
+  /** How many queued failures of an endpoint have not been served yet. */
+  failuresLeft(endpoint: RecallEndpoint | 'download'): number;
   /**
    * Holds the next create after its key is marked in flight and before it commits, so a test can
    * send a duplicate meanwhile. `arrived` resolves once the create is being held.
@@ -109,12 +116,12 @@ export interface FakeRecall {
 const BOT_PATH = /^\/api\/v1\/bot\/?$/;
 const ONE_BOT_PATH = /^\/api\/v1\/bot\/([^/]+)\/?$/;
 const MEDIA_PATH = /^\/media\/([A-Za-z0-9_-]+)\.mp3$/;
-const WINDOW_MS = 60_000;
 const ADHOC_MS = 10 * 60_000;
 
 type IdempotencyEntry = { state: 'in_flight' } | { state: 'done'; status: number; body: string; at: number };
 
 export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<FakeRecall> {
+  const WINDOW_MS = options.windowMs ?? 60_000;
   const apiKey = options.apiKey ?? `recall-test-${randomBytes(12).toString('hex')}`;
   const retentionMs = options.idempotencyRetentionMs ?? 3_600_000;
   const defaultPageSize = options.pageSize ?? 10;
@@ -159,6 +166,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       for (let i = 0; i < times; i++) queue.push(failure);
       failures.set(endpoint, queue);
     },
+    failuresLeft: (endpoint) => failures.get(endpoint)?.length ?? 0,
     holdNextCreate: () => {
       let arrived!: () => void;
       let release!: () => void;

@@ -94,6 +94,11 @@ export interface Bot {
   status: string;
   /** Oldest first, as the provider lists them. */
   statusChanges: BotStatusChange[];
+  /**
+   * The provider holds a recording for this bot: the bot was let in and recorded something. Its
+   * media link (below) may still be missing while the provider processes it.
+   */
+  recorded: boolean;
   /** Where the recording's audio (or, failing that, its video) can be fetched; null until there is one. */
   recordingUrl: string | null;
 }

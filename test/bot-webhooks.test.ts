@@ -152,7 +152,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       return r.status === 'complete' ? r : null;
     });
     assert.equal(settled.failure_code, 'bot.empty_recording');
-    assert.equal(settled.meeting_id !== null, true);
+    assert.equal(settled.meeting_id, null, 'no empty meeting is left behind');
 
     const fatal = await scheduledRecording();
     await send(fatal.botId, 'joining_call');
@@ -272,6 +272,39 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       return r.status === 'failed' ? r : null;
     });
     assert.match(failed.failure_code ?? '', /^bot\.import_failed:/);
+  });
+
+  void it('R7: a bot that ended without recording is not_recorded with its reason; a recording whose media never gets a link fails with that reason; neither leaves a meeting', async () => {
+    const meetingsBefore = await h.app.database.db
+      .selectFrom('meetings')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
+    const unrecorded = await scheduledRecording();
+    await send(unrecorded.botId, 'in_waiting_room');
+    fake.pushStatus(unrecorded.botId, 'call_ended', 'timeout_exceeded_waiting_room');
+    await send(unrecorded.botId, 'done');
+    const notRecorded = await waitFor('the recording to be not_recorded', async () => {
+      const r = await statusOf(unrecorded.id);
+      return r.status === 'not_recorded' ? r : null;
+    });
+    assert.equal(notRecorded.failure_code, 'bot.not_recorded:timeout_exceeded_waiting_room');
+    assert.equal(notRecorded.meeting_id, null);
+
+    const linkless = await scheduledRecording();
+    fake.setRecording(linkless.botId, null);
+    await send(linkless.botId, 'in_call_recording');
+    await send(linkless.botId, 'done');
+    const failed = await waitFor('the linkless import to give up', async () => {
+      const r = await statusOf(linkless.id);
+      return r.status === 'failed' ? r : null;
+    });
+    assert.equal(failed.failure_code, 'bot.import_failed:bot.recording_unavailable');
+    assert.equal(failed.meeting_id, null);
+    const meetingsAfter = await h.app.database.db
+      .selectFrom('meetings')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
+    assert.equal(meetingsAfter.n, meetingsBefore.n, 'no meeting was made for either');
   });
 
   void it('R8: a webhook secret too short to sign anything is refused at start-up', () => {

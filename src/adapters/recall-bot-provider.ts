@@ -353,6 +353,7 @@ function parseBot(value: unknown): Bot {
     metadata: stringRecord(raw.metadata),
     status: latest,
     statusChanges,
+    recorded: Array.isArray(raw.recordings) && raw.recordings.length > 0,
     recordingUrl: recordingUrl(raw.recordings),
   };
 }

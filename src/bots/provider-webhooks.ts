@@ -204,47 +204,86 @@ export function importBotRecordingJob(
         await ctx.complete();
         return;
       }
+      if (row.meeting_id) {
+        const meeting = await deps.db
+          .selectFrom('meetings')
+          .select('status')
+          .where('id', '=', row.meeting_id)
+          .executeTakeFirst();
+        if (meeting && meeting.status !== 'created') {
+          // Already given its audio; the meeting's end completes the recording (pg-meeting-store).
+          await ctx.complete();
+          return;
+        }
+      }
+      const botId = row.bot_id;
+      const got = await bots.budget.guard('bot.retrieve', 30_000, () => bots.provider.retrieveBot(botId));
+      if (!got.ok) {
+        await ctx.requeue(30_000, 'provider budget spent');
+        return;
+      }
+      const bot = got.value;
+      if (!bot.recorded) {
+        // The bot ended without ever recording: not let in, no permission, nobody came.
+        const last = bot.statusChanges.at(-1);
+        const why = last?.subCode ?? last?.code ?? 'no recording';
+        await ctx.complete(async (trx) => {
+          await move(trx, recordingId, BotStatus.notRecorded, {
+            failure_code: `bot.not_recorded:${why}`.slice(0, 200),
+            failure_message: `the bot did not record the meeting (${why})`.slice(0, 500),
+          });
+        });
+        return;
+      }
+      if (!bot.recordingUrl) {
+        // Recorded, but its media is not ready (or was lost): retried, then failed with this reason.
+        throw new AppError(
+          ErrorKind.transient,
+          'bot.recording_unavailable',
+          'the provider has the recording but no media link for it yet',
+        );
+      }
+      const audio = await bots.provider.downloadRecording(bot);
+      if (!audio || audio.length === 0) {
+        await ctx.complete(async (trx) => {
+          await move(trx, recordingId, BotStatus.complete, {
+            failure_code: 'bot.empty_recording',
+            failure_message: 'the bot recorded no audio',
+          });
+        });
+        return;
+      }
       let meetingId = row.meeting_id;
       if (!meetingId) {
-        const meeting = await deps.meetings.create(row.workspace_id, {
-          source: MeetingSource.bot,
-          title: row.title || 'Meeting bot recording',
-          language: null,
-          windowMs: deps.config.windowMs,
-        });
+        // The meeting and its link to the recording commit together: a crash leaves neither, and
+        // the next run makes it again.
+        const meeting = await deps.meetings.create(
+          row.workspace_id,
+          {
+            source: MeetingSource.bot,
+            title: row.title || 'Meeting bot recording',
+            language: null,
+            windowMs: deps.config.windowMs,
+          },
+          async (trx, created) => {
+            const linked = await trx
+              .updateTable('bot_recordings')
+              .set({ meeting_id: created.id })
+              .where('id', '=', recordingId)
+              .where('meeting_id', 'is', null)
+              .executeTakeFirst();
+            if (linked.numUpdatedRows === 0n) {
+              throw new AppError(
+                ErrorKind.transient,
+                'bot.import_raced',
+                'another run linked a meeting first',
+              );
+            }
+          },
+        );
         meetingId = meeting.id;
-        await deps.db
-          .updateTable('bot_recordings')
-          .set({ meeting_id: meetingId })
-          .where('id', '=', recordingId)
-          .execute();
       }
-      const meeting = await deps.db
-        .selectFrom('meetings')
-        .select('status')
-        .where('id', '=', meetingId)
-        .executeTakeFirst();
-      if (meeting?.status === 'created') {
-        // Not yet given its audio (a first run, or one that stopped before the upload committed).
-        const botId = row.bot_id;
-        const got = await bots.budget.guard('bot.retrieve', 30_000, () => bots.provider.retrieveBot(botId));
-        if (!got.ok) {
-          await ctx.requeue(30_000, 'provider budget spent');
-          return;
-        }
-        const bot = got.value;
-        const audio = await bots.provider.downloadRecording(bot);
-        if (!audio || audio.length === 0) {
-          await ctx.complete(async (trx) => {
-            await move(trx, recordingId, BotStatus.complete, {
-              failure_code: 'bot.empty_recording',
-              failure_message: 'the bot recorded no audio',
-            });
-          });
-          return;
-        }
-        await storeRecording(deps, row.workspace_id, meetingId, audio, 'audio/mpeg');
-      }
+      await storeRecording(deps, row.workspace_id, meetingId, audio, 'audio/mpeg');
       await ctx.complete();
     },
     // An import that ran out of retries is a failed recording with its reason, not one left

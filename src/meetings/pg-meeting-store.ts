@@ -39,7 +39,12 @@ export type MeetingTransition = keyof typeof MeetingTransitions;
 export class PgMeetingStore {
   constructor(private readonly db: Db) {}
 
-  async create(workspaceId: string, input: NewMeeting): Promise<MeetingRow> {
+  /** `alsoInTx` runs in the creating transaction: whatever must not outlive a missing meeting. */
+  async create(
+    workspaceId: string,
+    input: NewMeeting,
+    alsoInTx?: (trx: Tx, row: MeetingRow) => Promise<void>,
+  ): Promise<MeetingRow> {
     return this.db.transaction().execute(async (trx) => {
       if (input.batchId) {
         // J14: shared with other creators, exclusive with a cancel: no meeting slips into a
@@ -78,6 +83,7 @@ export class PgMeetingStore {
         to: row.status,
         actor: `user:${workspaceId}`,
       });
+      await alsoInTx?.(trx, row);
       return row;
     });
   }
@@ -107,10 +113,20 @@ export class PgMeetingStore {
 
   async list(
     workspaceId: string,
-    opts: { status?: MeetingStatus; limit: number; before?: { createdAt: Date; id: string } },
+    opts: {
+      status?: MeetingStatus;
+      limit: number;
+      before?: { createdAt: Date; id: string };
+      /** Case-insensitive substring of the title; LIKE wildcards in it match literally. */
+      titleContains?: string;
+    },
   ): Promise<MeetingRow[]> {
     let q = this.db.selectFrom('meetings').selectAll().where('workspace_id', '=', workspaceId);
     if (opts.status) q = q.where('status', '=', opts.status);
+    if (opts.titleContains) {
+      const pattern = `%${opts.titleContains.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      q = q.where(sql<boolean>`title ilike ${pattern} escape '\\'`);
+    }
     if (opts.before) {
       const { createdAt, id } = opts.before;
       q = q.where(sql<boolean>`(created_at, id) < (${createdAt}::timestamptz, ${id}::uuid)`);

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { MeetingRow } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
+import { meetingProgress, plainReason } from '../domain/meeting-progress.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, storeChunk, type ChunkFormat } from '../meetings/live.ts';
@@ -23,6 +24,7 @@ const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
 
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
+  const graceMs = deps.config.closeoutGraceMs;
 
   // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
   app.addContentTypeParser(
@@ -71,7 +73,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       windowMs: deps.config.windowMs,
       batchId,
     });
-    return reply.status(201).send(meetingView(meeting, emptyCounts()));
+    return reply.status(201).send(meetingView(meeting, emptyCounts(), graceMs));
   });
 
   app.put<{ Params: { id: string } }>('/v1/meetings/:id/recording', async (req, reply) => {
@@ -90,7 +92,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       throw invalid('recording.empty', 'the recording is empty');
     }
     const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.put<{ Params: { id: string; seq: string } }>(
@@ -114,19 +116,19 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       return reply.status(stored.created ? 201 : 200).send({
         seq: Number(req.params.seq),
         created: stored.created,
-        meeting: meetingView(stored.meeting, await deps.meetings.windowCounts(req.params.id)),
+        meeting: meetingView(stored.meeting, await deps.meetings.windowCounts(req.params.id), graceMs),
       });
     },
   );
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', async (req, reply) => {
     const meeting = await endMeeting(deps, workspaceOf(req), req.params.id);
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) => {
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return meetingView(meeting, await deps.meetings.windowCounts(meeting.id));
+    return meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs);
   });
 
   app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
@@ -153,7 +155,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id)));
+    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
@@ -166,7 +168,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
     return reply
       .status(202)
-      .send({ ...result, meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id)) });
+      .send({ ...result, meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs) });
   });
 
   app.post('/v1/batches', async (req, reply) => {
@@ -189,10 +191,13 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     return reply.status(202).send(batchView(batch, meetings));
   });
 
-  app.get<{ Querystring: { status?: string; limit?: string; cursor?: string } }>(
+  app.get<{ Querystring: { status?: string; limit?: string; cursor?: string; q?: string } }>(
     '/v1/meetings',
     async (req) => {
-      const { status, limit: limitText, cursor } = req.query;
+      const { status, limit: limitText, cursor, q } = req.query;
+      if (q !== undefined && (typeof q !== 'string' || q.length > MAX_TITLE)) {
+        throw invalid('list.q', `q must be a string of at most ${MAX_TITLE} characters`);
+      }
       if (status !== undefined && !(Object.values(MeetingStatus) as string[]).includes(status)) {
         throw invalid('list.status', `status must be one of ${Object.values(MeetingStatus).join(', ')}`);
       }
@@ -204,11 +209,12 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
         status: status as MeetingStatus | undefined,
         limit,
         before,
+        titleContains: q?.trim() || undefined,
       });
       const last = rows.length === limit ? rows[rows.length - 1] : undefined;
       return {
         meetings: await Promise.all(
-          rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id))),
+          rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id), graceMs)),
         ),
         nextCursor: last ? encodeCursor(last) : null,
       };
@@ -240,7 +246,14 @@ function decodeCursor(cursor: string): { createdAt: Date; id: string } {
 }
 
 /** The public shape of a meeting. Never includes job internals, tokens or storage keys. */
-export function meetingView(m: MeetingRow, counts: WindowCounts) {
+export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number) {
+  const windows = {
+    total: counts.total,
+    done: counts.transcribed,
+    inFlight: counts.inFlight,
+    exhausted: counts.exhausted,
+    missing: counts.missing,
+  };
   return {
     id: m.id,
     title: m.title,
@@ -248,21 +261,36 @@ export function meetingView(m: MeetingRow, counts: WindowCounts) {
     language: m.language,
     status: m.status,
     durationMs: m.duration_ms,
-    windows: {
-      total: counts.total,
-      done: counts.transcribed,
-      inFlight: counts.inFlight,
-      exhausted: counts.exhausted,
-      missing: counts.missing,
-    },
+    windows,
+    // L17: the close-out step a finalizing meeting is in, for the Finalizing screen.
+    progress: meetingProgress(
+      {
+        status: m.status,
+        source: m.source,
+        finalizingAt: m.finalizing_at,
+        transcriptCompletedAt: m.transcript_completed_at,
+        minutesStatus: m.minutes_status,
+        windows,
+      },
+      new Date(),
+      graceMs,
+    ),
     transcriptComplete: m.transcript_completed_at !== null,
     minutes: {
       status: m.minutes_status,
-      reason: m.minutes_code ? { code: m.minutes_code, message: m.minutes_message } : null,
+      reason: m.minutes_code
+        ? {
+            code: m.minutes_code,
+            message: m.minutes_message,
+            plain: plainReason(m.minutes_code, m.minutes_message),
+          }
+        : null,
       content: m.minutes,
       writtenAt: m.minutes_written_at,
     },
-    failure: m.failure_code ? { code: m.failure_code, message: m.failure_message } : null,
+    failure: m.failure_code
+      ? { code: m.failure_code, message: m.failure_message, plain: plainReason(m.failure_code, m.failure_message) }
+      : null,
     missingChunks: m.missing_chunks,
     audioDeletedAt: m.audio_deleted_at,
     untranscribedWhenAudioDeleted:

@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { createMetrics } from '../ops/metrics.ts';
+import { operatorOverview } from '../ops/overview.ts';
 import { openApiDocument } from './openapi.ts';
-import type { ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './server.ts';
 
 export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { registry, refresh } = createMetrics(api.deps.db);
@@ -21,6 +22,9 @@ export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
     const text = await registry.metrics();
     return reply.type(registry.contentType).send(text);
   });
+
+  // X1: the operator page's figures (queues, dead letters with attempts, outages, cleanup backlog).
+  app.get('/v1/operator/overview', (req) => operatorOverview(api.deps.db, workspaceOf(req)));
 
   app.get('/openapi.json', () => openApiDocument(api.deps.config.maxUploadBytes));
 }

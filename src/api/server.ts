@@ -8,11 +8,14 @@ import { registerOpsRoutes } from './ops-routes.ts';
 import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
 import { registerWebhookRoutes } from './webhook-routes.ts';
+import { DEFAULT_WEB_ROOT, registerWebRoutes } from './web-routes.ts';
 
 export interface ApiDeps {
   deps: MeetingDeps;
   workspaces: PgWorkspaceStore;
   log: Logger;
+  /** The built web app to serve at `/` (default: dist/web). */
+  webRoot?: string;
 }
 
 declare module 'fastify' {
@@ -75,6 +78,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   registerWebhookRoutes(app, api);
   registerProviderRoutes(app, api);
   registerBotRoutes(app, api);
+  registerWebRoutes(app, api.webRoot ?? DEFAULT_WEB_ROOT);
   return app;
 }
 

@@ -1,0 +1,44 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import fastifyStatic from '@fastify/static';
+import type { FastifyInstance } from 'fastify';
+
+/** Where `npm run build` puts the web app (vite build), for both src/api and dist/api. */
+export const DEFAULT_WEB_ROOT = path.resolve(import.meta.dirname, '../../dist/web');
+
+/**
+ * The web app (issue 6) from the same process as the API, at `/`. The app routes with the URL
+ * hash, so only real files are served here and every other path stays a JSON 404.
+ */
+export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {
+  if (!fs.existsSync(path.join(webRoot, 'index.html'))) {
+    app.get('/', (_req, reply) =>
+      reply
+        .status(503)
+        .type('text/plain; charset=utf-8')
+        .send('The web app is not built: run `npm run build`. The API is at /v1.\n'),
+    );
+    return;
+  }
+  void app.register(fastifyStatic, {
+    root: webRoot,
+    prefix: '/',
+    index: 'index.html',
+    setHeaders: (res, filePath) => {
+      // Vite names assets by content hash; index.html must be fetched fresh so a deploy takes effect.
+      if (filePath.includes(`${path.sep}assets${path.sep}`)) {
+        res.header('cache-control', 'public, max-age=31536000, immutable');
+      } else {
+        res.header('cache-control', 'no-cache');
+      }
+      if (filePath.endsWith('.html')) {
+        res.header(
+          'content-security-policy',
+          "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+        );
+        res.header('x-content-type-options', 'nosniff');
+        res.header('referrer-policy', 'no-referrer');
+      }
+    },
+  });
+}

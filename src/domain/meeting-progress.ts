@@ -1,0 +1,116 @@
+/**
+ * What a person sees on the meeting screen (L17): which step of the close-out a finalizing meeting
+ * is in, and every failure or missing-minutes code said in plain words. Pure: derived from the
+ * meeting's own columns and window counts, so the screen can never disagree with the rows.
+ */
+
+export const ProgressStage = {
+  recording: 'recording',
+  transcribing: 'transcribing',
+  grace: 'grace',
+  waitingForWindows: 'waiting_for_windows',
+  lastStretch: 'last_stretch',
+  writingMinutes: 'writing_minutes',
+  finishing: 'finishing',
+} as const;
+export type ProgressStage = (typeof ProgressStage)[keyof typeof ProgressStage];
+
+export interface ProgressInput {
+  status: string;
+  source: string;
+  finalizingAt: Date | null;
+  transcriptCompletedAt: Date | null;
+  minutesStatus: string;
+  windows: { total: number; done: number; inFlight: number };
+}
+
+export interface Progress {
+  stage: ProgressStage;
+  /** One sentence for the screen. */
+  message: string;
+}
+
+/** Null once the meeting is complete or failed (nothing is in progress), or before it has audio. */
+export function meetingProgress(m: ProgressInput, now: Date, graceMs: number): Progress | null {
+  const { total, done, inFlight } = m.windows;
+  switch (m.status) {
+    case 'recording':
+      return {
+        stage: ProgressStage.recording,
+        message: `Recording: ${done} of ${total} ${total === 1 ? 'window' : 'windows'} transcribed so far.`,
+      };
+    case 'processing':
+      return {
+        stage: ProgressStage.transcribing,
+        message:
+          total === 0
+            ? 'Reading the recording and cutting it into windows.'
+            : `Transcribing: ${done} of ${total} ${total === 1 ? 'window' : 'windows'} done.`,
+      };
+    case 'finalizing':
+      break;
+    default:
+      return null;
+  }
+  if (!m.transcriptCompletedAt) {
+    // L3: the close-out starts after the grace period, so late chunks can still arrive.
+    if (m.source === 'live' && m.finalizingAt && now.getTime() - m.finalizingAt.getTime() < graceMs) {
+      return { stage: ProgressStage.grace, message: 'Waiting a moment for the last audio to arrive.' };
+    }
+    if (inFlight > 0) {
+      return {
+        stage: ProgressStage.waitingForWindows,
+        message: `Waiting on ${inFlight} ${inFlight === 1 ? 'window' : 'windows'} still being transcribed.`,
+      };
+    }
+    return {
+      stage: ProgressStage.lastStretch,
+      message: m.source === 'live' ? 'Transcribing the last stretch.' : 'Settling the last windows.',
+    };
+  }
+  if (m.minutesStatus === 'pending') {
+    return { stage: ProgressStage.writingMinutes, message: 'Writing the minutes.' };
+  }
+  return { stage: ProgressStage.finishing, message: 'Deleting the audio and finishing.' };
+}
+
+/**
+ * A failure or missing-minutes code in plain words, with what the person can do about it. Unknown
+ * codes fall back to the stored message, which is already redacted.
+ */
+export function plainReason(code: string, message: string | null): string {
+  const detail = message ? ` (${message.replace(/^This meeting stopped before it finished: /, '')})` : '';
+  switch (code) {
+    case 'llm.quota_exhausted':
+      return 'No minutes: the minutes service has used up its usage or billing limit. The transcript is complete. Press Regenerate once the limit is raised.';
+    case 'llm.outage':
+      return 'No minutes: the minutes service could not be reached for too long, so the meeting was closed without them. The transcript is complete. Press Regenerate to try again.';
+    case 'llm.bad_response':
+      return 'No minutes: the minutes service answered with something that could not be used. Press Regenerate to try again.';
+    case 'minutes.not_started':
+      return 'No minutes: they were never written. Press Regenerate to write them now.';
+    case 'minutes.no_transcript':
+      return 'No minutes: nothing was said that could be transcribed, so there is nothing to summarise.';
+    case 'audio.undecodable':
+      return `This meeting failed: the recording could not be read as audio${detail}. Upload a WAV, MP3, M4A, WebM, Ogg or FLAC file.`;
+    case 'reclaim_cap_exceeded':
+      return 'This meeting failed: the worker processing it stopped again and again (it may have crashed), so Verbatim gave up rather than loop. What was transcribed is kept. An operator can resubmit it.';
+    case 'meeting.canceled':
+      return 'This meeting was canceled before it finished (its upload batch was canceled).';
+    default:
+      break;
+  }
+  if (code.startsWith('asr.')) {
+    return `This meeting failed: speech recognition did not succeed${detail}. An operator can resubmit it.`;
+  }
+  if (code.startsWith('storage.')) {
+    return `This meeting failed: the audio store was not available${detail}. An operator can resubmit it.`;
+  }
+  if (code.startsWith('bot.')) {
+    return `This meeting failed: the meeting bot did not bring back a recording${detail}.`;
+  }
+  if (code.startsWith('llm.')) {
+    return `No minutes: the minutes service failed${detail}. Press Regenerate to try again.`;
+  }
+  return message ? `${message} (${code})` : `It stopped with the code ${code}.`;
+}

@@ -1,0 +1,156 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
+import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
+import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats.ts';
+
+export interface AttemptView {
+  attemptNo: number;
+  status: string;
+  owner: string;
+  startedAt: Date;
+  endedAt: Date | null;
+  error: { code: string; message: string | null } | null;
+}
+
+export interface DeadLetterView {
+  jobId: string;
+  kind: string;
+  queue: string;
+  meetingId: string | null;
+  meetingTitle: string | null;
+  /** J7: failed because it kept killing (or outliving) its worker, not because of its own errors. */
+  quarantined: boolean;
+  failedAt: Date | null;
+  error: { code: string | null; message: string | null };
+  counts: { errors: number; reclaims: number; waits: number };
+  attempts: AttemptView[];
+  /** The newer job for the same work, if someone resubmitted it. */
+  resubmittedAs: { jobId: string; status: string } | null;
+}
+
+export interface OutageView {
+  jobId: string;
+  meetingId: string | null;
+  meetingTitle: string | null;
+  waits: number;
+  waitingSince: Date;
+  lastError: { code: string | null; message: string | null };
+}
+
+export interface OperatorOverview {
+  /** Installation-wide figures: counts and ages only, no identifiers of any workspace. */
+  queues: QueueStats[];
+  health: HealthFigures;
+  /** The caller's workspace only (S1). */
+  deadLetters: DeadLetterView[];
+  outages: OutageView[];
+  storedBytes: number;
+}
+
+/**
+ * X1 for the web app: what `verbatim status` and `verbatim dead-letters` print, as one JSON
+ * document. Job lists are scoped to one workspace; the queue figures are the whole installation's,
+ * because a stuck queue is stuck for every workspace.
+ */
+export async function operatorOverview(db: Db, workspaceId: string): Promise<OperatorOverview> {
+  const [queues, health] = await Promise.all([queueStats(db), healthFigures(db)]);
+
+  const failed = await db
+    .selectFrom('jobs as j')
+    .leftJoin('meetings as m', 'm.id', 'j.meeting_id')
+    .select([
+      'j.id',
+      'j.kind',
+      'j.queue',
+      'j.meeting_id',
+      'm.title',
+      'j.failed_at',
+      'j.last_error_code',
+      'j.last_error_message',
+      'j.error_count',
+      'j.reclaim_count',
+      'j.wait_count',
+      sql<{ id: string; status: string } | null>`(select json_build_object('id', later.id, 'status', later.status)
+        from jobs later where later.subject_id = j.subject_id and later.kind = j.kind and later.id <> j.id
+          and later.created_at > j.created_at order by later.created_at desc limit 1)`.as('replacement'),
+    ])
+    .where('j.workspace_id', '=', workspaceId)
+    .where('j.status', '=', 'failed')
+    .orderBy('j.failed_at', 'desc')
+    .limit(50)
+    .execute();
+
+  const attempts = failed.length
+    ? await db
+        .selectFrom('job_attempts')
+        .select(['job_id', 'attempt_no', 'status', 'owner', 'started_at', 'ended_at', 'error_code', 'error_message'])
+        .where(
+          'job_id',
+          'in',
+          failed.map((j) => j.id),
+        )
+        .orderBy('job_id')
+        .orderBy('attempt_no')
+        .execute()
+    : [];
+
+  const deadLetters: DeadLetterView[] = failed.map((j) => ({
+    jobId: j.id,
+    kind: j.kind,
+    queue: j.queue,
+    meetingId: j.meeting_id,
+    meetingTitle: j.title,
+    quarantined: j.last_error_code === RECLAIM_CAP_EXCEEDED,
+    failedAt: j.failed_at,
+    error: { code: j.last_error_code, message: j.last_error_message },
+    counts: { errors: j.error_count, reclaims: j.reclaim_count, waits: j.wait_count },
+    attempts: attempts
+      .filter((a) => a.job_id === j.id)
+      .map((a) => ({
+        attemptNo: a.attempt_no,
+        status: a.status,
+        owner: a.owner,
+        startedAt: a.started_at,
+        endedAt: a.ended_at,
+        error: a.error_code ? { code: a.error_code, message: a.error_message } : null,
+      })),
+    resubmittedAs: j.replacement ? { jobId: j.replacement.id, status: j.replacement.status } : null,
+  }));
+
+  // L8: a minutes job that waits out a model outage is pending with waits counted.
+  const waiting = await db
+    .selectFrom('jobs as j')
+    .leftJoin('meetings as m', 'm.id', 'j.meeting_id')
+    .select([
+      'j.id',
+      'j.meeting_id',
+      'm.title',
+      'j.wait_count',
+      'j.created_at',
+      'j.last_error_code',
+      'j.last_error_message',
+    ])
+    .where('j.workspace_id', '=', workspaceId)
+    .where('j.kind', '=', 'write-minutes')
+    .where('j.status', '=', 'pending')
+    .where('j.wait_count', '>', 0)
+    .orderBy('j.created_at')
+    .limit(50)
+    .execute();
+  const outages: OutageView[] = waiting.map((j) => ({
+    jobId: j.id,
+    meetingId: j.meeting_id,
+    meetingTitle: j.title,
+    waits: j.wait_count,
+    waitingSince: j.created_at,
+    lastError: { code: j.last_error_code, message: j.last_error_message },
+  }));
+
+  const stored = await sql<{ bytes: number }>`
+    select coalesce(sum(bytes), 0)::float8 as bytes from (
+      select size_bytes as bytes from blobs where deleted_at is null and workspace_id = ${workspaceId}::uuid
+      union all
+      select bytes from object_cleanups where workspace_id = ${workspaceId}::uuid) held`.execute(db);
+
+  return { queues, health, deadLetters, outages, storedBytes: stored.rows[0]?.bytes ?? 0 };
+}

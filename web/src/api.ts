@@ -1,0 +1,112 @@
+/** The Verbatim HTTP API from the browser: same origin, `Authorization: Bearer <key>`. */
+
+const KEY = 'verbatim.apiKey';
+
+export function apiKey(): string | null {
+  return sessionStorage.getItem(KEY);
+}
+export function setApiKey(key: string | null): void {
+  if (key) sessionStorage.setItem(KEY, key);
+  else sessionStorage.removeItem(KEY);
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No answer at all: the server is down or the network is. Always worth retrying. */
+export class NetworkError extends Error {}
+
+export async function call<T>(
+  method: string,
+  path: string,
+  body?: BodyInit | object,
+  opts: { contentType?: string; timeoutMs?: number; raw?: boolean } = {},
+): Promise<T> {
+  const headers: Record<string, string> = { authorization: `Bearer ${apiKey() ?? ''}` };
+  let payload: BodyInit | undefined;
+  if (body instanceof ArrayBuffer || body instanceof Blob) {
+    payload = body;
+    headers['content-type'] = opts.contentType ?? 'application/octet-stream';
+  } else if (body !== undefined) {
+    payload = JSON.stringify(body);
+    headers['content-type'] = 'application/json';
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: payload,
+      signal: AbortSignal.timeout(opts.timeoutMs ?? 20_000),
+    });
+  } catch (err) {
+    throw new NetworkError(err instanceof Error ? err.message : String(err));
+  }
+  if (!res.ok) {
+    let code = `http.${res.status}`;
+    let message = res.statusText;
+    try {
+      const json = (await res.json()) as { error?: { code?: string; message?: string } };
+      code = json.error?.code ?? code;
+      message = json.error?.message ?? message;
+    } catch {
+      /* not JSON: keep the status line */
+    }
+    throw new ApiError(res.status, code, message);
+  }
+  if (opts.raw) return (await res.text()) as T;
+  if (res.status === 204) return undefined as T;
+  return (await res.json()) as T;
+}
+
+export interface Reason {
+  code: string;
+  message: string | null;
+  plain: string;
+}
+
+export interface Meeting {
+  id: string;
+  title: string;
+  source: 'live' | 'upload' | 'bot';
+  status: 'created' | 'recording' | 'processing' | 'finalizing' | 'complete' | 'failed';
+  durationMs: number | null;
+  windows: { total: number; done: number; inFlight: number; exhausted: number; missing: number };
+  progress: { stage: string; message: string } | null;
+  transcriptComplete: boolean;
+  minutes: {
+    status: 'none' | 'pending' | 'written' | 'unavailable' | 'failed';
+    reason: Reason | null;
+    content: Minutes | null;
+    writtenAt: string | null;
+  };
+  failure: Reason | null;
+  missingChunks: number[];
+  untranscribedWhenAudioDeleted: { inFlight: number; exhausted: number } | null;
+  createdAt: string;
+  finalizingAt: string | null;
+  completedAt: string | null;
+  failedAt: string | null;
+}
+
+export interface Minutes {
+  writer: 'llm' | 'extractive';
+  model: string | null;
+  summary: string;
+  decisions: string[];
+  actionItems: string[];
+  note: string | null;
+}
+
+export interface Segment {
+  startMs: number;
+  endMs: number;
+  text: string;
+}

@@ -1,0 +1,385 @@
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
+import { StatusBadge } from '../components/status.tsx';
+import { clock, download } from '../format.ts';
+import { usePoll } from '../hooks.ts';
+import type { OutboxStatus } from '../outbox/chunk-sender.ts';
+import { outbox } from '../outbox/index.ts';
+import { endMeeting, session, startRecording, watchSession, type SessionState } from '../session.ts';
+
+const STEPS: Array<{ stage: string; label: string }> = [
+  { stage: 'grace', label: 'Waiting for the last audio' },
+  { stage: 'waiting_for_windows', label: 'Waiting on windows still being transcribed' },
+  { stage: 'last_stretch', label: 'Transcribing the last stretch' },
+  { stage: 'writing_minutes', label: 'Writing the minutes' },
+  { stage: 'finishing', label: 'Deleting the audio and finishing' },
+];
+
+function useOutbox(): OutboxStatus | null {
+  const [status, setStatus] = useState<OutboxStatus | null>(null);
+  useEffect(() => {
+    let off: (() => void) | undefined;
+    let gone = false;
+    void outbox().then(({ sender }) => {
+      if (!gone) off = sender.subscribe(setStatus);
+    });
+    return () => {
+      gone = true;
+      off?.();
+    };
+  }, []);
+  return status;
+}
+
+function useSession(): SessionState | null {
+  const [s, setS] = useState(session());
+  useEffect(() => watchSession(setS), []);
+  return s;
+}
+
+export function MeetingPage({ id }: { id: string }) {
+  const [meeting, setMeeting] = useState<Meeting | null>(null);
+  const [segments, setSegments] = useState<Segment[]>([]);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [unreachable, setUnreachable] = useState(false);
+  const [nextSeq, setNextSeq] = useState<number | null>(null);
+  const [endRequested, setEndRequested] = useState(false);
+  const [actionError, setActionError] = useState<string | null>(null);
+  const rec = useSession();
+  const box = useOutbox();
+  const mine = rec?.meetingId === id ? rec : null;
+  const pending = box?.pending[id] ?? 0;
+
+  usePoll(
+    async () => {
+      try {
+        const m = await call<Meeting>('GET', `/v1/meetings/${id}`);
+        setMeeting(m);
+        setUnreachable(false);
+        setLoadError(null);
+        if (m.status !== 'created') {
+          const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
+          setSegments(t.segments);
+        }
+        const stored = await (await outbox()).store.meeting(id);
+        setNextSeq(stored?.nextSeq ?? null);
+        setEndRequested(stored?.endRequested ?? false);
+        const settled = m.status === 'complete' || m.status === 'failed';
+        return !(settled && m.minutes.status !== 'pending');
+      } catch (err) {
+        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500)) setUnreachable(true);
+        else setLoadError(err instanceof Error ? err.message : String(err));
+        return true;
+      }
+    },
+    1500,
+    [id, endRequested],
+  );
+
+  if (loadError && !meeting) {
+    return (
+      <p role="alert" class="error">
+        This meeting could not be loaded: {loadError}
+      </p>
+    );
+  }
+  if (!meeting) return <p>Loading…</p>;
+
+  const recordingHere = mine && (mine.phase === 'recording' || mine.phase === 'starting');
+  const live = meeting.source === 'live';
+  const open = meeting.status === 'created' || meeting.status === 'recording';
+  const ending = endRequested || mine?.phase === 'stopping' || (box?.ended[id] ?? false);
+
+  const end = async () => {
+    setActionError(null);
+    try {
+      await endMeeting(id);
+      setEndRequested(true);
+    } catch (err) {
+      setActionError(`End meeting did not work: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const resume = async () => {
+    setActionError(null);
+    try {
+      await startRecording(id);
+    } catch (err) {
+      setActionError(`Recording could not start: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+
+  return (
+    <article
+      aria-labelledby="meeting-title"
+      data-meeting-status={meeting.status}
+      data-chunks-captured={mine?.chunksCaptured ?? ''}
+    >
+      <header class="meeting-head">
+        <h1 id="meeting-title">{meeting.title}</h1>
+        <StatusBadge meeting={meeting} />
+      </header>
+
+      {unreachable && (
+        <p role="status" class="warn" data-testid="unreachable">
+          The server cannot be reached right now. Recording goes on; audio is kept in this browser and sent when it is
+          back.
+        </p>
+      )}
+      {actionError && (
+        <p role="alert" class="error">
+          {actionError}
+        </p>
+      )}
+      {mine?.error && (
+        <p role="alert" class="error">
+          {mine.error}
+        </p>
+      )}
+
+      {live && open && !ending && (
+        <section class="card recorder" aria-label="Recording">
+          {recordingHere ? (
+            <>
+              <p class="elapsed">
+                <span class="dot" aria-hidden="true" /> Recording{' '}
+                <time data-testid="elapsed">{clock(mine.elapsedSeconds)}</time>
+              </p>
+              <label for="level">Input level</label>
+              <meter id="level" min={0} max={1} low={0.05} high={0.9} value={mine.level} />
+            </>
+          ) : (
+            <p>
+              {meeting.status === 'created' || nextSeq !== null
+                ? 'Not recording in this tab.'
+                : 'This meeting was recorded elsewhere; you can end it here.'}
+            </p>
+          )}
+          <div class="row">
+            {!recordingHere && (meeting.status === 'created' || nextSeq !== null) && (
+              <button type="button" onClick={() => void resume()}>
+                ● {meeting.status === 'created' ? 'Record' : 'Continue recording'}
+              </button>
+            )}
+            <button type="button" class="danger" onClick={() => void end()}>
+              ■ End meeting
+            </button>
+          </div>
+        </section>
+      )}
+
+      {live && (pending > 0 || (box?.rejected[id]?.length ?? 0) > 0 || (mine && open)) && (
+        <section class="card" aria-label="Audio sent">
+          <p role="status" data-testid="outbox" data-pending={pending} data-captured={mine?.chunksCaptured ?? ''}>
+            {pending > 0
+              ? `${pending} ${pending === 1 ? 'chunk' : 'chunks'} of audio kept in this browser, waiting to be sent.`
+              : 'All audio captured so far is on the server.'}
+            {box?.offlineUntil && pending > 0
+              ? ` ${box.lastError ?? 'Sending failed'}; trying again in ${Math.max(0, Math.ceil((box.offlineUntil - Date.now()) / 1000))} s.`
+              : ''}
+          </p>
+          {(box?.rejected[id] ?? []).map((r) => (
+            <p key={r.seq} class="error">
+              Chunk {r.seq} was refused by the server: {r.error}
+            </p>
+          ))}
+        </section>
+      )}
+
+      {ending && open && (
+        <section class="card" aria-label="Ending">
+          <p role="status">
+            Ending the meeting:{' '}
+            {pending > 0 ? `sending the last ${pending} ${pending === 1 ? 'chunk' : 'chunks'} first.` : 'telling the server.'}
+          </p>
+        </section>
+      )}
+
+      {(meeting.status === 'finalizing' || meeting.status === 'processing') && <Finalizing meeting={meeting} />}
+
+      {meeting.status === 'failed' && meeting.failure && (
+        <section class="card failure" aria-labelledby="failure-heading">
+          <h2 id="failure-heading">Why this meeting failed</h2>
+          <p role="alert" data-testid="failure-reason">
+            {meeting.failure.plain}
+          </p>
+        </section>
+      )}
+
+      {meeting.status === 'complete' && <MinutesPanel meeting={meeting} onChange={setMeeting} />}
+
+      {meeting.status === 'complete' &&
+        meeting.untranscribedWhenAudioDeleted &&
+        meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight > 0 && (
+        <p class="warn">
+          {meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight} stretch(es) of
+          this meeting have no transcript (recognition gave up or the audio never arrived).
+        </p>
+      )}
+
+      <Transcript meeting={meeting} segments={segments} />
+    </article>
+  );
+}
+
+function Finalizing({ meeting }: { meeting: Meeting }) {
+  const current = meeting.progress?.stage;
+  const index = STEPS.findIndex((s) => s.stage === current);
+  return (
+    <section class="card" aria-labelledby="progress-heading" data-testid="finalizing">
+      <h2 id="progress-heading">{meeting.status === 'finalizing' ? 'Finalizing' : 'Transcribing'}</h2>
+      <p role="status" data-stage={current ?? ''}>
+        {meeting.progress?.message}
+      </p>
+      <p class="muted">
+        {meeting.windows.done} of {meeting.windows.total} windows transcribed
+        {meeting.windows.inFlight ? `, ${meeting.windows.inFlight} in progress` : ''}.
+      </p>
+      {meeting.status === 'finalizing' && (
+        <ol class="steps">
+          {STEPS.map((s, i) => (
+            <li key={s.stage} class={i < index ? 'done' : i === index ? 'current' : ''} aria-current={i === index ? 'step' : undefined}>
+              {s.label}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
+function minutesMarkdown(title: string, m: Minutes): string {
+  const list = (items: string[]) => (items.length ? items.map((i) => `- ${i}`).join('\n') : '_None._');
+  return [
+    `# ${title}`,
+    '',
+    '## Summary',
+    '',
+    m.summary,
+    '',
+    '## Decisions',
+    '',
+    list(m.decisions),
+    '',
+    '## Action items',
+    '',
+    list(m.actionItems),
+    '',
+    ...(m.note ? [`_${m.note}_`, ''] : []),
+  ].join('\n');
+}
+
+function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: Meeting) => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const { minutes } = meeting;
+  const regenerate = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      onChange(await call<Meeting>('POST', `/v1/meetings/${meeting.id}/minutes`));
+    } catch (err) {
+      setError(`Regenerate did not work: ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section class="card" aria-labelledby="minutes-heading" data-minutes-status={minutes.status}>
+      <h2 id="minutes-heading">Minutes</h2>
+      {minutes.status === 'written' && minutes.content ? (
+        <>
+          <p data-testid="minutes-summary">{minutes.content.summary}</p>
+          <h3>Decisions</h3>
+          {minutes.content.decisions.length ? (
+            <ul>{minutes.content.decisions.map((d, i) => <li key={i}>{d}</li>)}</ul>
+          ) : (
+            <p class="muted">None recorded.</p>
+          )}
+          <h3>Action items</h3>
+          {minutes.content.actionItems.length ? (
+            <ul>{minutes.content.actionItems.map((d, i) => <li key={i}>{d}</li>)}</ul>
+          ) : (
+            <p class="muted">None recorded.</p>
+          )}
+          {minutes.content.note && <p class="muted">{minutes.content.note}</p>}
+          <button
+            type="button"
+            onClick={() => download(`${meeting.title}-minutes.md`, minutesMarkdown(meeting.title, minutes.content!), 'text/markdown')}
+          >
+            Export minutes (Markdown)
+          </button>
+        </>
+      ) : minutes.status === 'pending' ? (
+        <p role="status">Writing the minutes…</p>
+      ) : (
+        <>
+          <p role="alert" data-testid="minutes-reason">
+            {minutes.reason?.plain ?? 'There are no minutes for this meeting.'}
+          </p>
+          <button type="button" onClick={() => void regenerate()} disabled={busy}>
+            Regenerate minutes
+          </button>
+        </>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment[] }) {
+  const [error, setError] = useState<string | null>(null);
+  const exportAs = async (format: 'txt' | 'vtt' | 'srt') => {
+    setError(null);
+    try {
+      const text = await call<string>('GET', `/v1/meetings/${meeting.id}/transcript?format=${format}`, undefined, {
+        raw: true,
+      });
+      const type = { txt: 'text/plain', vtt: 'text/vtt', srt: 'application/x-subrip' }[format];
+      download(`${meeting.title}.${format}`, text, type);
+    } catch (err) {
+      setError(`Export failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  return (
+    <section class="card" aria-labelledby="transcript-heading">
+      <h2 id="transcript-heading">
+        Transcript{meeting.transcriptComplete ? '' : ' (so far)'}
+      </h2>
+      {segments.length === 0 ? (
+        <p class="muted">
+          {meeting.status === 'failed' ? 'Nothing was transcribed.' : 'The transcript appears here as each window is transcribed.'}
+        </p>
+      ) : (
+        <ol class="transcript" aria-live="polite" data-testid="transcript">
+          {segments.map((s, i) => (
+            <li key={`${s.startMs}-${i}`}>
+              <time>{clock(s.startMs / 1000)}</time> <span>{s.text}</span>
+            </li>
+          ))}
+        </ol>
+      )}
+      {segments.length > 0 && (
+        <div class="row" role="group" aria-label="Export transcript">
+          <button type="button" onClick={() => void exportAs('txt')}>
+            Export TXT
+          </button>
+          <button type="button" onClick={() => void exportAs('vtt')}>
+            Export WebVTT
+          </button>
+          <button type="button" onClick={() => void exportAs('srt')}>
+            Export SRT
+          </button>
+        </div>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}

@@ -3,7 +3,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { addCalendarFeed, pollFeed } from '../src/bots/calendar-feeds.ts';
-import { meetingUrlOf } from '../src/domain/ics.ts';
+import { meetingUrlOf, parseIcs } from '../src/domain/ics.ts';
+import { canonicalMeetingUrl } from '../src/domain/meeting-url.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 const HOUR = 3_600_000;
@@ -35,13 +36,15 @@ void describe('calendar feeds', () => {
   let h: Harness;
   let server: http.Server;
   let body = '';
+  /** Other attendees' feeds, by path. */
+  const bodies = new Map<string, string>();
   let status = 200;
   let url = '';
 
   before(async () => {
     h = await startHarness();
-    server = http.createServer((_req, res) => {
-      res.writeHead(status, { 'content-type': 'text/calendar' }).end(body);
+    server = http.createServer((req, res) => {
+      res.writeHead(status, { 'content-type': 'text/calendar' }).end(bodies.get(req.url ?? '') ?? body);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/team.ics`;
@@ -69,6 +72,56 @@ void describe('calendar feeds', () => {
       'https://meet.google.com/abc-defg-hij',
     );
     assert.equal(meetingUrlOf('https://example.com/agenda'), null, 'not a video call');
+  });
+
+  void it('R1: one meeting however its link is written: host case, trailing slash, fragment, authuser and tracking parameters do not make a second recording', () => {
+    const canon = (u: string) => canonicalMeetingUrl(new URL(u));
+    assert.equal(
+      canon('https://MEET.google.com/ABC-defg-hij/?authuser=1#x'),
+      'https://meet.google.com/abc-defg-hij',
+    );
+    assert.equal(
+      canon('https://Acme.Zoom.us/j/123/?utm_source=cal&pwd=s3cr3t&from=addon'),
+      'https://acme.zoom.us/j/123?pwd=s3cr3t',
+      'zoom keeps its passcode only',
+    );
+    assert.equal(
+      canon(
+        'https://teams.microsoft.com/l/meetup-join/19%3ameeting_x%40thread.v2/0?utm_medium=x&context=%7b%7d',
+      ),
+      'https://teams.microsoft.com/l/meetup-join/19%3ameeting_x%40thread.v2/0?context=%7B%7D',
+      'other links keep what selects the call',
+    );
+    assert.equal(
+      meetingUrlOf('Join https://meet.google.com/abc-defg-hij?authuser=0'),
+      canon('https://meet.google.com/ABC-DEFG-HIJ'),
+    );
+  });
+
+  void it('R1: RECURRENCE-ID exceptions replace their occurrence: a moved one keeps its identity at its new time, a canceled one is dropped, a relinked one has its new link', () => {
+    const base = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 3 * HOUR);
+    const day = 24 * HOUR;
+    const series = vevent('daily', base, ['RRULE:FREQ=DAILY;COUNT=4', 'LOCATION:https://acme.zoom.us/j/500']);
+    const slot = (i: number) => new Date(base.getTime() + i * day);
+    const text = calendar([
+      series,
+      vevent('daily', new Date(slot(1).getTime() + 2 * HOUR), [
+        `RECURRENCE-ID:${stamp(slot(1))}`,
+        'LOCATION:https://acme.zoom.us/j/500',
+      ]),
+      vevent('daily', slot(2), [`RECURRENCE-ID:${stamp(slot(2))}`, 'STATUS:CANCELLED']),
+      vevent('daily', slot(3), [`RECURRENCE-ID:${stamp(slot(3))}`, 'LOCATION:https://acme.zoom.us/j/777']),
+    ]);
+    const got = parseIcs(text, new Date(), new Date(base.getTime() + 10 * day));
+    assert.deepEqual(
+      got.map((o) => [o.uid, o.start.getTime() - base.getTime(), o.canceled, o.meetingUrl]),
+      [
+        [`daily#${slot(0).toISOString()}`, 0, false, 'https://acme.zoom.us/j/500'],
+        [`daily#${slot(1).toISOString()}`, day + 2 * HOUR, false, 'https://acme.zoom.us/j/500'],
+        [`daily#${slot(2).toISOString()}`, 2 * day, true, null],
+        [`daily#${slot(3).toISOString()}`, 3 * day, false, 'https://acme.zoom.us/j/777'],
+      ],
+    );
   });
 
   void it('R1: a polled ICS feed gives each eligible meeting one recording; moved, canceled and deleted events are reconciled', async () => {
@@ -157,5 +210,105 @@ void describe('calendar feeds', () => {
       .where('id', '=', feed.id)
       .executeTakeFirstOrThrow();
     assert.match(stored.last_error ?? '', /HTTP 500/);
+  });
+
+  void it("R1: two attendees' feeds share one recording: one copy removed keeps it, both removed cancel it; an event moved away and back gets a new recording", async () => {
+    status = 200;
+    const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 30 * HOUR);
+    const shared = 'https://meet.google.com/sha-redx-abc';
+    bodies.set('/alice.ics', calendar([vevent('planning-a', start, [`LOCATION:${shared}`])]));
+    // Bob's copy writes the link differently: the same meeting.
+    bodies.set(
+      '/bob.ics',
+      calendar([vevent('planning-b', start, [`URL:https://MEET.google.com/SHA-REDX-ABC/?authuser=2`])]),
+    );
+    const base = url.replace('/team.ics', '');
+    const alice = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/alice.ics` });
+    const bob = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/bob.ics` });
+    assert.equal((await pollFeed(h.app.deps, alice.id)).created, 1);
+    assert.equal((await pollFeed(h.app.deps, bob.id)).created, 0, 'the same meeting');
+    const ofShared = async () => (await recordings()).filter((r) => r.meeting_url === shared);
+    assert.equal((await ofShared()).length, 1);
+
+    bodies.set('/alice.ics', calendar([]));
+    assert.deepEqual(await pollFeed(h.app.deps, alice.id), { created: 0, canceled: 0 }, 'Bob still has it');
+    assert.deepEqual(
+      (await ofShared()).map((r) => r.status),
+      ['pending'],
+    );
+    bodies.set('/bob.ics', calendar([]));
+    assert.deepEqual(await pollFeed(h.app.deps, bob.id), { created: 0, canceled: 1 }, 'nobody has it');
+    assert.deepEqual(
+      (await ofShared()).map((r) => r.status),
+      ['canceled'],
+    );
+
+    // Moved away and back: the slot's canceled recording does not come back; a new one is made.
+    const later = new Date(start.getTime() + 2 * HOUR);
+    bodies.set('/bob.ics', calendar([vevent('planning-b', later, [`URL:${shared}`])]));
+    assert.deepEqual(await pollFeed(h.app.deps, bob.id), { created: 1, canceled: 0 });
+    bodies.set('/bob.ics', calendar([vevent('planning-b', start, [`URL:${shared}`])]));
+    assert.deepEqual(await pollFeed(h.app.deps, bob.id), { created: 1, canceled: 1 });
+    const rows = await ofShared();
+    assert.deepEqual(
+      rows.map((r) => [r.join_at.getTime(), r.status]),
+      [
+        [start.getTime(), 'canceled'],
+        [start.getTime(), 'pending'],
+        [later.getTime(), 'canceled'],
+      ].sort((a, b) => Number(a[0]) - Number(b[0])),
+    );
+    const [oldRow, newRow] = rows.filter((r) => r.join_at.getTime() === start.getTime());
+    assert.notEqual(oldRow!.id, newRow!.id, 'a new recording, so a new idempotency key and new bot metadata');
+
+    // A copy asked for through the API holds the recording when the feed drops it.
+    const viaApi = await h.request('POST', '/v1/calendar-events', {
+      title: 'Planning',
+      start: start.toISOString(),
+      end: new Date(start.getTime() + 30 * 60_000).toISOString(),
+      meetingUrl: 'https://meet.google.com/sha-redx-abc#join',
+    });
+    assert.equal(viaApi.status, 200, viaApi.text);
+    assert.equal(viaApi.json.duplicate, true);
+    assert.equal(viaApi.json.recording.id, newRow!.id);
+    bodies.set('/bob.ics', calendar([]));
+    assert.deepEqual(await pollFeed(h.app.deps, bob.id), { created: 0, canceled: 0 });
+    assert.equal((await ofShared()).find((r) => r.id === newRow!.id)!.status, 'pending');
+  });
+
+  void it('R1: bot recording switched off for a workspace cancels its unstarted recordings and makes none; switched back on, the feeds make them again', async () => {
+    status = 200;
+    const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 50 * HOUR);
+    const link = 'https://acme.zoom.us/j/8080';
+    bodies.set('/carol.ics', calendar([vevent('retro', start, [`LOCATION:${link}`])]));
+    const base = url.replace('/team.ics', '');
+    const carol = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/carol.ics` });
+    assert.equal((await pollFeed(h.app.deps, carol.id)).created, 1);
+    const ofLink = async () => (await recordings()).filter((r) => r.meeting_url === link);
+
+    assert.deepEqual((await h.request('GET', '/v1/bot-settings')).json, { enabled: true });
+    const off = await h.request('PUT', '/v1/bot-settings', { enabled: false });
+    assert.equal(off.status, 200, off.text);
+    assert.ok(off.json.canceled >= 1);
+    assert.deepEqual(
+      (await ofLink()).map((r) => r.status),
+      ['canceled'],
+    );
+    assert.equal((await pollFeed(h.app.deps, carol.id)).created, 0, 'nothing is made while off');
+    const refused = await h.request('POST', '/v1/calendar-events', {
+      start: start.toISOString(),
+      end: new Date(start.getTime() + HOUR).toISOString(),
+      meetingUrl: 'https://acme.zoom.us/j/9090',
+    });
+    assert.equal(refused.status, 200);
+    assert.equal(refused.json.recording, null);
+    assert.equal(refused.json.skipped, 'workspace_bot_recording_disabled');
+    const bad = await h.request('PUT', '/v1/bot-settings', { enabled: 'no' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, 'settings.enabled');
+
+    assert.equal((await h.request('PUT', '/v1/bot-settings', { enabled: true })).json.enabled, true);
+    assert.equal((await pollFeed(h.app.deps, carol.id)).created, 1, 'the feed makes it again');
+    assert.deepEqual((await ofLink()).map((r) => r.status).sort(), ['canceled', 'pending']);
   });
 });

@@ -4,6 +4,7 @@ import {
   createCalendarEvent,
   getBotRecording,
   recordingView,
+  setBotRecordingEnabled,
 } from '../bots/recordings.ts';
 import { addCalendarFeed } from '../bots/calendar-feeds.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
@@ -12,11 +13,20 @@ import { workspaceOf, type ApiDeps } from './server.ts';
 export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   app.post('/v1/calendar-events', async (req, reply) => {
-    const { recording, duplicate } = await createCalendarEvent(deps, workspaceOf(req), req.body);
+    const { recording, duplicate, skipped } = await createCalendarEvent(deps, workspaceOf(req), req.body);
     return reply
       .status(recording && !duplicate ? 201 : 200)
-      .send({ recording: recording ? recordingView(recording) : null, duplicate });
+      .send({ recording: recording ? recordingView(recording) : null, duplicate, skipped });
   });
+  app.get('/v1/bot-settings', async (req) => {
+    const ws = await deps.db
+      .selectFrom('workspaces')
+      .select('bot_recording_enabled')
+      .where('id', '=', workspaceOf(req))
+      .executeTakeFirstOrThrow();
+    return { enabled: ws.bot_recording_enabled };
+  });
+  app.put('/v1/bot-settings', async (req) => setBotRecordingEnabled(deps, workspaceOf(req), req.body));
   app.post('/v1/calendar-feeds', async (req, reply) =>
     reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body)),
   );

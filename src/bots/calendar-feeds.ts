@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { parseIcs } from '../domain/ics.ts';
+import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
-import { cancelRecordingInTx, upsertRecording } from './recordings.ts';
+import { botRecordingEnabled, cancelRecordingInTx, upsertRecording } from './recordings.ts';
 
 /**
  * R1: ICS feed subscriptions. Each poll fetches the feed, reads the next two weeks of events
@@ -89,6 +90,7 @@ export async function pollFeed(
   return deps.db.transaction().execute(async (trx) => {
     let created = 0;
     let canceled = 0;
+    const enabled = await botRecordingEnabled(trx, feed.workspace_id);
     const known = await trx.selectFrom('calendar_events').selectAll().where('feed_id', '=', feedId).execute();
     const byUid = new Map(known.map((k) => [k.uid, k]));
     const seen = new Set<string>();
@@ -108,9 +110,19 @@ export async function pollFeed(
       if (
         rescheduled &&
         prior.recording_id &&
-        (await cancelRecordingInTx(deps, trx, prior.recording_id, actor))
+        (await releaseCopy(deps, trx, { feedId, uid: e.uid, recordingId: prior.recording_id }, actor))
       )
         canceled++;
+      if (!enabled) {
+        // Bot recording is off for the workspace: nothing is made, and nothing remembered, so the
+        // first poll after it is switched on makes the recordings.
+        await trx
+          .deleteFrom('calendar_events')
+          .where('feed_id', '=', feedId)
+          .where('uid', '=', e.uid)
+          .execute();
+        continue;
+      }
       const { recording, duplicate } = await upsertRecording(
         deps,
         trx,
@@ -143,7 +155,11 @@ export async function pollFeed(
     // Gone from the feed, or canceled in it, and still in the future: cancel its recording.
     for (const k of known) {
       if (seen.has(k.uid) || k.end_at <= now) continue;
-      if (k.recording_id && (await cancelRecordingInTx(deps, trx, k.recording_id, actor))) canceled++;
+      if (
+        k.recording_id &&
+        (await releaseCopy(deps, trx, { feedId, uid: k.uid, recordingId: k.recording_id }, actor))
+      )
+        canceled++;
       await trx
         .deleteFrom('calendar_events')
         .where('feed_id', '=', feedId)
@@ -162,4 +178,34 @@ export async function pollFeed(
       .execute();
     return { created, canceled };
   });
+}
+
+/**
+ * A feed's copy of a meeting is gone or has moved. The recording is canceled only when no other copy
+ * holds it: another attendee's calendar (another feed, or another event of this one) or the API.
+ * The recording row is locked first, so two feeds dropping their copies at once serialize and the
+ * second sees the first's copy gone.
+ */
+async function releaseCopy(
+  deps: MeetingDeps,
+  trx: Tx,
+  copy: { feedId: string; uid: string; recordingId: string },
+  actor: string,
+): Promise<boolean> {
+  const recording = await trx
+    .selectFrom('bot_recordings')
+    .select('requested_by_api')
+    .where('id', '=', copy.recordingId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!recording || recording.requested_by_api) return false;
+  const others = await trx
+    .selectFrom('calendar_events')
+    .select('uid')
+    .where('recording_id', '=', copy.recordingId)
+    .where((eb) => eb.or([eb('feed_id', '<>', copy.feedId), eb('uid', '<>', copy.uid)]))
+    .limit(1)
+    .execute();
+  if (others.length > 0) return false;
+  return (await cancelRecordingInTx(deps, trx, copy.recordingId, actor)) !== null;
 }

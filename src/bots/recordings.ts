@@ -6,6 +6,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
+import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
 import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
 
@@ -40,18 +41,83 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       'meetingUrl must be an https meeting link',
     );
   }
-  if (body.record === false) return { recording: null, duplicate: false };
-  return deps.db
-    .transaction()
-    .execute((trx) =>
-      upsertRecording(
-        deps,
-        trx,
-        workspaceId,
-        { title, start, end, meetingUrl: url.toString() },
-        `user:${workspaceId}`,
-      ),
+  if (body.record === false) return { recording: null, duplicate: false, skipped: 'event_not_recorded' };
+  const meetingUrl = canonicalMeetingUrl(url);
+  return deps.db.transaction().execute(async (trx) => {
+    if (!(await botRecordingEnabled(trx, workspaceId))) {
+      return { recording: null, duplicate: false, skipped: 'workspace_bot_recording_disabled' };
+    }
+    const result = await upsertRecording(
+      deps,
+      trx,
+      workspaceId,
+      { title, start, end, meetingUrl, requestedByApi: true },
+      `user:${workspaceId}`,
     );
+    return { ...result, skipped: null };
+  });
+}
+
+/** R1: whether bots may record this workspace's meetings; read under a share lock on the workspace. */
+export async function botRecordingEnabled(trx: Tx, workspaceId: string): Promise<boolean> {
+  const ws = await trx
+    .selectFrom('workspaces')
+    .select('bot_recording_enabled')
+    .where('id', '=', workspaceId)
+    .forShare()
+    .executeTakeFirst();
+  return ws?.bot_recording_enabled ?? false;
+}
+
+/**
+ * R1: switches bot recording for a workspace. Off: every recording that has not started is
+ * canceled (its bot deleted) and forgotten by the feeds, so switching back on lets the next poll
+ * make them again; on: the workspace's feeds are polled at once.
+ */
+export async function setBotRecordingEnabled(
+  deps: MeetingDeps,
+  workspaceId: string,
+  input: unknown,
+): Promise<{ enabled: boolean; canceled: number }> {
+  const body = (input ?? {}) as Record<string, unknown>;
+  if (typeof body.enabled !== 'boolean') {
+    throw new AppError(ErrorKind.invalidInput, 'settings.enabled', 'enabled must be true or false');
+  }
+  const enabled = body.enabled;
+  return deps.db.transaction().execute(async (trx) => {
+    // Exclusive with the share lock event creation takes: no recording slips in while switching off.
+    await trx
+      .selectFrom('workspaces')
+      .select('id')
+      .where('id', '=', workspaceId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    await trx
+      .updateTable('workspaces')
+      .set({ bot_recording_enabled: enabled })
+      .where('id', '=', workspaceId)
+      .execute();
+    let canceled = 0;
+    if (!enabled) {
+      const open = await trx
+        .selectFrom('bot_recordings')
+        .select('id')
+        .where('workspace_id', '=', workspaceId)
+        .where('status', 'in', ['pending', 'scheduled'])
+        .execute();
+      for (const { id } of open) {
+        if (await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`)) canceled++;
+        await trx.deleteFrom('calendar_events').where('recording_id', '=', id).execute();
+      }
+    } else {
+      await trx
+        .updateTable('calendar_feeds')
+        .set({ next_poll_at: sql<Date>`now()` })
+        .where('workspace_id', '=', workspaceId)
+        .execute();
+    }
+    return { enabled, canceled };
+  });
 }
 
 export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
@@ -126,7 +192,7 @@ export async function upsertRecording(
   deps: MeetingDeps,
   trx: Tx,
   workspaceId: string,
-  e: { title: string; start: Date; end: Date; meetingUrl: string },
+  e: { title: string; start: Date; end: Date; meetingUrl: string; requestedByApi?: boolean },
   actor: string,
 ) {
   const inserted = await trx
@@ -139,8 +205,15 @@ export async function upsertRecording(
       ends_at: e.end,
       title: e.title,
       status: 'pending',
+      requested_by_api: e.requestedByApi ?? false,
     })
-    .onConflict((oc) => oc.columns(['workspace_id', 'meeting_url', 'join_at']).doNothing())
+    // The slot is held by a recording that is not canceled (partial unique index, migration 0013).
+    .onConflict((oc) =>
+      oc
+        .columns(['workspace_id', 'meeting_url', 'join_at'])
+        .where(sql<boolean>`status <> 'canceled'`)
+        .doNothing(),
+    )
     .returningAll()
     .executeTakeFirst();
   if (inserted) {
@@ -153,8 +226,16 @@ export async function upsertRecording(
     .where('workspace_id', '=', workspaceId)
     .where('meeting_url', '=', e.meetingUrl)
     .where('join_at', '=', e.start)
+    .where('status', '<>', 'canceled')
     .forNoKeyUpdate()
     .executeTakeFirstOrThrow();
+  if (e.requestedByApi && !existing.requested_by_api) {
+    await trx
+      .updateTable('bot_recordings')
+      .set({ requested_by_api: true })
+      .where('id', '=', existing.id)
+      .execute();
+  }
   if (
     existing.ends_at.getTime() !== e.end.getTime() &&
     (existing.status === 'pending' || existing.status === 'scheduled')

@@ -9,6 +9,7 @@ export interface WorkspacesTable {
   id: string;
   name: string;
   created_at: Timestamp;
+  bot_recording_enabled: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 export interface ApiKeysTable {
@@ -164,6 +165,7 @@ export interface BotRecordingsTable {
   failure_code: string | null;
   failure_message: string | null;
   meeting_id: string | null;
+  requested_by_api: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }

@@ -45,6 +45,8 @@ export function MeetingPage({ id }: { id: string }) {
   const [nextSeq, setNextSeq] = useState<number | null>(null);
   const [endRequested, setEndRequested] = useState(false);
   const [actionError, setActionError] = useState<string | null>(null);
+  /** Bumped by Regenerate, to start polling again a meeting that had settled. */
+  const [wake, setWake] = useState(0);
   const rec = useSession();
   const box = useOutbox();
   const mine = rec?.meetingId === id ? rec : null;
@@ -73,7 +75,7 @@ export function MeetingPage({ id }: { id: string }) {
       }
     },
     1500,
-    [id, endRequested],
+    [id, endRequested, wake],
   );
 
   if (loadError && !meeting) {
@@ -205,7 +207,15 @@ export function MeetingPage({ id }: { id: string }) {
         </section>
       )}
 
-      {meeting.status === 'complete' && <MinutesPanel meeting={meeting} onChange={setMeeting} />}
+      {meeting.status === 'complete' && (
+        <MinutesPanel
+          meeting={meeting}
+          onChange={(m) => {
+            setMeeting(m);
+            setWake((w) => w + 1);
+          }}
+        />
+      )}
 
       {meeting.status === 'complete' &&
         meeting.untranscribedWhenAudioDeleted &&

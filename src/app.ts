@@ -7,7 +7,7 @@ import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
 import { botProviderOf, recallBudget } from './bots/provider.ts';
 import { importBotRecordingJob } from './bots/provider-webhooks.ts';
-import { deleteBotJob } from './bots/recordings.ts';
+import { deleteBotJob, leaveBotJob } from './bots/recordings.ts';
 import { scheduleBotJob } from './bots/resume.ts';
 import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
@@ -114,6 +114,7 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
     importBotRecordingJob(deps, botProviderOf(deps)),
     scheduleBotJob(deps, botProviderOf(deps)),
     deleteBotJob(deps, botProviderOf(deps)),
+    leaveBotJob(deps, botProviderOf(deps)),
   ];
 }
 

@@ -168,7 +168,7 @@ export const SETTINGS = {
   },
   recallLimits: {
     env: 'VERBATIM_RECALL_LIMITS',
-    default: 'bot.create=60,bot.list=60,bot.retrieve=300,bot.delete=300',
+    default: 'bot.create=60,bot.list=60,bot.retrieve=300,bot.delete=300,bot.leave_call=300',
     help: "calls per rate window per provider endpoint, shared by every process (R2); Recall's documented limits",
   },
   recallRateWindowSeconds: {
@@ -443,7 +443,7 @@ export function loadConfig(env: Env = process.env): Config {
   return config;
 }
 
-const BOT_ENDPOINTS = ['bot.create', 'bot.list', 'bot.retrieve', 'bot.delete'];
+const BOT_ENDPOINTS = ['bot.create', 'bot.list', 'bot.retrieve', 'bot.delete', 'bot.leave_call'];
 
 /** `bot.create=60,bot.list=60,...`: every endpoint must be given, each a whole number above 0. */
 function parseLimits(text: string): Record<string, number> {

@@ -153,6 +153,11 @@ export interface BotProvider {
    */
   deleteBot(id: string): Promise<void>;
   /**
+   * Takes a bot that has joined out of its call. What it recorded so far is kept and processed (a
+   * `done` follows). A bot that is not in a call (never joined, or already left) counts as success.
+   */
+  leaveCall(id: string): Promise<void>;
+  /**
    * The recording's bytes from `bot.recordingUrl` (a pre-signed link, fetched without the API key),
    * or null when the bot has no recording or the recording is empty.
    */

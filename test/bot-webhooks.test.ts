@@ -272,6 +272,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       return r.status === 'failed' ? r : null;
     });
     assert.match(failed.failure_code ?? '', /^bot\.import_failed:/);
+    fake.clearFailures('download');
   });
 
   void it('R7: a bot that ended without recording is not_recorded with its reason; a recording whose media never gets a link fails with that reason; neither leaves a meeting', async () => {
@@ -307,6 +308,42 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     assert.equal(meetingsAfter.n, meetingsBefore.n, 'no meeting was made for either');
   });
 
+  void it('R7: stopping a recording whose bot is in the call takes the bot out of the call and keeps what it recorded; a cancel that races the bot joining takes it out instead of failing', async () => {
+    const live = await scheduledRecording();
+    fake.pushStatus(live.botId, 'in_call_recording');
+    await send(live.botId, 'in_call_recording');
+    const stopped = await h.request('POST', `/v1/bot-recordings/${live.id}/stop`);
+    assert.equal(stopped.status, 202, stopped.text);
+    assert.equal(stopped.json.leaving, true);
+    assert.equal(stopped.json.status, 'recording', 'it keeps recording until the bot is out');
+    await waitFor('the bot to leave the call', async () => {
+      return fake.bot(live.botId)?.statusChanges.at(-1)?.code === 'call_ended';
+    });
+    fake.setRecording(live.botId, speechWav(SPEECH));
+    await send(live.botId, 'done');
+    const imported = await waitFor('what was recorded to be imported', async () => {
+      const r = await statusOf(live.id);
+      return r.meeting_id ? r : null;
+    });
+    assert.notEqual(imported.status, 'canceled');
+
+    // Our row still says scheduled, but the provider has already sent the bot in: the delete is
+    // refused (405) and the bot is taken out of the call instead.
+    const racing = await scheduledRecording();
+    fake.pushStatus(racing.botId, 'joining_call');
+    const leavesBefore = fake.calls.leave_call;
+    const canceled = await h.request('POST', `/v1/bot-recordings/${racing.id}/cancel`);
+    assert.equal(canceled.status, 202, canceled.text);
+    await waitFor('the racing bot to be taken out of the call', async () => {
+      return fake.bot(racing.botId)?.statusChanges.at(-1)?.code === 'call_ended';
+    });
+    assert.ok(fake.calls.leave_call > leavesBefore);
+
+    const over = await h.request('POST', `/v1/bot-recordings/${racing.id}/stop`);
+    assert.equal(over.status, 409);
+    assert.equal(over.json.error.code, 'recording.not_running');
+  });
+
   void it('R8: a webhook secret too short to sign anything is refused at start-up', () => {
     assert.throws(() => loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: 'whsec_' }), ConfigError);
     assert.throws(() => loadConfig({ VERBATIM_RECALL_WEBHOOK_SECRETS: `${secret},whsec_AAAA` }), ConfigError);
@@ -320,13 +357,14 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       'bot.list': 60,
       'bot.retrieve': 300,
       'bot.delete': 300,
+      'bot.leave_call': 300,
     });
     assert.equal(defaults.recall.rateWindowMs, MINUTE);
     assert.equal(defaults.bots.trustWindowMs, 55 * MINUTE);
     assert.equal(defaults.bots.lookbackMs, 7 * 24 * 60 * MINUTE);
     assert.equal(defaults.bots.backstopMs, BACKSTOP_PERIOD_MS);
     const set = loadConfig({
-      VERBATIM_RECALL_LIMITS: 'bot.create=10,bot.list=5,bot.retrieve=100,bot.delete=100',
+      VERBATIM_RECALL_LIMITS: 'bot.create=10,bot.list=5,bot.retrieve=100,bot.delete=100,bot.leave_call=9',
       VERBATIM_BOT_TRUST_WINDOW_SECONDS: '600',
       VERBATIM_BOT_LOOKBACK_HOURS: '24',
     });
@@ -336,7 +374,10 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     assert.throws(() => loadConfig({ VERBATIM_BOT_TRUST_WINDOW_SECONDS: '3600' }), /below 3600/);
     assert.throws(() => loadConfig({ VERBATIM_RECALL_LIMITS: 'bot.create=60' }), /lacks bot.list/);
     assert.throws(
-      () => loadConfig({ VERBATIM_RECALL_LIMITS: 'bot.create=0,bot.list=1,bot.retrieve=1,bot.delete=1' }),
+      () =>
+        loadConfig({
+          VERBATIM_RECALL_LIMITS: 'bot.create=0,bot.list=1,bot.retrieve=1,bot.delete=1,bot.leave_call=1',
+        }),
       /endpoint=calls/,
     );
   });

@@ -253,7 +253,7 @@ void describe('RecallBotProvider against the fake Recall API', () => {
     assert.equal(second.next, null);
   });
 
-  void it('R7: delete removes a scheduled bot, is idempotent, and refuses a dispatched bot', async () => {
+  void it('R7: delete removes a scheduled bot, is idempotent, and refuses a dispatched bot, which leave_call takes out of its call', async () => {
     const bot = await provider.createBot(scheduled('key-delete'));
     await provider.deleteBot(bot.id);
     assert.equal(fake.bot(bot.id), undefined);
@@ -273,6 +273,17 @@ void describe('RecallBotProvider against the fake Recall API', () => {
     assert.equal(dispatched.kind, ErrorKind.permanent);
     assert.equal(dispatched.code, 'bot.already_dispatched');
     assert.ok(fake.bot(joined.id));
+
+    // A dispatched bot is taken out of its call instead; once out, leaving again is a success.
+    await provider.leaveCall(joined.id);
+    assert.equal(fake.bot(joined.id)!.statusChanges.at(-1)!.code, 'call_ended');
+    assert.equal(
+      fake.requests.find((r) => r.endpoint === 'leave_call')!.path,
+      `/api/v1/bot/${joined.id}/leave_call/`,
+    );
+    await provider.leaveCall(joined.id);
+    await provider.leaveCall('no-such-bot');
+    assert.equal(fake.calls.leave_call, 3);
   });
 
   void it('R7: status changes come oldest first with sub codes; the latest is the status', async () => {

@@ -49,13 +49,14 @@ export interface RecallBotProviderOptions {
   downloadTimeoutMs?: number;
 }
 
-type Operation = 'create' | 'retrieve' | 'list' | 'delete' | 'download';
+type Operation = 'create' | 'retrieve' | 'list' | 'delete' | 'leave_call' | 'download';
 
 const OPERATION_LABEL: Record<Operation, string> = {
   create: 'create bot',
   retrieve: 'retrieve bot',
   list: 'list bots',
   delete: 'delete bot',
+  leave_call: 'remove bot from call',
   download: 'recording download',
 };
 
@@ -130,6 +131,15 @@ export class RecallBotProvider implements BotProvider {
   async deleteBot(id: string): Promise<void> {
     // 404: the bot is already gone, which is what the caller wants.
     await this.#call('delete', 'DELETE', this.#botUrl(id), { notFoundIsSuccess: true });
+  }
+
+  async leaveCall(id: string): Promise<void> {
+    try {
+      await this.#call('leave_call', 'POST', `${this.#botUrl(id)}leave_call/`, { notFoundIsSuccess: true });
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'bot.not_in_call') return;
+      throw err;
+    }
   }
 
   async downloadRecording(bot: Bot): Promise<Buffer | null> {
@@ -252,6 +262,10 @@ export class RecallBotProvider implements BotProvider {
         'bot.bad_config',
         `${message} (a redirect: check the base URL)`,
       );
+    }
+    // Recall answers 400 to a leave request for a bot that is not in a call: nothing to leave.
+    if (operation === 'leave_call' && status === 400) {
+      return new AppError(ErrorKind.permanent, 'bot.not_in_call', message);
     }
     switch (status) {
       case 402:

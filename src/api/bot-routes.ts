@@ -5,6 +5,7 @@ import {
   getBotRecording,
   recordingView,
   setBotRecordingEnabled,
+  stopBotRecording,
 } from '../bots/recordings.ts';
 import { addCalendarFeed } from '../bots/calendar-feeds.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
@@ -33,6 +34,10 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>
     recordingView(await getBotRecording(deps, workspaceOf(req), req.params.id)),
   );
+  app.post<{ Params: { id: string } }>('/v1/bot-recordings/:id/stop', async (req, reply) => {
+    const { recording, leaving } = await stopBotRecording(deps, workspaceOf(req), req.params.id);
+    return reply.status(202).send({ ...recordingView(recording), leaving });
+  });
   app.post<{ Params: { id: string } }>('/v1/bot-recordings/:id/cancel', async (req, reply) =>
     reply.status(202).send(recordingView(await cancelBotRecording(deps, workspaceOf(req), req.params.id))),
   );

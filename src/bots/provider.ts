@@ -6,7 +6,13 @@ import type { BotProvider } from '../ports.ts';
 import { RateBudget } from './rate-budget.ts';
 
 /** Recall.ai's documented per-minute limits per endpoint (R2); the default of VERBATIM_RECALL_LIMITS. */
-export const RECALL_LIMITS = { 'bot.create': 60, 'bot.list': 60, 'bot.retrieve': 300, 'bot.delete': 300 };
+export const RECALL_LIMITS = {
+  'bot.create': 60,
+  'bot.list': 60,
+  'bot.retrieve': 300,
+  'bot.delete': 300,
+  'bot.leave_call': 300,
+};
 
 /** R2: the installation's shared budget, with the configured limits and window. */
 export function recallBudget(db: Db, config: Config): RateBudget {

@@ -271,11 +271,74 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
         botIds = found.value.bots.map((b) => b.id);
       }
       for (const botId of botIds) {
-        const done = await bots.budget.guard('bot.delete', 10_000, () => bots.provider.deleteBot(botId));
+        let done: { ok: boolean };
+        try {
+          done = await bots.budget.guard('bot.delete', 10_000, () => bots.provider.deleteBot(botId));
+        } catch (err) {
+          if (!(err instanceof AppError && err.code === 'bot.already_dispatched')) throw err;
+          // Canceled as the bot was joining: it can no longer be deleted, so it is taken out of
+          // the call instead (what it recorded in between is still imported).
+          done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
+        }
         if (!done.ok) {
           await ctx.requeue(30_000, 'provider budget spent');
           return;
         }
+      }
+      await ctx.complete();
+    },
+  };
+}
+
+/**
+ * Stops a recording: one that has not started is canceled (its bot deleted); one whose bot is
+ * joining or in the call has its bot taken out of the call by a retried job, and what was recorded
+ * goes on to be imported and transcribed like any other recording.
+ */
+export async function stopBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
+  await getBotRecording(deps, workspaceId, id);
+  const actor = `user:${workspaceId}`;
+  return deps.db.transaction().execute(async (trx) => {
+    const canceled = await cancelRecordingInTx(deps, trx, id, actor);
+    if (canceled) return { recording: canceled, leaving: false };
+    const row = await trx
+      .selectFrom('bot_recordings')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    if (!['joining', 'in_call', 'recording'].includes(row.status) || !row.bot_id) {
+      throw new AppError(ErrorKind.conflict, 'recording.not_running', `the recording is ${row.status}`);
+    }
+    await deps.jobs.createJob(
+      trx,
+      {
+        workspaceId: row.workspace_id,
+        kind: JobKind.leaveBot,
+        subjectType: 'bot_recording',
+        subjectId: id,
+        meetingId: null,
+        payload: { recordingId: id, botId: row.bot_id },
+        maxErrors: 20,
+        maxReclaims: deps.config.maxReclaims,
+        dedupeKey: `leave-bot:${row.bot_id}`,
+      },
+      actor,
+    );
+    return { recording: row, leaving: true };
+  });
+}
+
+export function leaveBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+  return {
+    kind: JobKind.leaveBot,
+    run: async (ctx) => {
+      if (!bots)
+        throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
+      const botId = String(ctx.job.payload.botId);
+      const done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
+      if (!done.ok) {
+        await ctx.requeue(30_000, 'provider budget spent');
+        return;
       }
       await ctx.complete();
     },

@@ -101,6 +101,7 @@ export const JobKind = {
   importBotRecording: 'import-bot-recording',
   scheduleBot: 'schedule-bot',
   deleteBot: 'delete-bot',
+  leaveBot: 'leave-bot',
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -121,6 +122,7 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.importBotRecording]: QueueName.intake,
   [JobKind.scheduleBot]: QueueName.intake,
   [JobKind.deleteBot]: QueueName.intake,
+  [JobKind.leaveBot]: QueueName.intake,
 };
 
 export const EventType = {

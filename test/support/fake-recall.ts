@@ -21,7 +21,7 @@ import type { AddressInfo } from 'node:net';
  * key's retention.
  */
 
-export type RecallEndpoint = 'create' | 'list' | 'retrieve' | 'delete';
+export type RecallEndpoint = 'create' | 'list' | 'retrieve' | 'delete' | 'leave_call';
 
 /** One scripted answer, used once, in place of the normal one. */
 export type FakeRecallFailure =
@@ -98,6 +98,8 @@ export interface FakeRecall {
   now(): number;
   advanceTime(ms: number): void;
   failNext(endpoint: RecallEndpoint | 'download', failure: FakeRecallFailure, times?: number): void;
+  /** Drops the queued failures of an endpoint that were not served. */
+  clearFailures(endpoint: RecallEndpoint | 'download'): void;
   /** How many queued failures of an endpoint have not been served yet. */
   failuresLeft(endpoint: RecallEndpoint | 'download'): number;
   /**
@@ -115,6 +117,14 @@ export interface FakeRecall {
 
 const BOT_PATH = /^\/api\/v1\/bot\/?$/;
 const ONE_BOT_PATH = /^\/api\/v1\/bot\/([^/]+)\/?$/;
+const LEAVE_PATH = /^\/api\/v1\/bot\/([^/]+)\/leave_call\/?$/;
+const IN_CALL = new Set([
+  'joining_call',
+  'in_waiting_room',
+  'in_call_not_recording',
+  'recording_permission_allowed',
+  'in_call_recording',
+]);
 const MEDIA_PATH = /^\/media\/([A-Za-z0-9_-]+)\.mp3$/;
 const ADHOC_MS = 10 * 60_000;
 
@@ -129,15 +139,28 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
   const now = (): number => Date.now() + offsetMs;
   const iso = (ms: number = now()): string => new Date(ms).toISOString();
 
-  const zero = (): Record<RecallEndpoint, number> => ({ create: 0, list: 0, retrieve: 0, delete: 0 });
+  const zero = (): Record<RecallEndpoint, number> => ({
+    create: 0,
+    list: 0,
+    retrieve: 0,
+    delete: 0,
+    leave_call: 0,
+  });
   const limits: Record<RecallEndpoint, number> = {
     list: 60,
     create: 60,
     retrieve: 300,
     delete: 300,
+    leave_call: 300,
     ...options.limits,
   };
-  const admitted: Record<RecallEndpoint, number[]> = { create: [], list: [], retrieve: [], delete: [] };
+  const admitted: Record<RecallEndpoint, number[]> = {
+    create: [],
+    list: [],
+    retrieve: [],
+    delete: [],
+    leave_call: [],
+  };
   const failures = new Map<RecallEndpoint | 'download', FakeRecallFailure[]>();
   const holds: { arrived: () => void; released: Promise<void> }[] = [];
   const idempotency = new Map<string, IdempotencyEntry>();
@@ -166,6 +189,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       for (let i = 0; i < times; i++) queue.push(failure);
       failures.set(endpoint, queue);
     },
+    clearFailures: (endpoint) => failures.delete(endpoint),
     failuresLeft: (endpoint) => failures.get(endpoint)?.length ?? 0,
     holdNextCreate: () => {
       let arrived!: () => void;
@@ -438,13 +462,15 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, rawBody: string): Promise<void> {
     const parsed = new URL(req.url ?? '/', 'http://fake');
     const method = req.method ?? 'GET';
-    const oneBot = ONE_BOT_PATH.exec(parsed.pathname);
+    const oneBot = ONE_BOT_PATH.exec(parsed.pathname) ?? LEAVE_PATH.exec(parsed.pathname);
+    const leave = LEAVE_PATH.test(parsed.pathname);
     const mediaMatch = MEDIA_PATH.exec(parsed.pathname);
     let endpoint: RecallEndpoint | 'download' | 'unknown' = 'unknown';
     if (BOT_PATH.test(parsed.pathname) && method === 'POST') endpoint = 'create';
     else if (BOT_PATH.test(parsed.pathname) && method === 'GET') endpoint = 'list';
-    else if (oneBot && method === 'GET') endpoint = 'retrieve';
-    else if (oneBot && method === 'DELETE') endpoint = 'delete';
+    else if (leave && method === 'POST') endpoint = 'leave_call';
+    else if (oneBot && !leave && method === 'GET') endpoint = 'retrieve';
+    else if (oneBot && !leave && method === 'DELETE') endpoint = 'delete';
     else if (mediaMatch && method === 'GET') endpoint = 'download';
 
     fake.requests.push({
@@ -504,6 +530,21 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       return;
     }
     if (endpoint === 'retrieve') {
+      json(res, 200, serialize(bot));
+      return;
+    }
+    if (endpoint === 'leave_call') {
+      const current = bot.statusChanges.at(-1)?.code ?? 'ready';
+      if (!IN_CALL.has(current)) {
+        json(res, 400, { detail: 'Bot is not in a call.' });
+        return;
+      }
+      bot.statusChanges.push({
+        code: 'call_ended',
+        sub_code: 'bot_received_leave_call',
+        message: null,
+        created_at: iso(),
+      });
       json(res, 200, serialize(bot));
       return;
     }

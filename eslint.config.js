@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.verbatim/**', 'eslint.config.js'] },
+  { ignores: ['dist/**', 'node_modules/**', '.verbatim/**', 'test-output/**', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -16,6 +16,11 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'import-x/no-cycle': 'error',
     },
+  },
+  {
+    // The build config imports only vite and node:path; import-x cannot resolve vite's exports map.
+    files: ['web/vite.config.ts'],
+    rules: { 'import-x/no-cycle': 'off' },
   },
   {
     files: ['test/**', 'bench/**'],

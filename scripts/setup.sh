@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Verbatim needs on Debian/Ubuntu: PocketSphinx (offline speech recognition), flite
-# (speech for the tests), the npm dependencies (incl. ffmpeg and an embedded Postgres), and builds.
+# (speech for the tests), any extra Debian packages named as arguments (scripts/test.sh adds chromium
+# for the web app's end-to-end tests), the npm dependencies (incl. ffmpeg and an embedded Postgres),
+# and builds the server and the web app.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

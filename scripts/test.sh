@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-extra=()
+# Debian's Chromium runs the web app's end-to-end tests (test/web-*.test.ts) through playwright-core.
+extra=(chromium)
 command -v pg_ctlcluster >/dev/null 2>&1 || extra+=(postgresql)
 bash scripts/setup.sh "${extra[@]}"
 

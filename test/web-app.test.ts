@@ -75,7 +75,9 @@ void describe('web app', () => {
     await page.getByTestId('transcript').locator('li').first().waitFor({ timeout: 60_000 });
     assert.equal((await h.request('GET', `/v1/meetings/${meetingId}`)).json.status, 'recording');
     await waitFor('14 s recorded', async () => (await recordedSeconds(page)) >= 14);
-    const level = await page.getByRole('meter', { name: 'Input level' }).evaluate((m) => (m as HTMLMeterElement).value);
+    const level = await page
+      .getByRole('meter', { name: 'Input level' })
+      .evaluate((m: any) => m.value as number);
     assert.ok(level >= 0, 'the level meter shows a value');
 
     await page.getByRole('button', { name: /End meeting/ }).click();
@@ -85,7 +87,10 @@ void describe('web app', () => {
     const heard = ['budget', 'marketing', 'engineers', 'finance', 'friday', 'report'].filter((w) =>
       transcript.includes(w),
     );
-    assert.ok(heard.length >= 3, `the transcript has the spoken words (heard ${heard.join(', ')}): ${transcript}`);
+    assert.ok(
+      heard.length >= 3,
+      `the transcript has the spoken words (heard ${heard.join(', ')}): ${transcript}`,
+    );
     assert.match(transcript, /\d+:\d{2}/, 'segments have timestamps');
 
     // Every chunk the browser cut is on the server, numbered from 0 without a hole.
@@ -142,7 +147,11 @@ void describe('web app', () => {
     await page.getByRole('button', { name: /End meeting/ }).click();
     await page.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
     const captured = Number(await page.locator('article').getAttribute('data-chunks-captured'));
-    assert.deepEqual(await chunkSeqs(meetingId), [...Array(captured).keys()], 'every sequence number arrived');
+    assert.deepEqual(
+      await chunkSeqs(meetingId),
+      [...Array(captured).keys()],
+      'every sequence number arrived',
+    );
     const meeting = (await h.request('GET', `/v1/meetings/${meetingId}`)).json;
     assert.deepEqual(meeting.missingChunks, []);
     await page.getByTestId('transcript').waitFor();
@@ -154,9 +163,14 @@ void describe('web app', () => {
   void it('L17: a failed meeting shows its reason in plain words', async () => {
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Broken file' });
     const id = created.json.id as string;
-    const put = await h.request('PUT', `/v1/meetings/${id}/recording`, Buffer.from('this is not audio at all'), {
-      'content-type': 'audio/mpeg',
-    });
+    const put = await h.request(
+      'PUT',
+      `/v1/meetings/${id}/recording`,
+      Buffer.from('this is not audio at all'),
+      {
+        'content-type': 'audio/mpeg',
+      },
+    );
     assert.equal(put.status, 202);
     await waitForMeeting(h, id, 'failed');
     browser = await launchChromium();
@@ -188,17 +202,28 @@ void describe('web app', () => {
       uploadThroughput: 100_000,
     });
     await page.evaluate(() => {
+      // Runs in the page; the test program has no DOM types.
+      interface Bar {
+        value: number;
+        max: number;
+      }
+      interface PageGlobals {
+        progressSeen: number[];
+        document: { body: unknown; querySelector(s: string): Bar | null };
+        MutationObserver: new (fn: () => void) => { observe(node: unknown, opts: object): void };
+      }
+      const w = globalThis as unknown as PageGlobals;
       const seen: number[] = [];
-      (window as unknown as { progressSeen: number[] }).progressSeen = seen;
-      new MutationObserver(() => {
-        const bar = document.querySelector('.uploads progress');
-        if (bar instanceof HTMLProgressElement) seen.push(bar.value / bar.max);
-      }).observe(document.body, { subtree: true, childList: true, attributes: true });
+      w.progressSeen = seen;
+      new w.MutationObserver(() => {
+        const bar = w.document.querySelector('.uploads progress');
+        if (bar) seen.push(bar.value / bar.max);
+      }).observe(w.document.body, { subtree: true, childList: true, attributes: true });
     });
     await page.getByLabel(/Audio files/).setInputFiles(file);
     await page.getByRole('button', { name: 'Upload', exact: true }).click();
     await page.locator('[data-upload-state="done"]').waitFor({ timeout: 60_000 });
-    const seen = await page.evaluate(() => (window as unknown as { progressSeen: number[] }).progressSeen);
+    const seen: number[] = await page.evaluate(() => (globalThis as any).progressSeen);
     assert.ok(
       seen.some((v) => v > 0 && v < 1),
       `the bar showed partial progress: ${seen.map((v) => v.toFixed(2)).join(' ')}`,

@@ -92,7 +92,9 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       throw invalid('recording.empty', 'the recording is empty');
     }
     const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    return reply
+      .status(202)
+      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.put<{ Params: { id: string; seq: string } }>(
@@ -123,7 +125,9 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', async (req, reply) => {
     const meeting = await endMeeting(deps, workspaceOf(req), req.params.id);
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    return reply
+      .status(202)
+      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) => {
@@ -155,7 +159,9 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply.status(202).send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    return reply
+      .status(202)
+      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
   });
 
   app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
@@ -166,9 +172,10 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
     const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply
-      .status(202)
-      .send({ ...result, meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs) });
+    return reply.status(202).send({
+      ...result,
+      meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs),
+    });
   });
 
   app.post('/v1/batches', async (req, reply) => {
@@ -289,7 +296,11 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
       writtenAt: m.minutes_written_at,
     },
     failure: m.failure_code
-      ? { code: m.failure_code, message: m.failure_message, plain: plainReason(m.failure_code, m.failure_message) }
+      ? {
+          code: m.failure_code,
+          message: m.failure_message,
+          plain: plainReason(m.failure_code, m.failure_message),
+        }
       : null,
     missingChunks: m.missing_chunks,
     audioDeletedAt: m.audio_deleted_at,

@@ -56,18 +56,49 @@ export function openApiDocument(maxUploadBytes: number) {
                 missing: { type: 'integer' },
               },
             },
+            progress: {
+              type: ['object', 'null'],
+              description:
+                'L17: the step a recording, transcribing or finalizing meeting is in; null once complete or failed',
+              properties: {
+                stage: {
+                  enum: [
+                    'recording',
+                    'transcribing',
+                    'grace',
+                    'waiting_for_windows',
+                    'last_stretch',
+                    'writing_minutes',
+                    'finishing',
+                  ],
+                },
+                message: { type: 'string' },
+              },
+            },
             transcriptComplete: { type: 'boolean' },
             minutes: {
               type: 'object',
               properties: {
                 status: { enum: ['none', 'pending', 'written', 'unavailable', 'failed'] },
-                reason: { type: ['object', 'null'] },
+                reason: {
+                  type: ['object', 'null'],
+                  description: 'why there are no minutes; `plain` says it in plain words',
+                  properties: {
+                    code: { type: 'string' },
+                    message: { type: 'string' },
+                    plain: { type: 'string' },
+                  },
+                },
                 content: { type: ['object', 'null'] },
               },
             },
             failure: {
               type: ['object', 'null'],
-              properties: { code: { type: 'string' }, message: { type: 'string' } },
+              properties: {
+                code: { type: 'string' },
+                message: { type: 'string' },
+                plain: { type: 'string' },
+              },
             },
             audioDeletedAt: { type: ['string', 'null'], format: 'date-time' },
           },
@@ -105,6 +136,12 @@ export function openApiDocument(maxUploadBytes: number) {
             { name: 'status', in: 'query', schema: { type: 'string' } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } },
             { name: 'cursor', in: 'query', schema: { type: 'string' } },
+            {
+              name: 'q',
+              in: 'query',
+              description: 'case-insensitive part of the title',
+              schema: { type: 'string', maxLength: 300 },
+            },
           ],
           responses: { '200': { description: '{meetings, nextCursor}' }, ...errors },
         },
@@ -278,6 +315,16 @@ export function openApiDocument(maxUploadBytes: number) {
           summary: 'The delivery log: each delivery with its status and every attempt',
           parameters: [idParam],
           responses: { '200': { description: 'Deliveries' }, ...errors },
+        },
+      },
+      '/v1/operator/overview': {
+        get: {
+          summary:
+            'X1 for the web app: queues (pending, due, running, oldest due age), health figures, dead letters with their attempt histories, minutes outages in progress, cleanup backlog; job lists are the caller’s workspace only',
+          responses: {
+            '200': { description: '{queues, health, deadLetters, outages, storedBytes}' },
+            ...errors,
+          },
         },
       },
       '/healthz': {

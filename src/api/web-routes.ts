@@ -24,20 +24,22 @@ export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {
     root: webRoot,
     prefix: '/',
     index: 'index.html',
+    // The headers below decide caching; @fastify/send's own max-age=0 would override them.
+    cacheControl: false,
     setHeaders: (res, filePath) => {
       // Vite names assets by content hash; index.html must be fetched fresh so a deploy takes effect.
       if (filePath.includes(`${path.sep}assets${path.sep}`)) {
-        res.header('cache-control', 'public, max-age=31536000, immutable');
+        res.setHeader('cache-control', 'public, max-age=31536000, immutable');
       } else {
-        res.header('cache-control', 'no-cache');
+        res.setHeader('cache-control', 'no-cache');
       }
       if (filePath.endsWith('.html')) {
-        res.header(
+        res.setHeader(
           'content-security-policy',
           "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
         );
-        res.header('x-content-type-options', 'nosniff');
-        res.header('referrer-policy', 'no-referrer');
+        res.setHeader('x-content-type-options', 'nosniff');
+        res.setHeader('referrer-policy', 'no-referrer');
       }
     },
   });

@@ -70,7 +70,10 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
       'j.error_count',
       'j.reclaim_count',
       'j.wait_count',
-      sql<{ id: string; status: string } | null>`(select json_build_object('id', later.id, 'status', later.status)
+      sql<{
+        id: string;
+        status: string;
+      } | null>`(select json_build_object('id', later.id, 'status', later.status)
         from jobs later where later.subject_id = j.subject_id and later.kind = j.kind and later.id <> j.id
           and later.created_at > j.created_at order by later.created_at desc limit 1)`.as('replacement'),
     ])
@@ -83,7 +86,16 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
   const attempts = failed.length
     ? await db
         .selectFrom('job_attempts')
-        .select(['job_id', 'attempt_no', 'status', 'owner', 'started_at', 'ended_at', 'error_code', 'error_message'])
+        .select([
+          'job_id',
+          'attempt_no',
+          'status',
+          'owner',
+          'started_at',
+          'ended_at',
+          'error_code',
+          'error_message',
+        ])
         .where(
           'job_id',
           'in',

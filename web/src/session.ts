@@ -54,7 +54,10 @@ export async function startRecording(meetingId: string): Promise<void> {
   recorder = rec;
   try {
     await rec.start();
-    set({ ...(state ?? { meetingId, level: 0, elapsedSeconds: 0, chunksCaptured: 0, error: null }), phase: 'recording' });
+    set({
+      ...(state ?? { meetingId, level: 0, elapsedSeconds: 0, chunksCaptured: 0, error: null }),
+      phase: 'recording',
+    });
   } catch (err) {
     recorder = null;
     set({

@@ -42,7 +42,8 @@ class CaptureProcessor extends Base {
     const first = channels[0];
     if (!first) return true;
     const mono = new Float32Array(first.length);
-    for (const ch of channels) for (let i = 0; i < mono.length; i++) mono[i]! += (ch[i] ?? 0) / channels.length;
+    for (const ch of channels)
+      for (let i = 0; i < mono.length; i++) mono[i]! += (ch[i] ?? 0) / channels.length;
     for (const s of mono) this.peak = Math.max(this.peak, Math.abs(s));
     this.push(this.resampler.process(mono));
     if (this.pendingLength >= POST_EVERY) this.post();

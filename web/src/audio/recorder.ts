@@ -98,6 +98,8 @@ export class MicRecorder {
     const wav = encodeWav(this.buffer.subarray(0, this.filled), SAMPLE_RATE);
     const seq = this.seq++;
     this.filled = 0;
-    this.handing = this.handing.then(() => this.events.onChunk(seq, wav)).catch((err) => this.events.onError(err));
+    this.handing = this.handing
+      .then(() => this.events.onChunk(seq, wav))
+      .catch((err) => this.events.onError(err));
   }
 }

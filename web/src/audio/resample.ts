@@ -15,7 +15,8 @@ export class Downsampler {
     readonly inRate: number,
     readonly outRate: number,
   ) {
-    if (!(inRate >= outRate) || outRate <= 0) throw new Error(`cannot resample ${inRate} Hz to ${outRate} Hz`);
+    if (!(inRate >= outRate) || outRate <= 0)
+      throw new Error(`cannot resample ${inRate} Hz to ${outRate} Hz`);
     this.ratio = inRate / outRate;
     this.half = this.ratio === 1 ? 0 : Math.ceil(8 * this.ratio);
     const n = 2 * this.half + 1;
@@ -25,7 +26,10 @@ export class Downsampler {
     for (let j = 0; j < n; j++) {
       const x = j - this.half;
       const sinc = x === 0 ? 2 * cutoff : Math.sin(2 * Math.PI * cutoff * x) / (Math.PI * x);
-      const blackman = 0.42 - 0.5 * Math.cos((2 * Math.PI * j) / (n - 1 || 1)) + 0.08 * Math.cos((4 * Math.PI * j) / (n - 1 || 1));
+      const blackman =
+        0.42 -
+        0.5 * Math.cos((2 * Math.PI * j) / (n - 1 || 1)) +
+        0.08 * Math.cos((4 * Math.PI * j) / (n - 1 || 1));
       taps[j] = sinc * (n === 1 ? 1 : blackman);
       sum += taps[j]!;
     }

@@ -27,7 +27,12 @@ function typeOf(file: File): string {
 }
 
 /** PUT with upload progress: fetch cannot report it, XMLHttpRequest can. */
-function put(url: string, file: File, onProgress: (sent: number) => void, track: (x: XMLHttpRequest) => void) {
+function put(
+  url: string,
+  file: File,
+  onProgress: (sent: number) => void,
+  track: (x: XMLHttpRequest) => void,
+) {
   return new Promise<void>((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     track(xhr);
@@ -74,11 +79,22 @@ export function Upload() {
     setCanceled(false);
     cancelRef.current = false;
     requests.current = [];
-    setFiles(chosen.map((f) => ({ name: f.name, meetingId: null, sent: 0, total: f.size, state: 'waiting', error: null })));
+    setFiles(
+      chosen.map((f) => ({
+        name: f.name,
+        meetingId: null,
+        sent: 0,
+        total: f.size,
+        state: 'waiting',
+        error: null,
+      })),
+    );
     let batch: string | null = null;
     try {
       if (chosen.length > 1) {
-        batch = (await call<{ id: string }>('POST', '/v1/batches', { title: `Upload of ${chosen.length} files` })).id;
+        batch = (
+          await call<{ id: string }>('POST', '/v1/batches', { title: `Upload of ${chosen.length} files` })
+        ).id;
         setBatchId(batch);
       } else {
         setBatchId(null);
@@ -96,7 +112,12 @@ export function Upload() {
             ...(batch ? { batchId: batch } : {}),
           });
           patch(i, { meetingId: m.id, state: 'uploading' });
-          await put(`/v1/meetings/${m.id}/recording`, file, (sent) => patch(i, { sent }), (x) => requests.current.push(x));
+          await put(
+            `/v1/meetings/${m.id}/recording`,
+            file,
+            (sent) => patch(i, { sent }),
+            (x) => requests.current.push(x),
+          );
           patch(i, { sent: file.size, state: 'done' });
         } catch (err) {
           patch(i, {

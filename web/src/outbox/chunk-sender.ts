@@ -145,7 +145,10 @@ export class ChunkSender {
       });
       await this.store.acknowledge(key);
       this.set({
-        pending: { ...this.state.pending, [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1) },
+        pending: {
+          ...this.state.pending,
+          [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1),
+        },
         acknowledged: {
           ...this.state.acknowledged,
           [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
@@ -174,7 +177,8 @@ export class ChunkSender {
     const pending: Record<string, number> = {};
     for (const [meetingId] of keys) pending[meetingId] = (pending[meetingId] ?? 0) + 1;
     const rejected: OutboxStatus['rejected'] = {};
-    for (const r of await this.store.rejected()) (rejected[r.meetingId] ??= []).push({ seq: r.seq, error: r.error });
+    for (const r of await this.store.rejected())
+      (rejected[r.meetingId] ??= []).push({ seq: r.seq, error: r.error });
     this.set({ pending, rejected });
   }
 }
@@ -182,5 +186,7 @@ export class ChunkSender {
 /** Refusals that no retry can change: 4xx other than 401 (sign in), 408 and 429 (try later). */
 function isFinal(err: ApiError): boolean {
   if (FINAL_CODES.has(err.code)) return true;
-  return err.status >= 400 && err.status < 500 && err.status !== 401 && err.status !== 408 && err.status !== 429;
+  return (
+    err.status >= 400 && err.status < 500 && err.status !== 401 && err.status !== 408 && err.status !== 429
+  );
 }

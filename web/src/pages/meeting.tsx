@@ -69,7 +69,8 @@ export function MeetingPage({ id }: { id: string }) {
         const settled = m.status === 'complete' || m.status === 'failed';
         return !(settled && m.minutes.status !== 'pending');
       } catch (err) {
-        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500)) setUnreachable(true);
+        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500))
+          setUnreachable(true);
         else setLoadError(err instanceof Error ? err.message : String(err));
         return true;
       }
@@ -123,8 +124,8 @@ export function MeetingPage({ id }: { id: string }) {
 
       {unreachable && (
         <p role="status" class="warn" data-testid="unreachable">
-          The server cannot be reached right now. Recording goes on; audio is kept in this browser and sent when it is
-          back.
+          The server cannot be reached right now. Recording goes on; audio is kept in this browser and sent
+          when it is back.
         </p>
       )}
       {actionError && (
@@ -171,7 +172,12 @@ export function MeetingPage({ id }: { id: string }) {
 
       {live && (pending > 0 || (box?.rejected[id]?.length ?? 0) > 0 || (mine && open)) && (
         <section class="card" aria-label="Audio sent">
-          <p role="status" data-testid="outbox" data-pending={pending} data-captured={mine?.chunksCaptured ?? ''}>
+          <p
+            role="status"
+            data-testid="outbox"
+            data-pending={pending}
+            data-captured={mine?.chunksCaptured ?? ''}
+          >
             {pending > 0
               ? `${pending} ${pending === 1 ? 'chunk' : 'chunks'} of audio kept in this browser, waiting to be sent.`
               : 'All audio captured so far is on the server.'}
@@ -191,12 +197,16 @@ export function MeetingPage({ id }: { id: string }) {
         <section class="card" aria-label="Ending">
           <p role="status">
             Ending the meeting:{' '}
-            {pending > 0 ? `sending the last ${pending} ${pending === 1 ? 'chunk' : 'chunks'} first.` : 'telling the server.'}
+            {pending > 0
+              ? `sending the last ${pending} ${pending === 1 ? 'chunk' : 'chunks'} first.`
+              : 'telling the server.'}
           </p>
         </section>
       )}
 
-      {(meeting.status === 'finalizing' || meeting.status === 'processing') && <Finalizing meeting={meeting} />}
+      {(meeting.status === 'finalizing' || meeting.status === 'processing') && (
+        <Finalizing meeting={meeting} />
+      )}
 
       {meeting.status === 'failed' && meeting.failure && (
         <section class="card failure" aria-labelledby="failure-heading">
@@ -219,12 +229,13 @@ export function MeetingPage({ id }: { id: string }) {
 
       {meeting.status === 'complete' &&
         meeting.untranscribedWhenAudioDeleted &&
-        meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight > 0 && (
-        <p class="warn">
-          {meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight} stretch(es) of
-          this meeting have no transcript (recognition gave up or the audio never arrived).
-        </p>
-      )}
+        meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight >
+          0 && (
+          <p class="warn">
+            {meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight}{' '}
+            stretch(es) of this meeting have no transcript (recognition gave up or the audio never arrived).
+          </p>
+        )}
 
       <Transcript meeting={meeting} segments={segments} />
     </article>
@@ -247,7 +258,11 @@ function Finalizing({ meeting }: { meeting: Meeting }) {
       {meeting.status === 'finalizing' && (
         <ol class="steps">
           {STEPS.map((s, i) => (
-            <li key={s.stage} class={i < index ? 'done' : i === index ? 'current' : ''} aria-current={i === index ? 'step' : undefined}>
+            <li
+              key={s.stage}
+              class={i < index ? 'done' : i === index ? 'current' : ''}
+              aria-current={i === index ? 'step' : undefined}
+            >
               {s.label}
             </li>
           ))}
@@ -301,20 +316,34 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
           <p data-testid="minutes-summary">{minutes.content.summary}</p>
           <h3>Decisions</h3>
           {minutes.content.decisions.length ? (
-            <ul>{minutes.content.decisions.map((d, i) => <li key={i}>{d}</li>)}</ul>
+            <ul>
+              {minutes.content.decisions.map((d, i) => (
+                <li key={i}>{d}</li>
+              ))}
+            </ul>
           ) : (
             <p class="muted">None recorded.</p>
           )}
           <h3>Action items</h3>
           {minutes.content.actionItems.length ? (
-            <ul>{minutes.content.actionItems.map((d, i) => <li key={i}>{d}</li>)}</ul>
+            <ul>
+              {minutes.content.actionItems.map((d, i) => (
+                <li key={i}>{d}</li>
+              ))}
+            </ul>
           ) : (
             <p class="muted">None recorded.</p>
           )}
           {minutes.content.note && <p class="muted">{minutes.content.note}</p>}
           <button
             type="button"
-            onClick={() => download(`${meeting.title}-minutes.md`, minutesMarkdown(meeting.title, minutes.content!), 'text/markdown')}
+            onClick={() =>
+              download(
+                `${meeting.title}-minutes.md`,
+                minutesMarkdown(meeting.title, minutes.content!),
+                'text/markdown',
+              )
+            }
           >
             Export minutes (Markdown)
           </button>
@@ -345,9 +374,14 @@ function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment
   const exportAs = async (format: 'txt' | 'vtt' | 'srt') => {
     setError(null);
     try {
-      const text = await call<string>('GET', `/v1/meetings/${meeting.id}/transcript?format=${format}`, undefined, {
-        raw: true,
-      });
+      const text = await call<string>(
+        'GET',
+        `/v1/meetings/${meeting.id}/transcript?format=${format}`,
+        undefined,
+        {
+          raw: true,
+        },
+      );
       const type = { txt: 'text/plain', vtt: 'text/vtt', srt: 'application/x-subrip' }[format];
       download(`${meeting.title}.${format}`, text, type);
     } catch (err) {
@@ -356,12 +390,12 @@ function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment
   };
   return (
     <section class="card" aria-labelledby="transcript-heading">
-      <h2 id="transcript-heading">
-        Transcript{meeting.transcriptComplete ? '' : ' (so far)'}
-      </h2>
+      <h2 id="transcript-heading">Transcript{meeting.transcriptComplete ? '' : ' (so far)'}</h2>
       {segments.length === 0 ? (
         <p class="muted">
-          {meeting.status === 'failed' ? 'Nothing was transcribed.' : 'The transcript appears here as each window is transcribed.'}
+          {meeting.status === 'failed'
+            ? 'Nothing was transcribed.'
+            : 'The transcript appears here as each window is transcribed.'}
         </p>
       ) : (
         <ol class="transcript" aria-live="polite" data-testid="transcript">

@@ -33,7 +33,10 @@ export function MeetingsPage() {
     setStarting(true);
     setError(null);
     try {
-      const m = await call<Meeting>('POST', '/v1/meetings', { source: 'live', title: title.trim() || 'Live meeting' });
+      const m = await call<Meeting>('POST', '/v1/meetings', {
+        source: 'live',
+        title: title.trim() || 'Live meeting',
+      });
       // Started inside the click, so the browser lets the audio start without another gesture.
       await startRecording(m.id);
       navigate(`/meetings/${m.id}`);

@@ -4,7 +4,13 @@ import { bytes, seconds } from '../format.ts';
 import { usePoll } from '../hooks.ts';
 
 interface Overview {
-  queues: Array<{ queue: string; pending: number; due: number; running: number; oldestPendingAgeSeconds: number }>;
+  queues: Array<{
+    queue: string;
+    pending: number;
+    due: number;
+    running: number;
+    oldestPendingAgeSeconds: number;
+  }>;
   health: {
     leasesReclaimed: number;
     jobsQuarantined: number;
@@ -68,7 +74,14 @@ export function OperatorPage() {
     5000,
     [],
   );
-  if (!data) return error ? <p role="alert" class="error">{error}</p> : <p>Loading…</p>;
+  if (!data)
+    return error ? (
+      <p role="alert" class="error">
+        {error}
+      </p>
+    ) : (
+      <p>Loading…</p>
+    );
   const h = data.health;
   return (
     <>
@@ -110,7 +123,8 @@ export function OperatorPage() {
           </table>
         </div>
         <p class="muted">
-          Workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events pending: {h.outboxPending}
+          Workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events pending:{' '}
+          {h.outboxPending}
           {h.outboxFailed ? ` (failed ${h.outboxFailed})` : ''} · webhooks pending {h.webhooksPending}, failed{' '}
           {h.webhooksFailed}
         </p>
@@ -127,7 +141,8 @@ export function OperatorPage() {
           <ul>
             {data.outages.map((o) => (
               <li key={o.jobId}>
-                {o.meetingId ? <a href={`#/meetings/${o.meetingId}`}>{o.meetingTitle}</a> : o.jobId}: {o.waits} waits
+                {o.meetingId ? <a href={`#/meetings/${o.meetingId}`}>{o.meetingTitle}</a> : o.jobId}:{' '}
+                {o.waits} waits
                 {o.lastError.code ? `, last ${o.lastError.code}` : ''}
               </li>
             ))}
@@ -155,7 +170,8 @@ export function OperatorPage() {
                 : {d.error.code} {d.resubmittedAs ? `(resubmitted, now ${d.resubmittedAs.status})` : ''}
               </summary>
               <p class="muted">
-                {d.error.message} · errors {d.counts.errors}, reclaims {d.counts.reclaims}, waits {d.counts.waits}
+                {d.error.message} · errors {d.counts.errors}, reclaims {d.counts.reclaims}, waits{' '}
+                {d.counts.waits}
               </p>
               <div class="scroll">
                 <table>
@@ -190,8 +206,12 @@ export function OperatorPage() {
       <section class="card" aria-labelledby="cleanup-heading">
         <h2 id="cleanup-heading">Cleanup backlog</h2>
         <ul>
-          <li>Object deletions pending: {h.cleanupPending} (failing: {h.cleanupFailing})</li>
-          <li>Oldest pending deletion: {h.cleanupPending ? seconds(h.oldestCleanupPendingAgeSeconds) : '–'}</li>
+          <li>
+            Object deletions pending: {h.cleanupPending} (failing: {h.cleanupFailing})
+          </li>
+          <li>
+            Oldest pending deletion: {h.cleanupPending ? seconds(h.oldestCleanupPendingAgeSeconds) : '–'}
+          </li>
           <li>Orphaned writes awaiting removal: {h.cleanupStagedExpired}</li>
           <li>Ended meetings whose audio is still stored: {h.audioAwaitingDeletion}</li>
           <li>Stored by this workspace: {bytes(data.storedBytes)}</li>

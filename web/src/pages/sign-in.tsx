@@ -16,7 +16,11 @@ export function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
       if (!res.ok) throw new Error(`The server answered ${res.status}.`);
       onSignedIn(key.trim());
     } catch (err) {
-      setError(err instanceof ApiError ? err.message : `Could not sign in: ${err instanceof Error ? err.message : String(err)}`);
+      setError(
+        err instanceof ApiError
+          ? err.message
+          : `Could not sign in: ${err instanceof Error ? err.message : String(err)}`,
+      );
     } finally {
       setBusy(false);
     }

@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { buildApi } from '../src/api/server.ts';
+import { meetingProgress, plainReason, type ProgressInput } from '../src/domain/meeting-progress.ts';
+import { Downsampler } from '../web/src/audio/resample.ts';
+import { encodeWav } from '../web/src/audio/wav.ts';
+import { parseWav } from '../src/domain/wav.ts';
+import { startHarness, uploadMeeting, waitForMeeting, type Harness } from './support/harness.ts';
+
+/** What the web app (issue 6) needs from the API, and the app's pure audio code, without a browser. */
+
+const base: ProgressInput = {
+  status: 'finalizing',
+  source: 'live',
+  finalizingAt: new Date('2026-01-01T00:00:00Z'),
+  transcriptCompletedAt: null,
+  minutesStatus: 'none',
+  windows: { total: 4, done: 2, inFlight: 0 },
+};
+const at = (ms: number) => new Date(base.finalizingAt!.getTime() + ms);
+
+void describe('close-out progress and reasons (pure)', () => {
+  void it('L17: a finalizing meeting names the close-out step it is in', () => {
+    assert.equal(meetingProgress(base, at(500), 10_000)?.stage, 'grace');
+    assert.equal(
+      meetingProgress({ ...base, windows: { total: 4, done: 2, inFlight: 2 } }, at(20_000), 10_000)?.message,
+      'Waiting on 2 windows still being transcribed.',
+    );
+    assert.equal(meetingProgress(base, at(20_000), 10_000)?.stage, 'last_stretch');
+    const transcribed = { ...base, transcriptCompletedAt: at(30_000) };
+    assert.equal(
+      meetingProgress({ ...transcribed, minutesStatus: 'pending' }, at(40_000), 10_000)?.stage,
+      'writing_minutes',
+    );
+    assert.equal(
+      meetingProgress({ ...transcribed, minutesStatus: 'written' }, at(40_000), 10_000)?.stage,
+      'finishing',
+    );
+    assert.equal(meetingProgress({ ...base, status: 'complete' }, at(0), 10_000), null);
+    assert.equal(meetingProgress({ ...base, status: 'failed' }, at(0), 10_000), null);
+    assert.equal(
+      meetingProgress({ ...base, status: 'processing' }, at(0), 10_000)?.message,
+      'Transcribing: 2 of 4 windows done.',
+    );
+  });
+
+  void it('L17: failure and missing-minutes codes are said in plain words with what to do', () => {
+    assert.match(plainReason('llm.quota_exhausted', 'You exceeded your current quota'), /Regenerate/);
+    assert.match(
+      plainReason(
+        'audio.undecodable',
+        'This meeting stopped before it finished: the file contains no audio samples',
+      ),
+      /^This meeting failed: the recording could not be read as audio \(the file contains no audio samples\)/,
+    );
+    assert.match(plainReason('reclaim_cap_exceeded', null), /stopped again and again/);
+    assert.match(
+      plainReason('asr.timeout', 'took too long'),
+      /speech recognition did not succeed \(took too long\)/,
+    );
+    assert.equal(plainReason('something.new', 'it broke'), 'it broke (something.new)');
+  });
+});
+
+void describe('the capture worklet audio path (pure)', () => {
+  void it('L1: 48 kHz input comes out as 16 kHz with the same length and the speech band kept', () => {
+    const inRate = 48_000;
+    const tone = (hz: number, rate: number, n: number) =>
+      Float32Array.from({ length: n }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
+    const d = new Downsampler(inRate, 16_000);
+    // Fed in odd-sized blocks, as an AudioWorklet's 128-frame quanta would not line up with 3:1.
+    const input = tone(440, inRate, inRate * 2);
+    const parts: Float32Array[] = [];
+    for (let i = 0; i < input.length; i += 127) parts.push(d.process(input.subarray(i, i + 127)));
+    parts.push(d.flush());
+    const out = Float32Array.from(parts.flatMap((p) => Array.from(p)));
+    assert.equal(out.length, 32_000, 'two seconds at 16 kHz');
+    const expected = tone(440, 16_000, 32_000);
+    let err = 0;
+    for (let i = 100; i < out.length - 100; i++) err = Math.max(err, Math.abs(out[i]! - expected[i]!));
+    assert.ok(err < 0.02, `a 440 Hz tone survives (max error ${err})`);
+
+    // 12 kHz cannot be represented at 16 kHz: the low-pass removes it instead of folding it to 4 kHz.
+    const high = new Downsampler(inRate, 16_000);
+    const folded = high.process(tone(12_000, inRate, inRate));
+    const rms = Math.sqrt(folded.slice(200).reduce((s, v) => s + v * v, 0) / (folded.length - 200));
+    assert.ok(rms < 0.01, `12 kHz is filtered out (rms ${rms})`);
+
+    const wav = Buffer.from(encodeWav(Int16Array.from([0, 1000, -1000, 32767]), 16_000));
+    const parsed = parseWav(wav);
+    assert.equal(parsed?.sampleRate, 16_000);
+    assert.deepEqual(Array.from(parsed?.samples ?? []), [0, 1000, -1000, 32767]);
+  });
+});
+
+void describe('web app API', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness({ env: { VERBATIM_CLOSEOUT_GRACE_SECONDS: '30' } });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  void it('GET /v1/meetings?q= finds meetings by title, case-insensitively, with LIKE wildcards taken literally', async () => {
+    for (const title of ['Budget review', 'Weekly BUDGET sync', 'Retro 100%', 'Retro 1000']) {
+      assert.equal((await h.request('POST', '/v1/meetings', { source: 'upload', title })).status, 201);
+    }
+    const titles = async (q: string) =>
+      (
+        (await h.request('GET', `/v1/meetings?q=${encodeURIComponent(q)}`)).json.meetings as Array<{
+          title: string;
+        }>
+      )
+        .map((m) => m.title)
+        .sort();
+    assert.deepEqual(await titles('budget'), ['Budget review', 'Weekly BUDGET sync']);
+    assert.deepEqual(await titles('100%'), ['Retro 100%']);
+    assert.deepEqual(await titles('_'), []);
+    assert.equal((await h.request('GET', `/v1/meetings?q=${'x'.repeat(301)}`)).status, 400);
+  });
+
+  void it('L17: a meeting in its close-out grace shows the step; a failed one its reason in plain words', async () => {
+    const live = await h.request('POST', '/v1/meetings', { source: 'live', title: 'progress' });
+    const ended = await h.request('POST', `/v1/meetings/${live.json.id}/end`);
+    assert.equal(ended.json.status, 'finalizing');
+    assert.deepEqual(ended.json.progress, {
+      stage: 'grace',
+      message: 'Waiting a moment for the last audio to arrive.',
+    });
+
+    const worker = h.spawnWorker();
+    const id = await uploadMeeting(h, Buffer.from('no audio in here'), 'junk');
+    const failed = await waitForMeeting(h, id, 'failed');
+    assert.equal(failed.failure.code, 'audio.undecodable');
+    assert.match(failed.failure.plain, /^This meeting failed: the recording could not be read as audio/);
+    assert.equal(failed.progress, null);
+    await worker.stop();
+  });
+
+  void it("X1/S1: the operator overview lists dead letters with their attempt history, for the caller's workspace only", async () => {
+    const res = await h.request('GET', '/v1/operator/overview');
+    assert.equal(res.status, 200);
+    const deadLetters = res.json.deadLetters as Array<Record<string, any>>;
+    const dead = deadLetters.find((d) => d.meetingTitle === 'junk')!;
+    assert.ok(dead, 'the failed intake job is a dead letter');
+    assert.equal(dead.kind, 'split-recording');
+    assert.equal(dead.error.code, 'audio.undecodable');
+    assert.equal(dead.quarantined, false);
+    assert.ok(dead.attempts.length >= 1);
+    const attempts = dead.attempts as Array<{ status: string; error: { code: string } }>;
+    assert.equal(attempts[attempts.length - 1]!.status, 'failed');
+    assert.equal(attempts[attempts.length - 1]!.error.code, 'audio.undecodable');
+    assert.ok(!JSON.stringify(res.json).includes('token'), 'no lease tokens');
+    assert.ok((res.json.queues as Array<{ queue: string }>).some((q) => q.queue === 'intake'));
+    assert.equal(typeof res.json.health.cleanupPending, 'number');
+    assert.equal(typeof res.json.health.minutesOutagesInProgress, 'number');
+
+    const other = await h.app.workspaces.createWorkspace('other');
+    const { apiKey } = await h.app.workspaces.createApiKey(other, 'other');
+    const theirs = await h.request('GET', '/v1/operator/overview', undefined, {
+      authorization: `Bearer ${apiKey}`,
+    });
+    assert.equal(theirs.status, 200);
+    assert.deepEqual(theirs.json.deadLetters, [], "another workspace's dead letters are not shown");
+    assert.equal(
+      (await h.request('GET', '/v1/operator/overview', undefined, { authorization: 'Bearer nope' })).status,
+      401,
+    );
+  });
+
+  void it('the web app is served at / by the API process; the API keeps its JSON 404s', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-webroot-'));
+    fs.mkdirSync(path.join(root, 'assets'));
+    fs.writeFileSync(path.join(root, 'index.html'), '<!doctype html><title>Verbatim</title>');
+    fs.writeFileSync(path.join(root, 'assets', 'app-abc123.js'), 'console.log(1)');
+    const api = buildApi({ deps: h.app.deps, workspaces: h.app.workspaces, log: h.app.log, webRoot: root });
+    const index = await api.inject({ method: 'GET', url: '/' });
+    assert.equal(index.statusCode, 200);
+    assert.match(index.headers['content-type'] as string, /text\/html/);
+    assert.match(index.headers['content-security-policy'] as string, /default-src 'self'/);
+    assert.equal(index.headers['cache-control'], 'no-cache');
+    const asset = await api.inject({ method: 'GET', url: '/assets/app-abc123.js' });
+    assert.equal(asset.statusCode, 200);
+    assert.match(asset.headers['cache-control'] as string, /immutable/);
+    const unknown = await api.inject({ method: 'GET', url: '/v1/nothing-here' });
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(unknown.json().error.code, 'route.not_found');
+    assert.equal((await api.inject({ method: 'GET', url: '/v1/meetings' })).statusCode, 401);
+    await api.close();
+
+    const unbuilt = buildApi({
+      deps: h.app.deps,
+      workspaces: h.app.workspaces,
+      log: h.app.log,
+      webRoot: path.join(root, 'none'),
+    });
+    const res = await unbuilt.inject({ method: 'GET', url: '/' });
+    assert.equal(res.statusCode, 503);
+    assert.match(res.body, /npm run build/);
+    await unbuilt.close();
+  });
+
+  void it('the OpenAPI document lists the calls the web app adds', async () => {
+    const doc = (await h.request('GET', '/openapi.json')).json;
+    assert.ok(doc.paths['/v1/operator/overview']?.get);
+    const list = doc.paths['/v1/meetings'].get;
+    assert.ok((list.parameters as Array<{ name: string }>).some((p) => p.name === 'q'));
+  });
+});

@@ -66,6 +66,12 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   const staging = openDatabase(connectionString, log, 4);
   // R2: the provider's per-minute limits, one budget per endpoint for the whole installation.
   await recallBudget(database.db, config).install();
+  if (config.recall.apiKey && config.recall.webhookSecrets.length === 0) {
+    // Every provider webhook would be refused (401): bots would only be followed by the back-fill.
+    log.warn(
+      'VERBATIM_RECALL_API_KEY is set but VERBATIM_RECALL_WEBHOOK_SECRETS is empty: provider webhooks will be refused',
+    );
+  }
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {
     leaseMs: config.leaseMs,

@@ -104,15 +104,15 @@ void describe('bot scheduling and recovery', () => {
     assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
   });
 
-  void it('R4: inputs changed after the attempt: one list call finds and attaches the existing bot', async () => {
+  void it('R4: an attempt outside the trust window: one list call, of active bots only, finds and attaches the existing bot', async () => {
     const ws = await workspace();
     const id = await recording(ws);
     fake.failNext('create', 'drop_after_commit');
     await assert.rejects(scheduleRecording(deps, id));
-    // The meeting moved: the stored key no longer describes the row, so it cannot be re-sent.
+    // The answer was lost two hours ago: the provider no longer replays the key, so it must be asked.
     await handle.db
       .updateTable('bot_recordings')
-      .set({ join_at: new Date(Date.now() + 90 * MINUTE), ends_at: new Date(Date.now() + 120 * MINUTE) })
+      .set({ schedule_attempted_at: new Date(Date.now() - 120 * MINUTE) })
       .where('id', '=', id)
       .execute();
     const lists = fake.calls.list;
@@ -122,6 +122,9 @@ void describe('bot scheduling and recovery', () => {
     assert.equal(report.attached, 1);
     assert.equal(botsFor(id).length, 1, 'no second bot');
     assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
+    const listed = fake.requests.filter((r) => r.endpoint === 'list').at(-1)!;
+    assert.match(listed.path, /[?&]status=ready(&|$)/, 'only bots that may still join are listed');
+    assert.doesNotMatch(listed.path, /status=done|status=fatal/);
   });
 
   void it('R4: a truncated list never authorizes a creation; extra bots found for one recording are deleted', async () => {

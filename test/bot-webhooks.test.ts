@@ -338,10 +338,74 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       return fake.bot(racing.botId)?.statusChanges.at(-1)?.code === 'call_ended';
     });
     assert.ok(fake.calls.leave_call > leavesBefore);
+    // What the bot recorded before it was taken out is not dropped: the recording is reopened and
+    // its `done` imports it.
+    await waitFor('the canceled recording to be reopened', async () => {
+      return (await statusOf(racing.id)).status === 'joining';
+    });
+    fake.setRecording(racing.botId, speechWav(SPEECH));
+    assert.equal((await send(racing.botId, 'done')).outcome, 'applied');
+    await waitFor("the racing bot's recording to be imported", async () => {
+      return (await statusOf(racing.id)).meeting_id !== null;
+    });
 
     const over = await h.request('POST', `/v1/bot-recordings/${racing.id}/stop`);
     assert.equal(over.status, 409);
     assert.equal(over.json.error.code, 'recording.not_running');
+  });
+
+  void it('R3/X1: a create the provider refuses outright fails the recording with its reason; out of credit keeps it pending, retried, with the reason shown and counted', async () => {
+    const refused = await pendingRecording(50);
+    fake.failNext('create', { status: 400, body: { meeting_url: ['Invalid meeting URL.'] } });
+    assert.equal(await scheduleRecording(deps, refused), null);
+    const failed = await statusOf(refused);
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.failure_code, 'bot.create_refused');
+    assert.match(failed.failure_message ?? '', /HTTP 400/);
+
+    const broke = await pendingRecording(55);
+    fake.failNext('create', { status: 402, body: { detail: 'Insufficient credits.' } });
+    await assert.rejects(scheduleRecording(deps, broke), { code: 'bot.quota_exhausted' });
+    const waiting = await h.request('GET', `/v1/bot-recordings/${broke}`);
+    assert.equal(waiting.json.status, 'pending');
+    assert.match(waiting.json.lastError, /^bot\.quota_exhausted: .*HTTP 402/);
+    const metrics = await h.api.inject({ method: 'GET', url: '/metrics' });
+    assert.match(metrics.body, /^verbatim_bot_recordings_erroring [1-9]/m);
+    // Credit is back: the next attempt schedules it and clears the reason.
+    assert.ok(await scheduleRecording(deps, broke));
+    const scheduled = await h.request('GET', `/v1/bot-recordings/${broke}`);
+    assert.equal(scheduled.json.status, 'scheduled');
+    assert.equal(scheduled.json.lastError, null);
+  });
+
+  void it('R7/X1: a recording whose meeting is deleted ends canceled with that reason; a bot the provider no longer knows fails the recording once its meeting is over', async () => {
+    const { id, botId } = await scheduledRecording();
+    fake.setRecording(botId, speechWav(SPEECH));
+    await send(botId, 'in_call_recording');
+    await send(botId, 'done');
+    const imported = await waitFor('the import', async () => {
+      const r = await statusOf(id);
+      return r.meeting_id ? r : null;
+    });
+    const deleted = await h.request('DELETE', `/v1/meetings/${imported.meeting_id}`);
+    assert.ok(deleted.status < 300, deleted.text);
+    const after = await statusOf(id);
+    assert.equal(after.status, 'canceled');
+    assert.equal(after.failure_code, 'meeting.deleted');
+    assert.equal(after.meeting_id, null);
+
+    // A scheduled bot deleted at the provider behind our back, its meeting long over.
+    const gone = await scheduledRecording();
+    await h.app.database.db
+      .updateTable('bot_recordings')
+      .set({ ends_at: new Date(Date.now() - 60 * MINUTE), join_at: new Date(Date.now() - 90 * MINUTE) })
+      .where('id', '=', gone.id)
+      .execute();
+    fake.removeBot(gone.botId);
+    await backfillEndedBots(h.app.deps, botProviderOf(h.app.deps)!, h.workspaceId);
+    const vanished = await statusOf(gone.id);
+    assert.equal(vanished.status, 'failed');
+    assert.equal(vanished.failure_code, 'bot.vanished');
   });
 
   void it('R8: a webhook secret too short to sign anything is refused at start-up', () => {

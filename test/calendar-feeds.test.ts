@@ -92,6 +92,9 @@ void describe('calendar feeds', () => {
       'https://teams.microsoft.com/l/meetup-join/19%3ameeting_x%40thread.v2/0?context=%7B%7D',
       'other links keep what selects the call',
     );
+    const teams =
+      'https://teams.microsoft.com/l/meetup-join/19%3ameeting_x%40thread.v2/0?context=%7b%22Tid%22%3a%22t%22%7d';
+    assert.equal(canon(teams), teams, 'a link with nothing to drop is kept byte for byte');
     assert.equal(
       meetingUrlOf('Join https://meet.google.com/abc-defg-hij?authuser=0'),
       canon('https://meet.google.com/ABC-DEFG-HIJ'),
@@ -310,5 +313,60 @@ void describe('calendar feeds', () => {
     assert.equal((await h.request('PUT', '/v1/bot-settings', { enabled: true })).json.enabled, true);
     assert.equal((await pollFeed(h.app.deps, carol.id)).created, 1, 'the feed makes it again');
     assert.deepEqual((await ofLink()).map((r) => r.status).sort(), ['canceled', 'pending']);
+  });
+
+  void it('R1/X1: feeds are listed with their last error and a redacted address, and unsubscribing cancels what only they held; a meeting whose bot is in the call is never given a second recording when it moves', async () => {
+    status = 200;
+    const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 70 * HOUR);
+    const link = 'https://acme.zoom.us/j/4242';
+    const secretPath = '/private-3f9a8c7d6e5b4a39281706f5e4d3c2b1/basic.ics';
+    bodies.set(secretPath, calendar([vevent('sync', start, [`LOCATION:${link}`])]));
+    const base = url.replace('/team.ics', '');
+    const dave = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}${secretPath}` });
+    assert.ok(!JSON.stringify(dave).includes('3f9a8c7d6e5b4a39281706f5e4d3c2b1'), 'the secret is not echoed');
+    assert.equal((await pollFeed(h.app.deps, dave.id)).created, 1);
+    const listed = await h.request('GET', '/v1/calendar-feeds');
+    assert.equal(listed.status, 200);
+    type FeedView = { id: string; lastPolledAt: string | null; lastError: string | null };
+    const feeds = listed.json.feeds as FeedView[];
+    const mine = feeds.find((f) => f.id === dave.id)!;
+    assert.ok(mine.lastPolledAt);
+    assert.equal(mine.lastError, null);
+    assert.ok(!listed.text.includes('3f9a8c7d6e5b4a39281706f5e4d3c2b1'), 'nor listed');
+    const old = feeds.find((f) => f.lastError !== null)!;
+    assert.match(old.lastError ?? '', /HTTP 500/, 'the feed that failed earlier says why');
+
+    // The bot is in the call; the organiser moves the meeting: no second bot for the same call.
+    const [rec] = (await recordings()).filter((r) => r.meeting_url === link);
+    await h.app.database.db
+      .updateTable('bot_recordings')
+      .set({ status: 'in_call' })
+      .where('id', '=', rec!.id)
+      .execute();
+    bodies.set(
+      secretPath,
+      calendar([vevent('sync', new Date(start.getTime() + HOUR), [`LOCATION:${link}`])]),
+    );
+    assert.deepEqual(await pollFeed(h.app.deps, dave.id), { created: 0, canceled: 0 });
+    assert.deepEqual(
+      (await recordings()).filter((r) => r.meeting_url === link).map((r) => r.status),
+      ['in_call'],
+    );
+
+    // Unsubscribing: the feed and its events go; its only-held, unstarted recordings are canceled.
+    const later = new Date(start.getTime() + 5 * HOUR);
+    bodies.set(
+      secretPath,
+      calendar([
+        vevent('sync', new Date(start.getTime() + HOUR), [`LOCATION:${link}`]),
+        vevent('later', later, [`LOCATION:${link}/9`]),
+      ]),
+    );
+    assert.equal((await pollFeed(h.app.deps, dave.id)).created, 1);
+    const removed = await h.request('DELETE', `/v1/calendar-feeds/${dave.id}`);
+    assert.equal(removed.status, 200, removed.text);
+    assert.equal(removed.json.canceled, 1);
+    assert.equal((await recordings()).find((r) => r.meeting_url === `${link}/9`)!.status, 'canceled');
+    assert.equal((await h.request('DELETE', `/v1/calendar-feeds/${dave.id}`)).status, 404);
   });
 });

@@ -7,7 +7,7 @@ import {
   setBotRecordingEnabled,
   stopBotRecording,
 } from '../bots/recordings.ts';
-import { addCalendarFeed } from '../bots/calendar-feeds.ts';
+import { addCalendarFeed, listCalendarFeeds, removeCalendarFeed } from '../bots/calendar-feeds.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 /** R1: calendar events from the API, and the recordings their bots make. */
@@ -30,6 +30,10 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   app.put('/v1/bot-settings', async (req) => setBotRecordingEnabled(deps, workspaceOf(req), req.body));
   app.post('/v1/calendar-feeds', async (req, reply) =>
     reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body)),
+  );
+  app.get('/v1/calendar-feeds', async (req) => listCalendarFeeds(deps, workspaceOf(req)));
+  app.delete<{ Params: { id: string } }>('/v1/calendar-feeds/:id', async (req) =>
+    removeCalendarFeed(deps, workspaceOf(req), req.params.id),
   );
   app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>
     recordingView(await getBotRecording(deps, workspaceOf(req), req.params.id)),

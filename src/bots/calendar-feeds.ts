@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { parseIcs } from '../domain/ics.ts';
+import { isUuid } from '../meetings/pg-meeting-store.ts';
+import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
 import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { botRecordingEnabled, cancelRecordingInTx, upsertRecording } from './recordings.ts';
@@ -40,7 +42,95 @@ export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, in
     .onConflict((oc) => oc.columns(['workspace_id', 'url']).doUpdateSet({ next_poll_at: sql<Date>`now()` }))
     .returningAll()
     .executeTakeFirstOrThrow();
-  return { id: row.id, url: row.url, createdAt: row.created_at };
+  return feedView(row);
+}
+
+/**
+ * A private ICS address is a secret (whoever has it reads the calendar): responses show where it
+ * points with its long parts cut, never the whole address.
+ */
+export function redactFeedUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    const cut = (part: string) => (part.length > 8 ? `${part.slice(0, 3)}…` : part);
+    const path = u.pathname.split('/').map(cut).join('/');
+    return `${u.protocol}//${u.host}${path}${u.search ? '?…' : ''}`;
+  } catch {
+    return '…';
+  }
+}
+
+function feedView(row: {
+  id: string;
+  url: string;
+  created_at: Date;
+  last_polled_at?: Date | null;
+  last_error?: string | null;
+  next_poll_at?: Date;
+}) {
+  return {
+    id: row.id,
+    url: redactFeedUrl(row.url),
+    createdAt: row.created_at,
+    lastPolledAt: row.last_polled_at ?? null,
+    lastError: row.last_error ?? null,
+    nextPollAt: row.next_poll_at ?? null,
+  };
+}
+
+/** X1: the workspace's feeds, each with when it was last read and why the last read failed. */
+export async function listCalendarFeeds(deps: MeetingDeps, workspaceId: string) {
+  const rows = await deps.db
+    .selectFrom('calendar_feeds')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at')
+    .execute();
+  return { feeds: rows.map(feedView) };
+}
+
+/**
+ * Unsubscribes a feed: the recordings only its events held and that have not started are
+ * canceled (a copy on another calendar, or asked for through the API, keeps its recording).
+ */
+export async function removeCalendarFeed(deps: MeetingDeps, workspaceId: string, feedId: string) {
+  return deps.db.transaction().execute(async (trx) => {
+    const feed = isUuid(feedId)
+      ? await trx
+          .selectFrom('calendar_feeds')
+          .select('id')
+          .where('id', '=', feedId)
+          .where('workspace_id', '=', workspaceId)
+          .forUpdate()
+          .executeTakeFirst()
+      : undefined;
+    if (!feed) throw new AppError(ErrorKind.notFound, 'feed.not_found', `no calendar feed ${feedId}`);
+    const events = await trx
+      .selectFrom('calendar_events')
+      .selectAll()
+      .where('feed_id', '=', feedId)
+      .execute();
+    let canceled = 0;
+    for (const k of events) {
+      if (
+        k.recording_id &&
+        (await releaseCopy(
+          deps,
+          trx,
+          { feedId, uid: k.uid, recordingId: k.recording_id },
+          `user:${workspaceId}`,
+        )) === 'canceled'
+      )
+        canceled++;
+      await trx
+        .deleteFrom('calendar_events')
+        .where('feed_id', '=', feedId)
+        .where('uid', '=', k.uid)
+        .execute();
+    }
+    await trx.deleteFrom('calendar_feeds').where('id', '=', feedId).execute();
+    return { id: feedId, canceled };
+  });
 }
 
 /** Polls every due feed once (each worker's sweep runs this). */
@@ -69,8 +159,7 @@ export async function pollFeed(
   try {
     const res = await fetch(feed.url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: 'follow' });
     if (!res.ok) throw new Error(`feed answered HTTP ${res.status}`);
-    const text = await res.text();
-    if (text.length > MAX_FEED_BYTES) throw new Error('feed is larger than 5 MB');
+    const text = await readCapped(res, MAX_FEED_BYTES);
     events = parseIcs(text, now, new Date(now.getTime() + HORIZON_MS));
   } catch (err) {
     // A feed that cannot be read changes nothing: its events are not taken as deleted.
@@ -98,21 +187,36 @@ export async function pollFeed(
       if (e.canceled || !e.meetingUrl) continue;
       seen.add(e.uid);
       const prior = byUid.get(e.uid);
+      // Links seen before the canonical form existed compare in it too.
+      const sameLink = prior ? canonicalLink(prior.meeting_url) === e.meetingUrl : false;
       const same =
         prior &&
         prior.start_at.getTime() === e.start.getTime() &&
         prior.end_at.getTime() === e.end.getTime() &&
-        prior.meeting_url === e.meetingUrl;
+        sameLink;
       if (same) continue;
       // A new start or link is a different bot; only a new end keeps the same recording.
-      const rescheduled =
-        prior && (prior.start_at.getTime() !== e.start.getTime() || prior.meeting_url !== e.meetingUrl);
-      if (
-        rescheduled &&
-        prior.recording_id &&
-        (await releaseCopy(deps, trx, { feedId, uid: e.uid, recordingId: prior.recording_id }, actor))
-      )
-        canceled++;
+      const rescheduled = prior && (prior.start_at.getTime() !== e.start.getTime() || !sameLink);
+      if (rescheduled && prior.recording_id) {
+        const released = await releaseCopy(
+          deps,
+          trx,
+          { feedId, uid: e.uid, recordingId: prior.recording_id },
+          actor,
+        );
+        if (released === 'canceled') canceled++;
+        if (released === 'started') {
+          // Its bot is in the call already: a second bot for the moved copy could join the same
+          // call. The copy keeps its recording; only what the feed says is remembered.
+          await trx
+            .updateTable('calendar_events')
+            .set({ start_at: e.start, end_at: e.end, meeting_url: e.meetingUrl, seen_at: sql<Date>`now()` })
+            .where('feed_id', '=', feedId)
+            .where('uid', '=', e.uid)
+            .execute();
+          continue;
+        }
+      }
       if (!enabled) {
         // Bot recording is off for the workspace: nothing is made, and nothing remembered, so the
         // first poll after it is switched on makes the recordings.
@@ -157,7 +261,8 @@ export async function pollFeed(
       if (seen.has(k.uid) || k.end_at <= now) continue;
       if (
         k.recording_id &&
-        (await releaseCopy(deps, trx, { feedId, uid: k.uid, recordingId: k.recording_id }, actor))
+        (await releaseCopy(deps, trx, { feedId, uid: k.uid, recordingId: k.recording_id }, actor)) ===
+          'canceled'
       )
         canceled++;
       await trx
@@ -191,14 +296,15 @@ async function releaseCopy(
   trx: Tx,
   copy: { feedId: string; uid: string; recordingId: string },
   actor: string,
-): Promise<boolean> {
+): Promise<'canceled' | 'held' | 'started'> {
   const recording = await trx
     .selectFrom('bot_recordings')
-    .select('requested_by_api')
+    .select(['requested_by_api', 'status'])
     .where('id', '=', copy.recordingId)
     .forNoKeyUpdate()
     .executeTakeFirst();
-  if (!recording || recording.requested_by_api) return false;
+  if (!recording || recording.requested_by_api) return 'held';
+  if (STARTED.has(recording.status)) return 'started';
   const others = await trx
     .selectFrom('calendar_events')
     .select('uid')
@@ -206,6 +312,36 @@ async function releaseCopy(
     .where((eb) => eb.or([eb('feed_id', '<>', copy.feedId), eb('uid', '<>', copy.uid)]))
     .limit(1)
     .execute();
-  if (others.length > 0) return false;
-  return (await cancelRecordingInTx(deps, trx, copy.recordingId, actor)) !== null;
+  if (others.length > 0) return 'held';
+  return (await cancelRecordingInTx(deps, trx, copy.recordingId, actor)) !== null ? 'canceled' : 'held';
+}
+
+const STARTED = new Set(['joining', 'in_call', 'recording', 'processing']);
+
+function canonicalLink(stored: string | null): string | null {
+  if (!stored) return null;
+  try {
+    return canonicalMeetingUrl(new URL(stored));
+  } catch {
+    return stored;
+  }
+}
+
+/** Reads a body up to `max` bytes; a larger one is refused without being read whole. */
+async function readCapped(res: Response, max: number): Promise<string> {
+  const reader = (res.body as ReadableStream<Uint8Array> | null)?.getReader();
+  if (!reader) return '';
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel();
+      throw new Error(`feed is larger than ${Math.round(max / 1024 / 1024)} MB`);
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
 }

@@ -171,12 +171,14 @@ async function move(
   id: string,
   status: string,
   set: { failure_code?: string; failure_message?: string; meeting_id?: string },
+  onlyFrom?: string,
 ): Promise<void> {
-  await trx
+  let update = trx
     .updateTable('bot_recordings')
     .set({ status, ...set, updated_at: sql<Date>`now()` })
-    .where('id', '=', id)
-    .execute();
+    .where('id', '=', id);
+  if (onlyFrom) update = update.where('status', '=', onlyFrom);
+  await update.execute();
 }
 
 /**
@@ -228,10 +230,16 @@ export function importBotRecordingJob(
         const last = bot.statusChanges.at(-1);
         const why = last?.subCode ?? last?.code ?? 'no recording';
         await ctx.complete(async (trx) => {
-          await move(trx, recordingId, BotStatus.notRecorded, {
-            failure_code: `bot.not_recorded:${why}`.slice(0, 200),
-            failure_message: `the bot did not record the meeting (${why})`.slice(0, 500),
-          });
+          await move(
+            trx,
+            recordingId,
+            BotStatus.notRecorded,
+            {
+              failure_code: `bot.not_recorded:${why}`.slice(0, 200),
+              failure_message: `the bot did not record the meeting (${why})`.slice(0, 500),
+            },
+            BotStatus.processing,
+          );
         });
         return;
       }
@@ -246,10 +254,16 @@ export function importBotRecordingJob(
       const audio = await bots.provider.downloadRecording(bot);
       if (!audio || audio.length === 0) {
         await ctx.complete(async (trx) => {
-          await move(trx, recordingId, BotStatus.complete, {
-            failure_code: 'bot.empty_recording',
-            failure_message: 'the bot recorded no audio',
-          });
+          await move(
+            trx,
+            recordingId,
+            BotStatus.complete,
+            {
+              failure_code: 'bot.empty_recording',
+              failure_message: 'the bot recorded no audio',
+            },
+            BotStatus.processing,
+          );
         });
         return;
       }

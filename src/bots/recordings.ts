@@ -3,7 +3,8 @@ import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
-import type { Tx } from '../db/schema.ts';
+import type { Selectable } from 'kysely';
+import type { BotRecordingsTable, Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
@@ -168,23 +169,41 @@ export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string
   // With a bot id, that bot is deleted; with an attempt whose answer never came, the provider may
   // have made a bot we never heard of: the job finds it by the recording's metadata (one list call).
   if (row.bot_id || row.schedule_attempted_at) {
-    await deps.jobs.createJob(
+    await enqueueBotDelete(
+      deps,
       trx,
-      {
-        workspaceId: row.workspace_id,
-        kind: JobKind.deleteBot,
-        subjectType: 'bot_recording',
-        subjectId: id,
-        meetingId: null,
-        payload: { recordingId: id, botId: row.bot_id },
-        maxErrors: 20,
-        maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `delete-bot:${row.bot_id ?? `recording:${id}`}`,
-      },
+      { workspaceId: row.workspace_id, recordingId: id, botId: row.bot_id },
       actor,
     );
   }
   return updated;
+}
+
+/**
+ * A retried job deletes the bot (or, with no bot id, every bot the provider holds for the
+ * recording); a bot already in its call is taken out of it instead.
+ */
+export async function enqueueBotDelete(
+  deps: MeetingDeps,
+  trx: Tx,
+  target: { workspaceId: string; recordingId: string; botId: string | null },
+  actor: string,
+): Promise<void> {
+  await deps.jobs.createJob(
+    trx,
+    {
+      workspaceId: target.workspaceId,
+      kind: JobKind.deleteBot,
+      subjectType: 'bot_recording',
+      subjectId: target.recordingId,
+      meetingId: null,
+      payload: { recordingId: target.recordingId, botId: target.botId },
+      maxErrors: 20,
+      maxReclaims: deps.config.maxReclaims,
+      dedupeKey: `delete-bot:${target.botId ?? `recording:${target.recordingId}`}`,
+    },
+    actor,
+  );
 }
 
 /** A recording for an event, or the existing one for the same meeting (copies on two calendars). */
@@ -195,40 +214,55 @@ export async function upsertRecording(
   e: { title: string; start: Date; end: Date; meetingUrl: string; requestedByApi?: boolean },
   actor: string,
 ) {
-  const inserted = await trx
-    .insertInto('bot_recordings')
-    .values({
-      id: randomUUID(),
-      workspace_id: workspaceId,
-      meeting_url: e.meetingUrl,
-      join_at: e.start,
-      ends_at: e.end,
-      title: e.title,
-      status: 'pending',
-      requested_by_api: e.requestedByApi ?? false,
-    })
-    // The slot is held by a recording that is not canceled (partial unique index, migration 0013).
-    .onConflict((oc) =>
-      oc
-        .columns(['workspace_id', 'meeting_url', 'join_at'])
-        .where(sql<boolean>`status <> 'canceled'`)
-        .doNothing(),
-    )
-    .returningAll()
-    .executeTakeFirst();
-  if (inserted) {
-    await requestBotScheduling(deps, trx, inserted, actor);
-    return { recording: inserted, duplicate: false };
+  // The slot's holder can be canceled between our insert's conflict and our read of it: then the
+  // slot is free again, and the insert is tried once more.
+  for (let round = 0; ; round++) {
+    const inserted = await trx
+      .insertInto('bot_recordings')
+      .values({
+        id: randomUUID(),
+        workspace_id: workspaceId,
+        meeting_url: e.meetingUrl,
+        join_at: e.start,
+        ends_at: e.end,
+        title: e.title,
+        status: 'pending',
+        requested_by_api: e.requestedByApi ?? false,
+      })
+      // The slot is held by a recording that is not canceled (partial unique index, migration 0013).
+      .onConflict((oc) =>
+        oc
+          .columns(['workspace_id', 'meeting_url', 'join_at'])
+          .where(sql<boolean>`status <> 'canceled'`)
+          .doNothing(),
+      )
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) {
+      await requestBotScheduling(deps, trx, inserted, actor);
+      return { recording: inserted, duplicate: false };
+    }
+    const existing = await trx
+      .selectFrom('bot_recordings')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('meeting_url', '=', e.meetingUrl)
+      .where('join_at', '=', e.start)
+      .where('status', '<>', 'canceled')
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+    if (existing) return holdExisting(trx, existing, e);
+    if (round >= 2) {
+      throw new AppError(ErrorKind.transient, 'recording.slot_contended', 'the meeting slot kept changing');
+    }
   }
-  const existing = await trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('meeting_url', '=', e.meetingUrl)
-    .where('join_at', '=', e.start)
-    .where('status', '<>', 'canceled')
-    .forNoKeyUpdate()
-    .executeTakeFirstOrThrow();
+}
+
+async function holdExisting(
+  trx: Tx,
+  existing: Selectable<BotRecordingsTable>,
+  e: { end: Date; requestedByApi?: boolean },
+) {
   if (e.requestedByApi && !existing.requested_by_api) {
     await trx
       .updateTable('bot_recordings')
@@ -277,8 +311,10 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
         } catch (err) {
           if (!(err instanceof AppError && err.code === 'bot.already_dispatched')) throw err;
           // Canceled as the bot was joining: it can no longer be deleted, so it is taken out of
-          // the call instead (what it recorded in between is still imported).
+          // the call instead, and the recording it held is reopened so that what the bot recorded
+          // in between is imported when its `done` arrives (nothing recorded is dropped).
           done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
+          if (done.ok) await reopenForImport(deps, String(ctx.job.payload.recordingId), botId);
         }
         if (!done.ok) {
           await ctx.requeue(30_000, 'provider budget spent');
@@ -288,6 +324,15 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
       await ctx.complete();
     },
   };
+}
+
+/** A canceled recording whose bot got into the call anyway: it goes on to import what was recorded. */
+async function reopenForImport(deps: MeetingDeps, recordingId: string, botId: string): Promise<void> {
+  await sql`update bot_recordings r set status = 'joining', updated_at = now()
+     where r.id = ${recordingId}::uuid and r.status = 'canceled' and r.bot_id = ${botId}
+       and not exists (select 1 from bot_recordings o
+                        where o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
+                          and o.join_at = r.join_at and o.status <> 'canceled')`.execute(deps.db);
 }
 
 /**
@@ -356,6 +401,7 @@ export function recordingView(r: {
   failure_code: string | null;
   failure_message: string | null;
   meeting_id: string | null;
+  last_error?: string | null;
 }) {
   return {
     id: r.id,
@@ -367,5 +413,7 @@ export function recordingView(r: {
     botId: r.bot_id,
     failure: r.failure_code ? { code: r.failure_code, message: r.failure_message } : null,
     meetingId: r.meeting_id,
+    /** Why the provider refused or failed the last create, while the recording waits for a retry. */
+    lastError: r.last_error ?? null,
   };
 }

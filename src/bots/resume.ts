@@ -8,6 +8,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
 import { applyProviderWebhook } from './provider-webhooks.ts';
 import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
+import { enqueueBotDelete } from './recordings.ts';
 
 /**
  * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
@@ -19,7 +20,8 @@ import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 
 /** The default backstop period (VERBATIM_BOT_BACKSTOP_SECONDS). */
 export const BACKSTOP_PERIOD_MS = 15 * 60_000;
-const BACKSTOP_LEASE_MS = 5 * 60_000;
+// Long enough for a slow run (each provider call may take up to its timeout) to finish first.
+const BACKSTOP_LEASE_MS = 15 * 60_000;
 
 /** Called in the transaction that makes a recording pending. */
 export async function requestBotScheduling(
@@ -71,6 +73,18 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
       lookbackMs: deps.config.bots.lookbackMs,
       maxListPages: 20,
       budgetWaitMs: 10_000,
+    },
+    deleteLater: async (botId, recordingId) => {
+      const row = await deps.db
+        .selectFrom('bot_recordings')
+        .select('workspace_id')
+        .where('id', '=', recordingId)
+        .executeTakeFirstOrThrow();
+      await deps.db
+        .transaction()
+        .execute((trx) =>
+          enqueueBotDelete(deps, trx, { workspaceId: row.workspace_id, recordingId, botId }, 'bot:recovery'),
+        );
     },
   };
 }
@@ -180,6 +194,22 @@ export async function backfillEndedBots(
       });
       if (outcome === 'applied') applied++;
     } catch (err) {
+      if (err instanceof AppError && err.code === 'bot.not_found') {
+        // The provider no longer knows the bot (deleted outside Verbatim, or expired): its meeting
+        // is over, so there is nothing left to wait for. Failed with the reason, not left scheduled.
+        await deps.db
+          .updateTable('bot_recordings')
+          .set({
+            status: 'failed',
+            failure_code: 'bot.vanished',
+            failure_message: 'the provider no longer knows this bot; nothing was imported',
+            updated_at: sql<Date>`now()`,
+          })
+          .where('id', '=', row.id)
+          .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
+          .execute();
+        continue;
+      }
       deps.log.warn(
         { recordingId: row.id, err: String(err) },
         'back-fill could not ask the provider about a bot',

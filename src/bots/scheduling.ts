@@ -42,7 +42,25 @@ export interface BotSchedulingDeps {
     budgetWaitMs: number;
   };
   now?: () => Date;
+  /**
+   * Deletes a bot through a retried job (production). Without it (scheduling-layer tests) the
+   * delete is made inline, and a failed one is only logged.
+   */
+  deleteLater?: (botId: string, recordingId: string) => Promise<void>;
 }
+
+/** The provider statuses of a bot that may still join or be in its call (R4: list active bots only). */
+export const ACTIVE_BOT_STATUSES = [
+  'ready',
+  'joining_call',
+  'in_waiting_room',
+  'in_call_not_recording',
+  'recording_permission_allowed',
+  'recording_permission_denied',
+  'in_call_recording',
+  'call_ended',
+  'recording_done',
+];
 
 export interface RecoveryReport {
   scheduled: number;
@@ -153,30 +171,74 @@ export async function scheduleRecording(
   ) {
     return null;
   }
-  const bot = await call(deps, BotEndpoint.create, () =>
-    deps.provider.createBot({
-      meetingUrl: attempt.row.meeting_url,
-      joinAt: attempt.row.join_at,
-      metadata: { [META_WORKSPACE]: attempt.row.workspace_id, [META_RECORDING]: attempt.row.id },
-      idempotencyKey: attempt.key,
-    }),
-  );
+  let bot: Bot;
+  try {
+    bot = await call(deps, BotEndpoint.create, () =>
+      deps.provider.createBot({
+        meetingUrl: attempt.row.meeting_url,
+        joinAt: attempt.row.join_at,
+        metadata: { [META_WORKSPACE]: attempt.row.workspace_id, [META_RECORDING]: attempt.row.id },
+        idempotencyKey: attempt.key,
+      }),
+    );
+  } catch (err) {
+    if (err instanceof OutOfBudget || !(err instanceof AppError)) throw err;
+    if (err.code === 'bot.bad_request') {
+      // The provider refuses this bot itself (a link it cannot join, say): asking again cannot help.
+      await deps.db
+        .updateTable('bot_recordings')
+        .set({
+          status: 'failed',
+          failure_code: 'bot.create_refused',
+          failure_message: err.message.slice(0, 500),
+          updated_at: sql<Date>`now()`,
+        })
+        .where('id', '=', recordingId)
+        .where('status', '=', 'pending')
+        .where('bot_id', 'is', null)
+        .execute();
+      deps.log.warn({ recordingId, code: err.code }, 'the provider refused the bot; recording failed');
+      return null;
+    }
+    // Out of credit, a bad key, an outage: the row stays pending and is retried; why is kept on it.
+    await deps.db
+      .updateTable('bot_recordings')
+      .set({ last_error: `${err.code}: ${err.message}`.slice(0, 500), last_error_at: sql<Date>`now()` })
+      .where('id', '=', recordingId)
+      .execute();
+    throw err;
+  }
   if (!(await attach(deps, recordingId, bot.id))) {
     // Canceled or moved while the create was in flight: this bot must not join anything.
     deps.log.warn(
       { recordingId, botId: bot.id },
       'bot created for a recording no longer pending; deleting it',
     );
-    await call(deps, BotEndpoint.delete, () => deps.provider.deleteBot(bot.id));
+    await deleteBot(deps, bot.id, recordingId);
     return null;
   }
   return bot.id;
 }
 
+/** Through the retried job when there is one; a bot found surplus must not be forgotten. */
+async function deleteBot(deps: BotSchedulingDeps, botId: string, recordingId: string): Promise<void> {
+  if (deps.deleteLater) {
+    await deps.deleteLater(botId, recordingId);
+    return;
+  }
+  await call(deps, BotEndpoint.delete, () => deps.provider.deleteBot(botId));
+}
+
 async function attach(deps: BotSchedulingDeps, recordingId: string, botId: string): Promise<boolean> {
   const done = await deps.db
     .updateTable('bot_recordings')
-    .set({ bot_id: botId, status: 'scheduled', updated_at: sql<Date>`now()` })
+    .set({
+      bot_id: botId,
+      status: 'scheduled',
+      last_error: null,
+      last_error_at: null,
+      updated_at: sql<Date>`now()`,
+    })
     .where('id', '=', recordingId)
     .where('bot_id', 'is', null)
     .where('status', '=', 'pending')
@@ -302,7 +364,13 @@ async function reconcileByList(
       break;
     }
     const page = await call(deps, BotEndpoint.list, () =>
-      deps.provider.listBots(cursor ? { cursor } : { metadata: { [META_WORKSPACE]: workspaceId } }),
+      deps.provider.listBots(
+        cursor
+          ? { cursor }
+          : // Only bots that may still join or be in a call: done and failed ones (the bulk of a
+            // workspace's history) never stand for a pending row, and would truncate the list.
+            { metadata: { [META_WORKSPACE]: workspaceId }, statuses: ACTIVE_BOT_STATUSES },
+      ),
     );
     report.listCalls++;
     pages++;
@@ -319,11 +387,17 @@ async function reconcileByList(
   for (const row of rows) {
     const found = byRecording.get(row.id) ?? [];
     if (found.length > 0) {
-      const [keep, ...extras] = found;
-      await attach(deps, row.id, keep!.id);
-      report.attached++;
-      for (const extra of extras) {
-        await call(deps, BotEndpoint.delete, () => deps.provider.deleteBot(extra.id));
+      if (await attach(deps, row.id, found[0]!.id)) report.attached++;
+      // Whatever the row holds now is kept (this bot, or one another run attached first); every
+      // other bot for it is surplus — all of them if the row was canceled meanwhile.
+      const now = await deps.db
+        .selectFrom('bot_recordings')
+        .select(['bot_id', 'status'])
+        .where('id', '=', row.id)
+        .executeTakeFirst();
+      const held = now && now.status !== 'canceled' ? now.bot_id : null;
+      for (const extra of found.filter((b) => b.id !== held)) {
+        await deleteBot(deps, extra.id, row.id);
         report.extrasDeleted++;
       }
       continue;

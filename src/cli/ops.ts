@@ -33,6 +33,9 @@ export async function status(app: App): Promise<number> {
     `object deletions pending ${h.cleanupPending} (failing ${h.cleanupFailing}, oldest ${h.oldestCleanupPendingAgeSeconds.toFixed(1)} s), orphans awaiting ${h.cleanupStagedExpired}`,
   );
   out(`webhook deliveries pending ${h.webhooksPending}, failed ${h.webhooksFailed}`);
+  out(
+    `bot recordings overdue ${h.botRecordingsOverdue}, erroring ${h.botRecordingsErroring}; calendar feeds failing ${h.calendarFeedsFailing}`,
+  );
   for (const w of await storedBytesByWorkspace(app.database.db)) {
     out(`stored bytes  workspace ${w.workspaceId}  ${w.bytes}`);
   }

@@ -13,6 +13,7 @@ import * as m0010 from './migrations/0010-provider-webhooks.ts';
 import * as m0011 from './migrations/0011-bot-backstop.ts';
 import * as m0012 from './migrations/0012-calendar-feeds.ts';
 import * as m0013 from './migrations/0013-bot-recording-copies.ts';
+import * as m0014 from './migrations/0014-bot-errors.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0011-bot-backstop': m0011,
   '0012-calendar-feeds': m0012,
   '0013-bot-recording-copies': m0013,
+  '0014-bot-errors': m0014,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -166,6 +166,8 @@ export interface BotRecordingsTable {
   failure_message: string | null;
   meeting_id: string | null;
   requested_by_api: ColumnType<boolean, boolean | undefined, boolean>;
+  last_error: string | null;
+  last_error_at: NullableTimestamp;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }

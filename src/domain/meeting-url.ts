@@ -20,11 +20,14 @@ export function canonicalMeetingUrl(input: URL): string {
   } else {
     keep = (name) => !/^utm_/i.test(name) && name !== 'authuser';
   }
-  const params = [...url.searchParams.entries()]
-    .filter(([name]) => keep(name))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  url.search = '';
-  for (const [name, value] of params) url.searchParams.append(name, value);
+  const all = [...url.searchParams.entries()];
+  const kept = all.filter(([name]) => keep(name));
+  // Rebuilt only when something is dropped: rebuilding re-encodes (a Teams link's %7b becomes %7B),
+  // and links stored before this form existed must still compare equal.
+  if (kept.length !== all.length) {
+    url.search = '';
+    for (const [name, value] of kept) url.searchParams.append(name, value);
+  }
   if (url.pathname.length > 1) url.pathname = url.pathname.replace(/\/+$/, '');
   return url.toString();
 }

@@ -44,6 +44,26 @@ export async function deleteMeeting(
     await trx.deleteFrom('chunks').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('blobs').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
+    // A bot recording that brought this meeting in ends with it, saying why (not `processing`
+    // for ever, pointing at nothing).
+    await trx
+      .updateTable('bot_recordings')
+      .set({
+        status: sql<string>`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
+                                 then status else 'canceled' end`,
+        failure_code: sql<
+          string | null
+        >`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
+                                 then failure_code else 'meeting.deleted' end`,
+        failure_message: sql<
+          string | null
+        >`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
+                                 then failure_message else 'its meeting was deleted' end`,
+        meeting_id: null,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('meeting_id', '=', meetingId)
+      .execute();
     // Events about the meeting carry its content (minutes): they go with it, and webhook
     // deliveries not yet sent are closed; what was sent stays in the log without its body.
     await trx.deleteFrom('outbox').where('subject_id', '=', meetingId).execute();

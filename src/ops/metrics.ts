@@ -66,6 +66,17 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     ],
     ['webhooksPending', 'verbatim_webhook_deliveries_pending', 'Webhook deliveries not yet accepted'],
     ['webhooksFailed', 'verbatim_webhook_deliveries_failed', 'Webhook deliveries that ran out of attempts'],
+    [
+      'botRecordingsOverdue',
+      'verbatim_bot_recordings_overdue',
+      'Bot recordings still without a bot after their meeting was due to start (R5/X1)',
+    ],
+    [
+      'botRecordingsErroring',
+      'verbatim_bot_recordings_erroring',
+      'Pending bot recordings whose last create the provider refused or failed (out of credit, bad key, outage)',
+    ],
+    ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
   ];
   const storedBytes = new Gauge({
     name: 'verbatim_stored_bytes',

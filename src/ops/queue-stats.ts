@@ -45,6 +45,9 @@ export interface HealthFigures {
   oldestCleanupPendingAgeSeconds: number;
   webhooksPending: number;
   webhooksFailed: number;
+  botRecordingsOverdue: number;
+  botRecordingsErroring: number;
+  calendarFeedsFailing: number;
 }
 
 /** B9: stored bytes per workspace, pending deletions included (what the quotas count). */
@@ -79,7 +82,14 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
       coalesce((select extract(epoch from now() - min(created_at)) from object_cleanups where state = 'pending'), 0)::float
         as "oldestCleanupPendingAgeSeconds",
       (select count(*) from webhook_deliveries where status = 'pending')::int as "webhooksPending",
-      (select count(*) from webhook_deliveries where status = 'failed')::int as "webhooksFailed"`.execute(db);
+      (select count(*) from webhook_deliveries where status = 'failed')::int as "webhooksFailed",
+      (select count(*) from bot_recordings where status = 'pending' and join_at < now())::int
+        as "botRecordingsOverdue",
+      (select count(*) from bot_recordings where status = 'pending' and last_error is not null)::int
+        as "botRecordingsErroring",
+      (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing"`.execute(
+    db,
+  );
   const row = result.rows[0];
   if (!row) throw new Error('health figures query returned no row');
   return row;

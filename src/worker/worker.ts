@@ -66,18 +66,8 @@ export async function startWorker(
   });
 
   const bots = botProviderOf(deps);
-  const sweep = async (): Promise<void> => {
-    const steps: Array<[string, () => Promise<unknown>]> = [
-      ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
-      ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
-      ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
-      ['dispatch-outbox', () => dispatcher.dispatchDue()],
-      ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
-      ['object-cleanup', () => cleanupPass(deps, workerId)],
-      ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
-      ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
-      ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
-    ];
+  /** Each step on its own: one failing step is logged and the others still run. */
+  const runSteps = async (steps: Array<[string, () => Promise<unknown>]>): Promise<void> => {
     for (const [name, step] of steps) {
       try {
         await step();
@@ -88,6 +78,27 @@ export async function startWorker(
         );
       }
     }
+  };
+  const sweep = async (): Promise<void> => {
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
+      ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
+      ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
+      ['dispatch-outbox', () => dispatcher.dispatchDue()],
+      ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
+      ['object-cleanup', () => cleanupPass(deps, workerId)],
+      ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
+    ];
+    await runSteps(steps);
+  };
+  // The provider's steps run on their own timer: a slow or hanging bot provider, or a run waiting
+  // for a budget slot, must never hold up lease reclaims and the other fast sweeps.
+  const providerSweep = async (): Promise<void> => {
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
+      ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
+    ];
+    await runSteps(steps);
   };
 
   const transportPool = new pg.Pool({
@@ -136,7 +147,10 @@ export async function startWorker(
       [DISPATCH_TASK]: async () => {
         await dispatcher.dispatchDue();
       },
-      [BACKSTOP_TASK]: sweep,
+      [BACKSTOP_TASK]: async () => {
+        await sweep();
+        await providerSweep();
+      },
     },
     concurrency: 1,
     crontab: `*/5 * * * * ${BACKSTOP_TASK}`,
@@ -178,6 +192,15 @@ export async function startWorker(
       sweeping = null;
     });
   }, config.sweepMs);
+  let providerSweeping: Promise<void> | null = null;
+  const providerTimer = bots
+    ? setInterval(() => {
+        if (providerSweeping) return;
+        providerSweeping = providerSweep().finally(() => {
+          providerSweeping = null;
+        });
+      }, config.sweepMs)
+    : null;
   await deps.checkpoints.hit('worker.started', {});
   wlog.info({ queues: [...byQueue.keys()] }, 'worker started');
 
@@ -185,6 +208,7 @@ export async function startWorker(
     workerId,
     stop: async (drainMs = config.drainMs) => {
       clearInterval(sweepTimer);
+      if (providerTimer) clearInterval(providerTimer);
       wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
       const drained = Promise.all(runners.map((r) => r.stop()));
       const timer = setTimeout(() => shutdown.abort(), drainMs);
@@ -192,6 +216,7 @@ export async function startWorker(
       clearTimeout(timer);
       clearInterval(heartbeat);
       await sweeping?.catch(() => undefined);
+      await providerSweeping?.catch(() => undefined);
       await registry.stopped(workerId).catch(() => undefined);
       await transportPool.end();
       wlog.info('worker stopped');

@@ -98,6 +98,8 @@ export interface FakeRecall {
   now(): number;
   advanceTime(ms: number): void;
   failNext(endpoint: RecallEndpoint | 'download', failure: FakeRecallFailure, times?: number): void;
+  /** Forgets a bot, as the provider does when it is deleted elsewhere or expires. */
+  removeBot(botId: string): void;
   /** Drops the queued failures of an endpoint that were not served. */
   clearFailures(endpoint: RecallEndpoint | 'download'): void;
   /** How many queued failures of an endpoint have not been served yet. */
@@ -190,6 +192,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       failures.set(endpoint, queue);
     },
     clearFailures: (endpoint) => failures.delete(endpoint),
+    removeBot: (botId) => bots.delete(botId),
     failuresLeft: (endpoint) => failures.get(endpoint)?.length ?? 0,
     holdNextCreate: () => {
       let arrived!: () => void;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import {
   buildWebApp,
   fakeMicrophoneFile,
@@ -32,11 +32,19 @@ void describe('web app', () => {
         VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
         VERBATIM_CHUNK_SECONDS: '5',
         VERBATIM_GAP_PATIENCE_SECONDS: '60',
+        // Long enough that the Finalizing screen is seen in its first step.
+        VERBATIM_CLOSEOUT_GRACE_SECONDS: '3',
       },
     });
     h.spawnWorker();
     web = await serveWebApp(h, buildWebApp());
     mic = fakeMicrophoneFile(SPEECH);
+  });
+  beforeEach(async () => {
+    // A failed test may leave the server stopped or its browser open; neither may leak into the next.
+    await browser?.close();
+    browser = null;
+    await web.start();
   });
   after(async () => {
     await browser?.close();
@@ -75,12 +83,18 @@ void describe('web app', () => {
     await page.getByTestId('transcript').locator('li').first().waitFor({ timeout: 60_000 });
     assert.equal((await h.request('GET', `/v1/meetings/${meetingId}`)).json.status, 'recording');
     await waitFor('14 s recorded', async () => (await recordedSeconds(page)) >= 14);
-    const level = await page
-      .getByRole('meter', { name: 'Input level' })
-      .evaluate((m: any) => m.value as number);
-    assert.ok(level >= 0, 'the level meter shows a value');
+    await waitFor('the level meter to move', async () => {
+      const level: number = await page
+        .getByRole('meter', { name: 'Input level' })
+        .evaluate((m: any) => m.value);
+      return level > 0.01;
+    });
 
     await page.getByRole('button', { name: /End meeting/ }).click();
+    // Item 4: the Finalizing view says what the close-out is doing.
+    const stage = page.getByTestId('finalizing').locator('[data-stage]');
+    await stage.waitFor({ timeout: 30_000 });
+    assert.match((await stage.textContent()) ?? '', /last audio|windows|last stretch|minutes|finishing/i);
     await page.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
     await page.getByTestId('minutes-summary').waitFor();
     const transcript = ((await page.getByTestId('transcript').textContent()) ?? '').toLowerCase();
@@ -239,6 +253,112 @@ void describe('web app', () => {
     await page.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
     await page.getByTestId('minutes-summary').waitFor();
     await screenshot(page, 'web-upload');
+    await browser.close();
+    browser = null;
+  });
+
+  void it('L1: chunks kept while the server is down survive closing the tab, and are sent when the app is opened again', async () => {
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    await signIn(page, web.url, h.apiKey);
+    await page.getByLabel('Title', { exact: true }).fill('Reopened meeting');
+    await page.getByRole('button', { name: /Record/ }).click();
+    await page.getByRole('heading', { name: 'Reopened meeting' }).waitFor();
+    const meetingId = /#\/meetings\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(meetingId)).length >= 1);
+    await web.stop();
+    await page.locator('[data-testid="outbox"][data-pending="1"]').waitFor({ timeout: 20_000 });
+    const captured = Number(await page.locator('article').getAttribute('data-chunks-captured'));
+    const onServer = (await chunkSeqs(meetingId)).length;
+    assert.ok(captured > onServer, `${captured - onServer} chunk(s) only in the browser`);
+
+    // The tab is closed while the server is down (the app cannot even load then): the microphone
+    // stops and IndexedDB keeps what was captured. Later the app is opened again in a new tab.
+    await page.close();
+    await web.start();
+    const again = await browser.context.newPage();
+    await signIn(again, web.url, h.apiKey);
+    await waitFor('the chunks kept in the browser to arrive', async () => {
+      return (await chunkSeqs(meetingId)).length === captured;
+    });
+    assert.deepEqual(await chunkSeqs(meetingId), [...Array(captured).keys()]);
+    await again.getByRole('link', { name: 'Reopened meeting' }).click();
+    await again.getByRole('button', { name: /Continue recording/ }).waitFor();
+    await again.getByRole('button', { name: /End meeting/ }).click();
+    await again.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
+    await screenshot(again, 'web-reopened');
+    await browser.close();
+    browser = null;
+  });
+
+  void it('several files form a batch that can be canceled while it uploads', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-batch-'));
+    const files = ['one.wav', 'two.wav', 'three.wav'].map((name) => {
+      const file = path.join(dir, name);
+      fs.writeFileSync(file, speechWav(SPEECH));
+      return file;
+    });
+    browser = await launchChromium();
+    const { page } = browser;
+    await signIn(page, web.url, h.apiKey);
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.enable');
+    await cdp.send('Network.emulateNetworkConditions', {
+      offline: false,
+      latency: 20,
+      downloadThroughput: -1,
+      uploadThroughput: 50_000,
+    });
+    await page.getByLabel(/Audio files/).setInputFiles(files);
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
+    await page.locator('[data-upload-state="uploading"]').first().waitFor();
+    await page.getByRole('button', { name: 'Cancel batch' }).click();
+    await page.getByText('The batch was canceled.').waitFor();
+    const meetingId = await page.locator('.uploads a').first().getAttribute('href');
+    const first = (await h.request('GET', `/v1/meetings/${meetingId!.split('/').pop()}`)).json;
+    const batches = await h.app.database.db.selectFrom('batches').selectAll().execute();
+    const batch = batches.find((b) => b.canceled_at !== null);
+    assert.ok(batch, 'the batch is canceled on the server');
+    assert.ok(['failed', 'created'].includes(first.status), `the first upload stopped: ${first.status}`);
+    await page.locator('[data-upload-state="canceled"]').last().waitFor();
+    assert.equal(
+      await page.locator('[data-upload-state="done"]').count(),
+      0,
+      'no file finished after Cancel',
+    );
+    await screenshot(page, 'web-batch-canceled');
+    await browser.close();
+    browser = null;
+  });
+
+  void it('X1: the operator page on a phone shows queues, dead letters with their attempts, outages and the cleanup backlog', async () => {
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Unreadable upload' });
+    await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, Buffer.from('not audio'), {
+      'content-type': 'audio/ogg',
+    });
+    await waitForMeeting(h, created.json.id as string, 'failed');
+    browser = await launchChromium();
+    const { page } = browser;
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${web.url}/`);
+    // Keyboard only: the key field has focus after a Tab, Enter submits.
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(h.apiKey);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Meetings' }).waitFor();
+    await page.getByRole('link', { name: 'Operator' }).click();
+    await page.getByRole('heading', { name: 'Queues' }).waitFor();
+    await page.locator('tr[data-queue="intake"]').waitFor();
+    // The unreadable upload is a dead letter with its attempt history.
+    const dead = page.locator('details.dead').filter({ hasText: 'Unreadable upload' });
+    await dead.locator('summary').click();
+    assert.match((await dead.textContent()) ?? '', /audio\.undecodable/);
+    assert.ok((await dead.locator('tbody tr').count()) >= 1, 'an attempt row');
+    await page.getByRole('heading', { name: 'Outages in progress' }).waitFor();
+    await page.getByRole('heading', { name: 'Cleanup backlog' }).waitFor();
+    const width: number = await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
+    assert.ok(width <= 390, `no sideways scrolling on a phone (page is ${width}px wide)`);
+    await screenshot(page, 'web-operator-phone');
     await browser.close();
     browser = null;
   });

@@ -65,6 +65,7 @@ export async function serveWebApp(h: Harness, webRoot: string): Promise<WebServe
   let server: FastifyInstance | null = null;
   let port = 0;
   const start = async () => {
+    if (server) return;
     const s = buildApi({ deps: h.app.deps, workspaces: h.app.workspaces, log: h.app.log, webRoot });
     await s.listen({ host: '127.0.0.1', port });
     port = (s.server.address() as AddressInfo).port;

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { apiKey, setApiKey } from './api.ts';
 import { navigate, useRoute } from './hooks.ts';
+import { outbox } from './outbox/index.ts';
 import { MeetingPage } from './pages/meeting.tsx';
 import { MeetingsPage } from './pages/meetings.tsx';
 import { OperatorPage } from './pages/operator.tsx';
@@ -15,6 +16,8 @@ export function App() {
         onSignedIn={(k) => {
           setApiKey(k);
           setKey(k);
+          // Audio a closed tab left in the outbox waits for a key; send it now.
+          void outbox().then(({ sender }) => sender.kick());
         }}
       />
     );

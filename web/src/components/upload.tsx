@@ -122,7 +122,7 @@ export function Upload() {
         } catch (err) {
           patch(i, {
             state: cancelRef.current ? 'canceled' : 'failed',
-            error: err instanceof Error ? err.message : String(err),
+            error: cancelRef.current ? null : err instanceof Error ? err.message : String(err),
           });
         }
       }

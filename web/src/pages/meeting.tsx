@@ -86,7 +86,15 @@ export function MeetingPage({ id }: { id: string }) {
       </p>
     );
   }
-  if (!meeting) return <p>Loading…</p>;
+  if (!meeting) {
+    return unreachable ? (
+      <p role="status" class="warn" data-testid="unreachable">
+        The server cannot be reached right now; audio kept in this browser is sent when it is back.
+      </p>
+    ) : (
+      <p>Loading…</p>
+    );
+  }
 
   const recordingHere = mine && (mine.phase === 'recording' || mine.phase === 'starting');
   const live = meeting.source === 'live';

@@ -12,6 +12,11 @@ export interface SessionState {
 }
 
 let recorder: MicRecorder | null = null;
+
+// Closing the tab while recording loses the chunk being filled (up to 5 s): ask first.
+window.addEventListener('beforeunload', (e) => {
+  if (state?.phase === 'recording' || state?.phase === 'starting') e.preventDefault();
+});
 let state: SessionState | null = null;
 const listeners = new Set<(s: SessionState | null) => void>();
 

@@ -327,6 +327,115 @@ export function openApiDocument(maxUploadBytes: number) {
           },
         },
       },
+      '/v1/calendar-events': {
+        post: {
+          summary:
+            'R1: a calendar event to record with a meeting bot; copies of one meeting (same canonical link and start) share one recording',
+          requestBody: {
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['start', 'end', 'meetingUrl'],
+                  properties: {
+                    title: { type: 'string' },
+                    start: { type: 'string', format: 'date-time' },
+                    end: { type: 'string', format: 'date-time' },
+                    meetingUrl: { type: 'string', format: 'uri' },
+                    record: { type: 'boolean', description: 'false: do not record this event' },
+                  },
+                },
+              },
+            },
+          },
+          responses: {
+            '201': { description: '{recording, duplicate: false, skipped: null}' },
+            '200': {
+              description:
+                'A copy of a meeting already recorded ({duplicate: true}), or nothing made ({recording: null, skipped})',
+            },
+            ...errors,
+          },
+        },
+      },
+      '/v1/calendar-feeds': {
+        post: {
+          summary: 'R1: subscribe to an ICS feed (https or webcal), polled every 5 minutes',
+          requestBody: {
+            content: {
+              'application/json': {
+                schema: { type: 'object', required: ['url'], properties: { url: { type: 'string' } } },
+              },
+            },
+          },
+          responses: { '201': { description: 'The feed, its address redacted' }, ...errors },
+        },
+        get: {
+          summary: 'The workspace’s feeds with their last read and last error (addresses redacted)',
+          responses: { '200': { description: '{feeds}' } },
+        },
+      },
+      '/v1/calendar-feeds/{id}': {
+        delete: {
+          summary: 'Unsubscribe; the unstarted recordings only this feed held are canceled',
+          parameters: [idParam],
+          responses: { '200': { description: '{id, canceled}' }, ...errors },
+        },
+      },
+      '/v1/bot-recordings/{id}': {
+        get: {
+          summary: 'A bot recording: status, bot id, failure, last provider error, meeting id',
+          parameters: [idParam],
+          responses: { '200': { description: 'The recording' }, ...errors },
+        },
+      },
+      '/v1/bot-recordings/{id}/cancel': {
+        post: {
+          summary: 'Cancel a recording that has not started; its bot is deleted by a retried job',
+          parameters: [idParam],
+          responses: { '202': { description: 'The canceled recording' }, ...errors },
+        },
+      },
+      '/v1/bot-recordings/{id}/stop': {
+        post: {
+          summary:
+            'Stop a recording: canceled if not started; a bot in the call is taken out of it and what it recorded is transcribed',
+          parameters: [idParam],
+          responses: { '202': { description: 'The recording and {leaving}' }, ...errors },
+        },
+      },
+      '/v1/bot-settings': {
+        get: {
+          summary: 'Whether meeting bots record this workspace’s meetings',
+          responses: { '200': { description: '{enabled}' } },
+        },
+        put: {
+          summary: 'Switch bot recording on or off; off cancels every recording that has not started',
+          requestBody: {
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['enabled'],
+                  properties: { enabled: { type: 'boolean' } },
+                },
+              },
+            },
+          },
+          responses: { '200': { description: '{enabled, canceled}' }, ...errors },
+        },
+      },
+      '/providers/recall/webhooks': {
+        post: {
+          summary:
+            'R7/R8: the bot provider’s webhooks, verified by signature (Standard Webhooks / Svix headers), not by API key',
+          security: [],
+          responses: {
+            '200': { description: '{outcome}' },
+            '401': { description: 'Bad or stale signature' },
+          },
+        },
+      },
       '/healthz': {
         get: {
           summary: 'Liveness and database readiness',

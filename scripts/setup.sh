@@ -8,9 +8,14 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-if [ "$node_major" -lt 20 ]; then
-  echo "Verbatim needs Node.js 20 or newer (found: $(node --version 2>/dev/null || echo none))." >&2
+# Vite 8 (the web app's build) needs Node.js ^20.19 or >= 22.12; 21.x and 22.0-22.11 do not work.
+node_version=$(node -p 'process.versions.node' 2>/dev/null || echo none)
+if ! node -e '
+  const [maj, min] = process.versions.node.split(".").map(Number);
+  process.exit((maj === 20 && min >= 19) || (maj === 22 && min >= 12) || maj > 22 ? 0 : 1);
+' 2>/dev/null; then
+  echo "Verbatim needs Node.js 20.19 or newer in the 20 line, or 22.12 or newer (found: $node_version)." >&2
+  echo "Vite 8, which builds the web app, refuses older versions. Install a current Node.js LTS." >&2
   exit 1
 fi
 

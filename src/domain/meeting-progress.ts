@@ -94,17 +94,18 @@ export function plainReason(code: string, message: string | null): string {
     case 'audio.undecodable':
       return `This meeting failed: the recording could not be read as audio${detail}. Upload a WAV, MP3, M4A, WebM, Ogg or FLAC file.`;
     case 'reclaim_cap_exceeded':
-      return 'This meeting failed: the worker processing it stopped again and again (it may have crashed), so Verbatim gave up rather than loop. What was transcribed is kept. An operator can resubmit it.';
+      // No promise of a resubmit: a failed meeting's audio is deleted (L16), and resubmission needs it.
+      return 'Verbatim gave up: the worker doing this work stopped again and again (it may have crashed), so it was not started again rather than loop. What was transcribed is kept.';
     case 'meeting.canceled':
       return 'This meeting was canceled before it finished (its upload batch was canceled).';
     default:
       break;
   }
   if (code.startsWith('asr.')) {
-    return `This meeting failed: speech recognition did not succeed${detail}. An operator can resubmit it.`;
+    return `This meeting failed: speech recognition did not succeed${detail}. What was transcribed is kept.`;
   }
   if (code.startsWith('storage.')) {
-    return `This meeting failed: the audio store was not available${detail}. An operator can resubmit it.`;
+    return `This meeting failed: the audio store was not available${detail}. What was transcribed is kept.`;
   }
   if (code.startsWith('bot.')) {
     return `This meeting failed: the meeting bot did not bring back a recording${detail}.`;

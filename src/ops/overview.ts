@@ -37,11 +37,22 @@ export interface OutageView {
   lastError: { code: string | null; message: string | null };
 }
 
+/** Counts of the caller's workspace, to stand next to its lists (the lists are capped at 50). */
+export interface WorkspaceFigures {
+  jobsFailed: number;
+  jobsQuarantined: number;
+  minutesOutagesInProgress: number;
+}
+
 export interface OperatorOverview {
-  /** Installation-wide figures: counts and ages only, no identifiers of any workspace. */
+  /**
+   * Installation-wide figures: counts and ages only, no identifiers of any workspace. The screen
+   * labels them as the whole installation's, so they are never read as this workspace's.
+   */
   queues: QueueStats[];
   health: HealthFigures;
   /** The caller's workspace only (S1). */
+  workspace: WorkspaceFigures;
   deadLetters: DeadLetterView[];
   outages: OutageView[];
   storedBytes: number;
@@ -164,5 +175,14 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
       union all
       select bytes from object_cleanups where workspace_id = ${workspaceId}::uuid) held`.execute(db);
 
-  return { queues, health, deadLetters, outages, storedBytes: stored.rows[0]?.bytes ?? 0 };
+  const counts = await sql<WorkspaceFigures>`select
+      (count(*) filter (where status = 'failed'))::int as "jobsFailed",
+      (count(*) filter (where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED}))::int
+        as "jobsQuarantined",
+      (count(*) filter (where kind = 'write-minutes' and status = 'pending' and wait_count > 0))::int
+        as "minutesOutagesInProgress"
+    from jobs where workspace_id = ${workspaceId}::uuid`.execute(db);
+  const workspace = counts.rows[0] ?? { jobsFailed: 0, jobsQuarantined: 0, minutesOutagesInProgress: 0 };
+
+  return { queues, health, workspace, deadLetters, outages, storedBytes: stored.rows[0]?.bytes ?? 0 };
 }

@@ -27,6 +27,8 @@ interface Overview {
     webhooksPending: number;
     webhooksFailed: number;
   };
+  /** The caller's workspace only. */
+  workspace: { jobsFailed: number; jobsQuarantined: number; minutesOutagesInProgress: number };
   deadLetters: Array<{
     jobId: string;
     kind: string;
@@ -83,16 +85,23 @@ export function OperatorPage() {
       <p>Loading…</p>
     );
   const h = data.health;
+  const w = data.workspace;
   return (
     <>
       <h1>Operator</h1>
+      <p class="muted">
+        Sections marked <strong>whole installation</strong> count every workspace on this server (numbers
+        only, no names); lists name only this workspace&apos;s meetings and jobs.
+      </p>
       {error && (
         <p role="alert" class="error">
           {error}
         </p>
       )}
       <section class="card" aria-labelledby="queues-heading">
-        <h2 id="queues-heading">Queues</h2>
+        <h2 id="queues-heading">
+          Queues <span class="scope">(whole installation)</span>
+        </h2>
         <div class="scroll">
           <table>
             <thead>
@@ -122,9 +131,9 @@ export function OperatorPage() {
             </tbody>
           </table>
         </div>
-        <p class="muted">
-          Workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events pending:{' '}
-          {h.outboxPending}
+        <p class="muted" data-testid="installation-health">
+          Whole installation: workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events
+          pending: {h.outboxPending}
           {h.outboxFailed ? ` (failed ${h.outboxFailed})` : ''} · webhooks pending {h.webhooksPending}, failed{' '}
           {h.webhooksFailed}
         </p>
@@ -132,10 +141,13 @@ export function OperatorPage() {
 
       <section class="card" aria-labelledby="outages-heading">
         <h2 id="outages-heading">Outages in progress</h2>
-        <p>
-          {h.minutesOutagesInProgress === 0
-            ? 'No minutes-model outage is being waited out.'
-            : `${h.minutesOutagesInProgress} minutes job(s) are waiting out a model outage.`}
+        <p data-testid="workspace-outages">
+          {w.minutesOutagesInProgress === 0
+            ? 'No minutes job of this workspace is waiting out a model outage.'
+            : `${w.minutesOutagesInProgress} minutes job(s) of this workspace are waiting out a model outage.`}
+        </p>
+        <p class="muted">
+          Whole installation: {h.minutesOutagesInProgress} minutes job(s) waiting out an outage.
         </p>
         {data.outages.length > 0 && (
           <ul>
@@ -152,8 +164,11 @@ export function OperatorPage() {
 
       <section class="card" aria-labelledby="dead-heading">
         <h2 id="dead-heading">
-          Dead letters ({h.jobsFailed}, quarantined {h.jobsQuarantined})
+          Dead letters in this workspace ({w.jobsFailed}, quarantined {w.jobsQuarantined})
         </h2>
+        <p class="muted">
+          Whole installation: {h.jobsFailed} failed, {h.jobsQuarantined} quarantined.
+        </p>
         {data.deadLetters.length === 0 ? (
           <p>No job in this workspace ended failed.</p>
         ) : (
@@ -180,7 +195,7 @@ export function OperatorPage() {
                     <tr>
                       <th scope="col">#</th>
                       <th scope="col">Outcome</th>
-                      <th scope="col">Worker</th>
+                      <th scope="col">Worker (installation host and process)</th>
                       <th scope="col">Started</th>
                       <th scope="col">Error</th>
                     </tr>
@@ -205,6 +220,10 @@ export function OperatorPage() {
 
       <section class="card" aria-labelledby="cleanup-heading">
         <h2 id="cleanup-heading">Cleanup backlog</h2>
+        <p>
+          Stored by this workspace: <span data-testid="stored-bytes">{bytes(data.storedBytes)}</span>
+        </p>
+        <p class="muted">Whole installation:</p>
         <ul>
           <li>
             Object deletions pending: {h.cleanupPending} (failing: {h.cleanupFailing})
@@ -214,7 +233,6 @@ export function OperatorPage() {
           </li>
           <li>Orphaned writes awaiting removal: {h.cleanupStagedExpired}</li>
           <li>Ended meetings whose audio is still stored: {h.audioAwaitingDeletion}</li>
-          <li>Stored by this workspace: {bytes(data.storedBytes)}</li>
         </ul>
       </section>
     </>

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +8,7 @@ import { buildApi } from '../src/api/server.ts';
 import { meetingProgress, plainReason, type ProgressInput } from '../src/domain/meeting-progress.ts';
 import { Downsampler } from '../web/src/audio/resample.ts';
 import { encodeWav } from '../web/src/audio/wav.ts';
+import { chunkOutcome, endOutcome, type Answer } from '../web/src/outbox/answers.ts';
 import { parseWav } from '../src/domain/wav.ts';
 import { startHarness, uploadMeeting, waitForMeeting, type Harness } from './support/harness.ts';
 
@@ -57,11 +59,72 @@ void describe('close-out progress and reasons (pure)', () => {
       /^This meeting failed: the recording could not be read as audio \(the file contains no audio samples\)/,
     );
     assert.match(plainReason('reclaim_cap_exceeded', null), /stopped again and again/);
+    // A failed meeting's audio is deleted and resubmission needs it: no reason promises one.
+    for (const code of ['reclaim_cap_exceeded', 'asr.timeout', 'storage.unavailable'])
+      assert.doesNotMatch(plainReason(code, 'x'), /resubmit/i, code);
+    assert.doesNotMatch(plainReason('minutes.no_transcript', null), /Regenerate/);
     assert.match(
       plainReason('asr.timeout', 'took too long'),
       /speech recognition did not succeed \(took too long\)/,
     );
     assert.equal(plainReason('something.new', 'it broke'), 'it broke (something.new)');
+  });
+});
+
+void describe('the outbox: what each answer does to a chunk or an End (pure)', () => {
+  const a = (status: number, code: string | null = null, body: unknown = null): Answer => ({
+    status,
+    code,
+    body,
+  });
+  const err = (status: number, code: string) => a(status, code, { error: { code, message: 'm' } });
+
+  void it('L1: a chunk is deleted only on a 2xx that names the same seq', () => {
+    assert.equal(chunkOutcome(3, a(201, null, { seq: 3, created: true })), 'acknowledged');
+    assert.equal(chunkOutcome(3, a(200, null, { seq: 3, created: false })), 'acknowledged');
+    assert.equal(chunkOutcome(3, a(200, null, { seq: 4 })), 'retry', 'another chunk acknowledged');
+    assert.equal(chunkOutcome(3, a(200, null, null)), 'retry', "a proxy's 200 page");
+    assert.equal(chunkOutcome(3, a(0)), 'unreachable');
+  });
+
+  void it('L1: 413 storage.quota_exceeded, a 404, a proxy 403/407 and 5xx keep the chunk pending', () => {
+    assert.equal(chunkOutcome(0, err(413, 'storage.quota_exceeded')), 'retry');
+    assert.equal(chunkOutcome(0, err(404, 'meeting.not_found')), 'not_found');
+    assert.equal(chunkOutcome(0, a(404)), 'retry', 'a 404 that is not ours');
+    assert.equal(chunkOutcome(0, a(403)), 'retry');
+    assert.equal(chunkOutcome(0, a(407)), 'retry');
+    assert.equal(chunkOutcome(0, a(409)), 'retry', 'a 409 without our code');
+    assert.equal(chunkOutcome(0, a(413)), 'retry', 'a proxy body limit');
+    assert.equal(chunkOutcome(0, err(408, 'x')), 'retry');
+    assert.equal(chunkOutcome(0, err(429, 'rate.limited')), 'retry');
+    assert.equal(chunkOutcome(0, err(503, 'db.transient')), 'retry');
+    assert.equal(chunkOutcome(0, err(401, 'auth.invalid_key')), 'sign_in');
+  });
+
+  void it("L1: the server's final refusals of one chunk mark it rejected (its audio is kept)", () => {
+    for (const [status, code] of [
+      [409, 'chunk.conflict'],
+      [409, 'chunk.settled_missing'],
+      [409, 'meeting.not_recording'],
+      [409, 'meeting.not_live'],
+      [400, 'chunk.seq'],
+      [400, 'chunk.empty'],
+      [413, 'request.too_large'],
+      [415, 'chunk.bad_format'],
+      [415, 'chunk.format_changed'],
+    ] as const)
+      assert.equal(chunkOutcome(0, err(status, code)), 'rejected', code);
+  });
+
+  void it('L3: a pending End is forgotten only when delivered or the meeting is already past recording', () => {
+    assert.equal(endOutcome(a(202, null, { status: 'finalizing' })), 'delivered');
+    assert.equal(endOutcome(err(409, 'meeting.not_live')), 'delivered');
+    assert.equal(endOutcome(err(401, 'auth.invalid_key')), 'sign_in');
+    assert.equal(endOutcome(err(404, 'meeting.not_found')), 'not_found');
+    assert.equal(endOutcome(a(403)), 'retry');
+    assert.equal(endOutcome(a(404)), 'retry');
+    assert.equal(endOutcome(err(500, 'x')), 'retry');
+    assert.equal(endOutcome(a(0)), 'unreachable');
   });
 });
 
@@ -159,6 +222,51 @@ void describe('web app API', () => {
     assert.equal(typeof res.json.health.cleanupPending, 'number');
     assert.equal(typeof res.json.health.minutesOutagesInProgress, 'number');
 
+    // This workspace also stores audio (a live chunk) and has a minutes job waiting out an outage
+    // (set up in the rows: the worker is stopped, and run_after is far ahead so nothing runs it).
+    const live = await h.request('POST', '/v1/meetings', { source: 'live', title: 'stored' });
+    const chunk = Buffer.from(encodeWav(new Int16Array(16_000), 16_000));
+    assert.equal(
+      (
+        await h.request('PUT', `/v1/meetings/${live.json.id}/chunks/0`, chunk, {
+          'content-type': 'audio/wav',
+        })
+      ).status,
+      201,
+    );
+    const workspaceId = (
+      await h.app.database.db
+        .selectFrom('meetings')
+        .select('workspace_id')
+        .where('id', '=', live.json.id)
+        .executeTakeFirstOrThrow()
+    ).workspace_id;
+    await h.app.database.db
+      .insertInto('jobs')
+      .values({
+        id: randomUUID(),
+        workspace_id: workspaceId,
+        kind: 'write-minutes',
+        queue: 'minutes',
+        subject_type: 'meeting',
+        subject_id: live.json.id,
+        meeting_id: live.json.id,
+        status: 'pending',
+        payload: JSON.stringify({ meetingId: live.json.id }),
+        wait_count: 2,
+        max_errors: 3,
+        max_reclaims: 3,
+        run_after: new Date(Date.now() + 3_600_000),
+        delivery_id: randomUUID(),
+        last_error_code: 'llm.outage',
+      })
+      .execute();
+    const mine = (await h.request('GET', '/v1/operator/overview')).json;
+    assert.equal(mine.outages.length, 1);
+    assert.equal(mine.workspace.minutesOutagesInProgress, 1);
+    assert.ok(mine.workspace.jobsFailed >= 1);
+    assert.ok(mine.storedBytes > 0, 'this workspace stores audio');
+
     const other = await h.app.workspaces.createWorkspace('other');
     const { apiKey } = await h.app.workspaces.createApiKey(other, 'other');
     const theirs = await h.request('GET', '/v1/operator/overview', undefined, {
@@ -166,6 +274,15 @@ void describe('web app API', () => {
     });
     assert.equal(theirs.status, 200);
     assert.deepEqual(theirs.json.deadLetters, [], "another workspace's dead letters are not shown");
+    assert.deepEqual(theirs.json.outages, [], "another workspace's outages are not shown");
+    assert.equal(theirs.json.storedBytes, 0, "another workspace's stored bytes are not counted");
+    assert.deepEqual(theirs.json.workspace, {
+      jobsFailed: 0,
+      jobsQuarantined: 0,
+      minutesOutagesInProgress: 0,
+    });
+    // Installation-wide figures are the same for both: counts only, labelled as such on the page.
+    assert.equal(theirs.json.health.minutesOutagesInProgress, mine.health.minutesOutagesInProgress);
     assert.equal(
       (await h.request('GET', '/v1/operator/overview', undefined, { authorization: 'Bearer nope' })).status,
       401,

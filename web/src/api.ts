@@ -110,3 +110,37 @@ export interface Segment {
   endMs: number;
   text: string;
 }
+
+/**
+ * One request whose every outcome is a value, never an exception: status 0 for no answer (network
+ * error, timeout), otherwise the status, our error code if the body is ours, and the JSON body.
+ * The outbox decides from these alone (web/src/outbox/answers.ts).
+ */
+export async function answer(
+  method: string,
+  path: string,
+  body?: ArrayBuffer,
+  opts: { contentType?: string; timeoutMs?: number } = {},
+): Promise<{ status: number; code: string | null; body: unknown; message: string }> {
+  const headers: Record<string, string> = { authorization: `Bearer ${apiKey() ?? ''}` };
+  if (body) headers['content-type'] = opts.contentType ?? 'application/octet-stream';
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, body, signal: AbortSignal.timeout(opts.timeoutMs ?? 20_000) });
+  } catch (err) {
+    return { status: 0, code: null, body: null, message: err instanceof Error ? err.message : String(err) };
+  }
+  let json: unknown = null;
+  try {
+    json = await res.json();
+  } catch {
+    /* not JSON (a proxy's page): no code */
+  }
+  const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  return {
+    status: res.status,
+    code: typeof error?.code === 'string' ? error.code : null,
+    body: json,
+    message: typeof error?.message === 'string' ? error.message : `${res.status} ${res.statusText}`,
+  };
+}

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { apiKey, setApiKey } from './api.ts';
 import { navigate, useRoute } from './hooks.ts';
+import { SignInAgain } from './components/outbox-notices.tsx';
 import { outbox } from './outbox/index.ts';
 import { MeetingPage } from './pages/meeting.tsx';
 import { MeetingsPage } from './pages/meetings.tsx';
@@ -16,12 +17,17 @@ export function App() {
         onSignedIn={(k) => {
           setApiKey(k);
           setKey(k);
-          // Audio a closed tab left in the outbox waits for a key; send it now.
-          void outbox().then(({ sender }) => sender.kick());
+          // Audio a closed tab or a refused key left in the outbox waits for a key; send it now.
+          void outbox().then(({ sender }) => sender.retryNow());
         }}
       />
     );
   }
+  // Signing out only forgets the key: chunks and Ends stay in IndexedDB for the next sign-in.
+  const signOut = () => {
+    setApiKey(null);
+    setKey(null);
+  };
   const meeting = /^\/meetings\/([0-9a-f-]{36})$/.exec(route);
   return (
     <>
@@ -40,8 +46,7 @@ export function App() {
             type="button"
             class="link"
             onClick={() => {
-              setApiKey(null);
-              setKey(null);
+              signOut();
               navigate('/');
             }}
           >
@@ -50,6 +55,7 @@ export function App() {
         </nav>
       </header>
       <main>
+        <SignInAgain onSignIn={signOut} />
         {meeting?.[1] ? (
           <MeetingPage id={meeting[1]} />
         ) : route === '/operator' ? (

@@ -29,7 +29,11 @@ export function bytes(n: number): string {
 }
 
 export function download(name: string, text: string, type: string): void {
-  const url = URL.createObjectURL(new Blob([text], { type }));
+  downloadBytes(name, text, type);
+}
+
+export function downloadBytes(name: string, data: string | ArrayBuffer, type: string): void {
+  const url = URL.createObjectURL(new Blob([data], { type }));
   const a = document.createElement('a');
   a.href = url;
   a.download = name;

@@ -1,4 +1,5 @@
 import { MicRecorder, SAMPLE_RATE } from './audio/recorder.ts';
+import type { ChunkStore } from './outbox/chunk-store.ts';
 import { outbox } from './outbox/index.ts';
 
 /** The one recording this tab may be making; it outlives page changes inside the app. */
@@ -9,20 +10,36 @@ export interface SessionState {
   elapsedSeconds: number;
   chunksCaptured: number;
   error: string | null;
+  /** Chunks IndexedDB would not take, kept in memory so they can be downloaded (never dropped). */
+  unsaved: ArrayBuffer[];
 }
 
-let recorder: MicRecorder | null = null;
+/** Waits between tries to store a chunk; after the last, recording stops with an error. */
+const STORE_RETRY_MS = [100, 500, 2_000];
 
-// Closing the tab while recording loses the chunk being filled (up to 5 s): ask first.
-window.addEventListener('beforeunload', (e) => {
-  if (state?.phase === 'recording' || state?.phase === 'starting') e.preventDefault();
-});
+export const RECORDING_ELSEWHERE =
+  'This meeting is being recorded in another tab of this browser. Use that tab: two tabs recording one meeting would interleave their audio.';
+
+let recorder: MicRecorder | null = null;
+let releaseLock: (() => void) | null = null;
+/** Set while a recording is being stopped; End waits for it so the last chunk is stored first. */
+let stopping: Promise<void> | null = null;
 let state: SessionState | null = null;
 const listeners = new Set<(s: SessionState | null) => void>();
+
+// Closing the tab while recording or stopping loses the chunk being filled (up to 5 s), and audio
+// IndexedDB refused lives only in memory: ask first.
+window.addEventListener('beforeunload', (e) => {
+  if (state && (state.phase !== 'stopped' || state.unsaved.length > 0)) e.preventDefault();
+});
 
 function set(next: SessionState | null): void {
   state = next;
   for (const fn of listeners) fn(state);
+}
+
+function patch(p: Partial<SessionState>): void {
+  if (state) set({ ...state, ...p });
 }
 
 export function session(): SessionState | null {
@@ -35,36 +52,93 @@ export function watchSession(fn: (s: SessionState | null) => void): () => void {
   return () => listeners.delete(fn);
 }
 
-/** Starts capturing into the outbox; chunks continue from the meeting's stored next sequence. */
+const lockName = (meetingId: string) => `verbatim.recording.${meetingId}`;
+
+/**
+ * Takes this browser's recording lock for a meeting (a Web Lock, shared by every tab of the
+ * profile), or null if another tab holds it. The lock is held until the returned function is called.
+ */
+function lockMeeting(meetingId: string): Promise<(() => void) | null> {
+  if (!('locks' in navigator)) return Promise.resolve(() => undefined);
+  return new Promise((resolve, reject) => {
+    navigator.locks
+      .request(lockName(meetingId), { ifAvailable: true }, (lock) => {
+        if (!lock) {
+          resolve(null);
+          return undefined;
+        }
+        return new Promise<void>((release) => resolve(release));
+      })
+      .catch(reject);
+  });
+}
+
+/** True when another tab of this browser is recording the meeting. */
+export async function recordingElsewhere(meetingId: string): Promise<boolean> {
+  if (recorder && state?.meetingId === meetingId) return false;
+  if (!('locks' in navigator)) return false;
+  const { held } = await navigator.locks.query();
+  return (held ?? []).some((l) => l.name === lockName(meetingId));
+}
+
+async function storeChunk(store: ChunkStore, meetingId: string, wav: ArrayBuffer): Promise<number> {
+  for (let i = 0; ; i++) {
+    try {
+      return await store.add(meetingId, wav);
+    } catch (err) {
+      const wait = STORE_RETRY_MS[i];
+      if (wait === undefined) throw err;
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/** Starts capturing into the outbox; the outbox numbers the chunks after the meeting's last one. */
 export async function startRecording(meetingId: string): Promise<void> {
   if (state && state.phase !== 'stopped') throw new Error('this tab is already recording a meeting');
+  if (state && state.unsaved.length > 0)
+    throw new Error('download the audio this browser could not store before recording again');
   const { store, sender } = await outbox();
-  const firstSeq = (await store.meeting(meetingId))?.nextSeq ?? 0;
+  const release = await lockMeeting(meetingId);
+  if (!release) throw new Error(RECORDING_ELSEWHERE);
+  releaseLock = release;
   let captured = 0;
-  set({ meetingId, phase: 'starting', level: 0, elapsedSeconds: 0, chunksCaptured: 0, error: null });
-  const rec = new MicRecorder(firstSeq, {
-    onChunk: async (seq, wav) => {
-      await store.put(meetingId, seq, wav);
+  set({
+    meetingId,
+    phase: 'starting',
+    level: 0,
+    elapsedSeconds: 0,
+    chunksCaptured: 0,
+    error: null,
+    unsaved: [],
+  });
+  const rec = new MicRecorder({
+    onChunk: async (wav) => {
+      // The chunk stays in this closure until IndexedDB has it; if it never does, onError keeps it.
+      await storeChunk(store, meetingId, wav);
       captured++;
-      if (state) set({ ...state, chunksCaptured: captured });
+      patch({ chunksCaptured: captured });
       sender.kick();
     },
-    onLevel: (peak, samples) => {
-      if (state) set({ ...state, level: peak, elapsedSeconds: samples / SAMPLE_RATE });
+    onLevel: (peak, samples) => patch({ level: peak, elapsedSeconds: samples / SAMPLE_RATE }),
+    onError: (err, wav) => {
+      patch({
+        unsaved: [...(state?.unsaved ?? []), wav],
+        error: `Audio could not be stored in this browser (${err instanceof Error ? err.message : String(err)}), so recording was stopped. Download the audio that was not stored before closing this tab.`,
+      });
+      void stopRecording(null);
     },
-    onError: (err) => {
-      if (state) set({ ...state, error: `Audio could not be kept in this browser: ${String(err)}` });
-    },
+    onBroken: (reason) =>
+      void stopRecording(`Recording stopped: ${reason}. The audio captured until then is kept.`),
   });
   recorder = rec;
   try {
     await rec.start();
-    set({
-      ...(state ?? { meetingId, level: 0, elapsedSeconds: 0, chunksCaptured: 0, error: null }),
-      phase: 'recording',
-    });
+    patch({ phase: 'recording' });
   } catch (err) {
     recorder = null;
+    releaseLock = null;
+    release();
     set({
       meetingId,
       phase: 'stopped',
@@ -72,22 +146,50 @@ export async function startRecording(meetingId: string): Promise<void> {
       elapsedSeconds: 0,
       chunksCaptured: 0,
       error: `The microphone could not be started: ${err instanceof Error ? err.message : String(err)}`,
+      unsaved: [],
     });
     throw err;
   }
 }
 
+/** Stops the microphone and stores everything captured; `reason` is shown when it was not asked for. */
+function stopRecording(reason: string | null): Promise<void> {
+  if (stopping) return stopping;
+  const rec = recorder;
+  if (!rec || !state) return Promise.resolve();
+  patch({ phase: 'stopping', ...(reason ? { error: reason } : {}) });
+  stopping = (async () => {
+    const flushed = await rec.stop();
+    recorder = null;
+    releaseLock?.();
+    releaseLock = null;
+    const lost = flushed
+      ? null
+      : 'The last fraction of a second may be missing: the audio processor did not hand it over in time.';
+    patch({
+      phase: 'stopped',
+      level: 0,
+      error: lost ? [state?.error, lost].filter(Boolean).join(' ') : (state?.error ?? null),
+    });
+  })().finally(() => {
+    stopping = null;
+  });
+  return stopping;
+}
+
 /**
  * End meeting: stop the microphone, keep the last partial chunk, and record that End is wanted.
- * The outbox sends End only after every chunk is acknowledged, even across a reload.
+ * The outbox sends End only after every chunk is acknowledged, even across a reload. Refused while
+ * another tab of this browser records the meeting.
  */
 export async function endMeeting(meetingId: string): Promise<void> {
   const { store, sender } = await outbox();
-  if (recorder && state?.meetingId === meetingId) {
-    set({ ...state, phase: 'stopping' });
-    await recorder.stop();
-    recorder = null;
-    set({ ...state, phase: 'stopped', level: 0 });
+  if (state?.meetingId === meetingId && (recorder || stopping)) {
+    await stopRecording(null);
+  } else if (await recordingElsewhere(meetingId)) {
+    throw new Error(
+      'This meeting is being recorded in another tab of this browser. End it in that tab: ending it here would cut that recording off.',
+    );
   }
   await store.requestEnd(meetingId);
   sender.kick();

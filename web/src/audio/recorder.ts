@@ -4,17 +4,22 @@ import workletUrl from './capture-worklet.ts?worker&url';
 export const SAMPLE_RATE = 16_000;
 export const CHUNK_SAMPLES = 5 * SAMPLE_RATE;
 
+/** Generous: the flush is one message round trip to the worklet, normally a few milliseconds. */
+const FLUSH_WAIT_MS = 10_000;
+
 export interface RecorderEvents {
-  /** A finished 5 s chunk (the last one may be shorter), as a 16 kHz mono WAV. */
-  onChunk(seq: number, wav: ArrayBuffer): Promise<void>;
+  /** A finished 5 s chunk (the last one may be shorter), as a 16 kHz mono WAV, handed over in order. */
+  onChunk(wav: ArrayBuffer): Promise<void>;
   onLevel(peak: number, recordedSamples: number): void;
-  /** A chunk could not be kept (IndexedDB full or gone): the recording is no longer safe. */
-  onError(err: unknown): void;
+  /** A chunk could not be handed over (onChunk threw); the recording is no longer safe. */
+  onError(err: unknown, wav: ArrayBuffer): void;
+  /** The capture broke by itself (microphone gone, audio processor crashed): stop, and say why. */
+  onBroken(reason: string): void;
 }
 
 /**
- * Microphone → AudioWorklet (mono, 16 kHz) → 5-second WAV chunks numbered from `firstSeq`. Chunks
- * are cut on sample counts, not timers, so no audio falls between two chunks.
+ * Microphone → AudioWorklet (mono, 16 kHz) → 5-second WAV chunks. Chunks are cut on sample counts,
+ * not timers, so no audio falls between two chunks. The sequence numbers are the outbox's to give.
  */
 export class MicRecorder {
   private context: AudioContext | null = null;
@@ -22,28 +27,39 @@ export class MicRecorder {
   private node: AudioWorkletNode | null = null;
   private buffer = new Int16Array(CHUNK_SAMPLES);
   private filled = 0;
-  private seq: number;
   private recorded = 0;
+  private broken = false;
   /** Chunk hand-offs run one after another, so chunks are stored in order. */
   private handing: Promise<void> = Promise.resolve();
   private finished: (() => void) | null = null;
 
-  constructor(
-    firstSeq: number,
-    private readonly events: RecorderEvents,
-  ) {
-    this.seq = firstSeq;
-  }
-
-  get nextSeq(): number {
-    return this.seq;
-  }
+  constructor(private readonly events: RecorderEvents) {}
 
   async start(): Promise<void> {
+    try {
+      await this.open();
+    } catch (err) {
+      await this.release();
+      throw err;
+    }
+  }
+
+  private async open(): Promise<void> {
     this.stream = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
     });
+    for (const track of this.stream.getAudioTracks()) {
+      // Unplugged, or permission revoked: the track ends and no more audio comes.
+      track.addEventListener('ended', () =>
+        this.fail('the microphone stopped (unplugged, or its permission was taken back)'),
+      );
+    }
     this.context = new AudioContext();
+    if (this.context.sampleRate < SAMPLE_RATE) {
+      throw new Error(
+        `the audio device runs at ${this.context.sampleRate} Hz, below the ${SAMPLE_RATE} Hz speech recognition needs`,
+      );
+    }
     await this.context.audioWorklet.addModule(workletUrl);
     const source = this.context.createMediaStreamSource(this.stream);
     this.node = new AudioWorkletNode(this.context, 'verbatim-capture', {
@@ -52,6 +68,7 @@ export class MicRecorder {
       channelCount: 1,
       channelCountMode: 'explicit',
     });
+    this.node.onprocessorerror = () => this.fail('the audio processor in this browser stopped with an error');
     this.node.port.onmessage = (e: MessageEvent<{ samples?: Int16Array; peak?: number; done?: boolean }>) => {
       if (e.data.samples) this.take(e.data.samples, e.data.peak ?? 0);
       if (e.data.done) this.finished?.();
@@ -63,22 +80,45 @@ export class MicRecorder {
     if (this.context.state === 'suspended') await this.context.resume();
   }
 
-  /** Stops the microphone, then hands off everything captured, the last partial chunk included. */
-  async stop(): Promise<void> {
+  private fail(reason: string): void {
+    if (this.broken) return;
+    this.broken = true;
+    this.events.onBroken(reason);
+  }
+
+  /**
+   * Stops the microphone, then hands off everything captured, the last partial chunk included.
+   * Resolves false when the worklet did not flush the samples its filter still held (under 0.1 s)
+   * in time; what reached the main thread is handed off either way.
+   */
+  async stop(): Promise<boolean> {
     const node = this.node;
+    let flushed = true;
     if (node) {
-      const done = new Promise<void>((resolve) => (this.finished = resolve));
-      node.port.postMessage('flush');
-      await Promise.race([done, new Promise((r) => setTimeout(r, 2000))]);
+      // A crashed worklet will not answer; do not wait for it.
+      if (!this.broken) {
+        const done = new Promise<boolean>((resolve) => (this.finished = () => resolve(true)));
+        node.port.postMessage('flush');
+        flushed = await Promise.race([
+          done,
+          new Promise<boolean>((r) => setTimeout(() => r(false), FLUSH_WAIT_MS)),
+        ]);
+      } else flushed = false;
       node.disconnect();
     }
-    for (const t of this.stream?.getTracks() ?? []) t.stop();
-    await this.context?.close();
+    await this.release();
     if (this.filled > 0) this.cut();
     await this.handing;
+    return flushed;
+  }
+
+  private async release(): Promise<void> {
+    for (const t of this.stream?.getTracks() ?? []) t.stop();
+    const context = this.context;
     this.node = null;
     this.context = null;
     this.stream = null;
+    if (context && context.state !== 'closed') await context.close();
   }
 
   private take(samples: Int16Array, peak: number): void {
@@ -96,10 +136,9 @@ export class MicRecorder {
 
   private cut(): void {
     const wav = encodeWav(this.buffer.subarray(0, this.filled), SAMPLE_RATE);
-    const seq = this.seq++;
     this.filled = 0;
     this.handing = this.handing
-      .then(() => this.events.onChunk(seq, wav))
-      .catch((err) => this.events.onError(err));
+      .then(() => this.events.onChunk(wav))
+      .catch((err: unknown) => this.events.onError(err, wav));
   }
 }

@@ -22,3 +22,15 @@ export function encodeWav(samples: Int16Array, sampleRate: number): ArrayBuffer 
   for (let i = 0; i < samples.length; i++) v.setInt16(44 + 2 * i, samples[i]!, true);
   return buf;
 }
+
+/** Our own WAVs (44-byte header, 16-bit mono) joined into one, for downloading kept audio. */
+export function joinWavs(wavs: ArrayBuffer[], sampleRate: number): ArrayBuffer {
+  const parts = wavs.map((w) => new Int16Array(w.slice(44)));
+  const all = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return encodeWav(all, sampleRate);
+}

@@ -1,53 +1,62 @@
-import { ApiError, call, NetworkError } from '../api.ts';
-import type { ChunkKey, ChunkStore } from './chunk-store.ts';
+import { answer, apiKey } from '../api.ts';
+import { backoffMs, chunkOutcome, endOutcome, type Answer } from './answers.ts';
+import type { ChunkStore, StoredMeeting } from './chunk-store.ts';
+
+/** Why one meeting's audio or End is still waiting, and when it is tried again. */
+export interface MeetingTrouble {
+  message: string;
+  retryAt: number;
+  /** The meeting is unknown to the key this tab signed in with (another workspace's key?). */
+  notFound: boolean;
+}
 
 /** What the screen shows about audio not yet on the server. */
 export interface OutboxStatus {
   /** Chunks captured here and not yet acknowledged, per meeting. */
   pending: Record<string, number>;
-  /** Chunks the server refused for good, per meeting, with its reason. */
-  rejected: Record<string, Array<{ seq: number; error: string }>>;
+  /** Chunks the server refused for good, per meeting, with the reason; their audio is kept. */
+  rejected: Record<string, Array<{ seq: number; error: string; hasAudio: boolean }>>;
+  /** Meetings whose End was pressed here and is not yet delivered. */
+  endPending: Record<string, boolean>;
+  /** Per meeting: why what it has waiting was not delivered on the last try. */
+  trouble: Record<string, MeetingTrouble>;
   /** Highest sequence number acknowledged in this page's life, per meeting. */
   acknowledged: Record<string, number>;
-  /** Set while the server cannot be reached; the time of the next try. */
+  /** Set while the server cannot be reached at all; the time of the next try. */
   offlineUntil: number | null;
   lastError: string | null;
+  /** The server refused the key (401): nothing is sent until someone signs in again. */
   needsSignIn: boolean;
   /** Meetings whose End this page delivered from the outbox. */
   ended: Record<string, boolean>;
 }
 
-const BACKOFF_FIRST_MS = 1_000;
-const BACKOFF_CAP_MS = 10_000;
-
-/** Refusals that no retry can change: the chunk is kept as rejected and shown, never resent. */
-const FINAL_CODES = new Set([
-  'chunk.settled_missing',
-  'chunk.conflict',
-  'chunk.corrupt',
-  'chunk.bad_format',
-  'chunk.format_changed',
-  'meeting.not_recording',
-  'meeting.not_live',
-  'meeting.not_found',
-]);
+type Stop = 'done' | 'failed' | 'stop';
 
 /**
- * Sends stored chunks in sequence order, one at a time, deleting each when the server
- * acknowledges it. A failure stops the round (sending later chunks past a gap would start the
- * server's gap patience against the one that failed) and the next round waits 1, 2, 4, 8, then
- * 10 s, or less when the browser says it is back online or a new chunk is captured. After a
- * meeting's last chunk is acknowledged, its End is delivered if it was requested.
+ * Sends stored chunks, each meeting's in sequence order, one at a time, deleting a chunk only when
+ * the server acknowledged that very chunk (answers.ts). A meeting's round stops at its first
+ * failure (sending later chunks past a gap would start the server's gap patience against the one
+ * that failed) and that meeting waits 1, 2, 4, 8, then 10 s before its next try; other meetings go
+ * on, so one chunk that is refused for hours blocks only its own meeting. After a meeting's last
+ * chunk is acknowledged its End is delivered, if it was requested. Nothing is sent without a key;
+ * a 401 stops everything until the next sign-in. See docs/web-app.md.
  */
 export class ChunkSender {
   private running = false;
   private again = false;
   private timer: ReturnType<typeof setTimeout> | null = null;
-  private failures = 0;
+  private readonly backoff = new Map<string, { failures: number; retryAt: number }>();
+  private offlineFailures = 0;
+  private offlineUntil = 0;
+  /** Meetings with chunks or an End waiting, as of the last look at the store. */
+  private withWork: string[] = [];
   private readonly listeners = new Set<(s: OutboxStatus) => void>();
   private state: OutboxStatus = {
     pending: {},
     rejected: {},
+    endPending: {},
+    trouble: {},
     acknowledged: {},
     offlineUntil: null,
     lastError: null,
@@ -56,7 +65,7 @@ export class ChunkSender {
   };
 
   constructor(private readonly store: ChunkStore) {
-    window.addEventListener('online', () => this.kick());
+    window.addEventListener('online', () => this.retryNow());
   }
 
   get status(): OutboxStatus {
@@ -69,7 +78,7 @@ export class ChunkSender {
     return () => this.listeners.delete(fn);
   }
 
-  /** Starts a round now (or right after the one running). */
+  /** Starts a round now (or right after the one running); meetings still in backoff are skipped. */
   kick(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
@@ -80,6 +89,15 @@ export class ChunkSender {
     void this.round();
   }
 
+  /** Forgets every backoff and sends at once: the browser is back online, or someone signed in. */
+  retryNow(): void {
+    this.backoff.clear();
+    this.offlineFailures = 0;
+    this.offlineUntil = 0;
+    this.set({ needsSignIn: false, trouble: {}, offlineUntil: null });
+    this.kick();
+  }
+
   private set(patch: Partial<OutboxStatus>): void {
     this.state = { ...this.state, ...patch };
     for (const fn of this.listeners) fn(this.state);
@@ -88,105 +106,166 @@ export class ChunkSender {
   private async round(): Promise<void> {
     this.running = true;
     this.again = false;
-    let ok = true;
     try {
-      ok = await this.sendAll();
+      // No key, no round: an empty Bearer would only collect 401s.
+      if (apiKey() && !this.state.needsSignIn) await exclusive(() => this.sendAll());
+      else await this.refresh();
     } catch (err) {
-      ok = false;
+      // IndexedDB itself failed: nothing was lost, try the whole round again later.
+      this.offlineUntil = Date.now() + backoffMs(this.offlineFailures++);
       this.set({ lastError: err instanceof Error ? err.message : String(err) });
     } finally {
       this.running = false;
     }
-    if (ok) {
-      this.failures = 0;
-      this.set({ offlineUntil: null });
-      if (this.again) this.kick();
+    if (this.again) {
+      this.kick();
       return;
     }
-    if (this.state.needsSignIn) return;
-    const delay = Math.min(BACKOFF_CAP_MS, BACKOFF_FIRST_MS * 2 ** this.failures);
-    this.failures++;
-    this.set({ offlineUntil: Date.now() + delay });
-    this.timer = setTimeout(() => this.kick(), delay);
+    this.schedule();
   }
 
-  /** One pass over the outbox; false when the server could not be reached. */
-  private async sendAll(): Promise<boolean> {
+  private schedule(): void {
+    if (!apiKey() || this.state.needsSignIn) return;
+    let next = Infinity;
+    for (const id of this.withWork) {
+      next = Math.min(next, Math.max(this.backoff.get(id)?.retryAt ?? 0, this.offlineUntil));
+    }
+    if (next === Infinity) return;
+    this.timer = setTimeout(() => this.kick(), Math.max(0, next - Date.now()));
+  }
+
+  private async sendAll(): Promise<void> {
+    const meetings = await this.refresh();
+    if (Date.now() < this.offlineUntil) return;
     const keys = await this.store.pendingKeys();
-    await this.refresh(keys);
-    for (const key of keys) {
-      const sent = await this.send(key);
-      if (!sent) return false;
+    const work = new Map<string, number[]>();
+    for (const [meetingId, seq] of keys) {
+      const seqs = work.get(meetingId) ?? [];
+      seqs.push(seq);
+      work.set(meetingId, seqs);
     }
-    await this.refresh(await this.store.pendingKeys());
-    for (const m of await this.store.meetings()) {
-      if (!m.endRequested || (this.state.pending[m.meetingId] ?? 0) > 0) continue;
-      try {
-        await call('POST', `/v1/meetings/${m.meetingId}/end`);
-      } catch (err) {
-        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500)) return false;
-        // 409 (already ended) or 404: nothing left to deliver for this meeting.
-      }
-      await this.store.forget(m.meetingId);
-      this.set({ ended: { ...this.state.ended, [m.meetingId]: true } });
+    for (const m of meetings) if (m.endRequested && !work.has(m.meetingId)) work.set(m.meetingId, []);
+    const endRequested = new Set(meetings.filter((m) => m.endRequested).map((m) => m.meetingId));
+    for (const [meetingId, seqs] of work) {
+      if ((this.backoff.get(meetingId)?.retryAt ?? 0) > Date.now()) continue;
+      const result = await this.flushMeeting(meetingId, seqs, endRequested.has(meetingId));
+      if (result === 'stop') break;
     }
-    return true;
+    await this.refresh();
   }
 
-  /** True when the chunk is settled (acknowledged or refused for good). */
-  private async send(key: ChunkKey): Promise<boolean> {
-    const chunk = await this.store.get(key);
-    if (!chunk) return true;
-    const [meetingId, seq] = key;
-    try {
-      await call('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
+  private async flushMeeting(meetingId: string, seqs: number[], endRequested: boolean): Promise<Stop> {
+    for (const seq of seqs) {
+      const chunk = await this.store.get([meetingId, seq]);
+      if (!chunk) continue;
+      const a = await answer('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
         contentType: 'audio/wav',
         timeoutMs: 15_000,
       });
-      await this.store.acknowledge(key);
-      this.set({
-        pending: {
-          ...this.state.pending,
-          [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1),
-        },
-        acknowledged: {
-          ...this.state.acknowledged,
-          [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
-        },
-        lastError: null,
-        needsSignIn: false,
-      });
-      return true;
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (err instanceof ApiError && err.status === 401) {
-        this.set({ needsSignIn: true, lastError: message });
-        return false;
+      const outcome = chunkOutcome(seq, a);
+      if (outcome !== 'unreachable') this.reachable();
+      if (outcome === 'acknowledged') {
+        await this.store.acknowledge([meetingId, seq]);
+        this.set({
+          pending: {
+            ...this.state.pending,
+            [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1),
+          },
+          acknowledged: {
+            ...this.state.acknowledged,
+            [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
+          },
+          lastError: null,
+        });
+        continue;
       }
-      if (err instanceof ApiError && isFinal(err)) {
-        await this.store.reject(key, `${err.code}: ${message}`);
-        await this.refresh(await this.store.pendingKeys());
-        return true;
+      if (outcome === 'rejected') {
+        // Final for this chunk only: its audio is kept (and shown) and the meeting goes on.
+        await this.store.reject([meetingId, seq], `${a.code ?? a.status}: ${a.message}`);
+        continue;
       }
-      this.set({ lastError: err instanceof NetworkError ? 'The server cannot be reached.' : message });
-      return false;
+      return this.failed(meetingId, outcome, a, `Chunk ${seq}`);
+    }
+    if (endRequested) {
+      const a = await answer('POST', `/v1/meetings/${meetingId}/end`);
+      const outcome = endOutcome(a);
+      if (outcome !== 'unreachable') this.reachable();
+      if (outcome !== 'delivered') return this.failed(meetingId, outcome, a, 'End meeting');
+      await this.store.forget(meetingId);
+      this.set({ ended: { ...this.state.ended, [meetingId]: true } });
+    }
+    this.backoff.delete(meetingId);
+    const { [meetingId]: _cleared, ...trouble } = this.state.trouble;
+    this.set({ trouble });
+    return 'done';
+  }
+
+  private reachable(): void {
+    this.offlineFailures = 0;
+    this.offlineUntil = 0;
+    if (this.state.offlineUntil !== null) this.set({ offlineUntil: null });
+  }
+
+  private failed(
+    meetingId: string,
+    outcome: 'sign_in' | 'not_found' | 'unreachable' | 'retry',
+    a: Answer & { message: string },
+    what: string,
+  ): Stop {
+    const now = Date.now();
+    switch (outcome) {
+      case 'sign_in':
+        this.set({
+          needsSignIn: true,
+          lastError: 'The server did not accept the API key this tab signed in with.',
+        });
+        return 'stop';
+      case 'unreachable':
+        this.offlineUntil = now + backoffMs(this.offlineFailures++);
+        this.set({ offlineUntil: this.offlineUntil, lastError: 'The server cannot be reached.' });
+        return 'stop';
+      case 'not_found':
+      case 'retry': {
+        const failures = this.backoff.get(meetingId)?.failures ?? 0;
+        const retryAt = now + backoffMs(failures);
+        this.backoff.set(meetingId, { failures: failures + 1, retryAt });
+        const message =
+          outcome === 'not_found'
+            ? 'The server does not know this meeting under the key this tab signed in with (is it a key of another workspace?). Its audio stays in this browser; sign in with a key of the workspace that owns it to send it.'
+            : a.code === 'storage.quota_exceeded'
+              ? `${what} was not accepted: the workspace's storage quota is full. The audio stays in this browser and is sent once space is freed.`
+              : `${what} was not accepted yet (${a.code ?? `HTTP ${a.status}`}: ${a.message}). It stays in this browser and is tried again.`;
+        this.set({
+          trouble: {
+            ...this.state.trouble,
+            [meetingId]: { message, retryAt, notFound: outcome === 'not_found' },
+          },
+          lastError: message,
+        });
+        return 'failed';
+      }
     }
   }
 
-  private async refresh(keys: ChunkKey[]): Promise<void> {
+  /** Re-reads counts from the store (no network); returns the stored meetings. */
+  private async refresh(): Promise<StoredMeeting[]> {
+    const keys = await this.store.pendingKeys();
+    const meetings = await this.store.meetings();
     const pending: Record<string, number> = {};
     for (const [meetingId] of keys) pending[meetingId] = (pending[meetingId] ?? 0) + 1;
     const rejected: OutboxStatus['rejected'] = {};
     for (const r of await this.store.rejected())
-      (rejected[r.meetingId] ??= []).push({ seq: r.seq, error: r.error });
-    this.set({ pending, rejected });
+      (rejected[r.meetingId] ??= []).push({ seq: r.seq, error: r.error, hasAudio: r.hasAudio });
+    const endPending: Record<string, boolean> = {};
+    for (const m of meetings) if (m.endRequested) endPending[m.meetingId] = true;
+    this.withWork = [...new Set([...Object.keys(pending), ...Object.keys(endPending)])];
+    this.set({ pending, rejected, endPending });
+    return meetings;
   }
 }
 
-/** Refusals that no retry can change: 4xx other than 401 (sign in), 408 and 429 (try later). */
-function isFinal(err: ApiError): boolean {
-  if (FINAL_CODES.has(err.code)) return true;
-  return (
-    err.status >= 400 && err.status < 500 && err.status !== 401 && err.status !== 408 && err.status !== 429
-  );
+/** One sending round at a time across this browser's tabs (they share one IndexedDB outbox). */
+async function exclusive(fn: () => Promise<void>): Promise<void> {
+  if (!('locks' in navigator)) return fn();
+  await navigator.locks.request('verbatim.outbox-sender', fn);
 }

@@ -5,8 +5,11 @@
  * captured. See docs/web-app.md.
  *
  * Stores: `chunks` holds pending chunks only (key [meetingId, seq], so keys sort in sequence
- * order); `rejected` keeps what the server refused for good, without the audio; `meetings` the
- * next sequence number and whether End is still to be delivered.
+ * order); `rejected` keeps what the server refused for good, with its audio (it can be downloaded);
+ * `meetings` the next sequence number and whether End is still to be delivered.
+ *
+ * Sequence numbers are allocated inside the transaction that stores the chunk, and chunks are
+ * written with `add`, never `put`: two writers can never give two chunks one seq, or overwrite one.
  */
 
 export interface StoredChunk {
@@ -20,6 +23,9 @@ export interface RejectedChunk {
   meetingId: string;
   seq: number;
   error: string;
+  /** The audio, kept so it can be downloaded (absent in entries an older version stored). */
+  wav?: ArrayBuffer;
+  rejectedAt?: number;
 }
 
 export interface StoredMeeting {
@@ -62,18 +68,25 @@ export class ChunkStore {
     return new ChunkStore(await request(req));
   }
 
-  /** Stores a captured chunk and advances the meeting's next sequence number, in one transaction. */
-  async put(meetingId: string, seq: number, wav: ArrayBuffer): Promise<void> {
+  /**
+   * Stores a captured chunk under the meeting's next sequence number and advances it, in one
+   * transaction; returns the seq. `add` fails rather than overwrite an existing chunk.
+   */
+  async add(meetingId: string, wav: ArrayBuffer): Promise<number> {
     const tx = this.db.transaction(['chunks', 'meetings'], 'readwrite');
-    tx.objectStore('chunks').put({ meetingId, seq, wav, createdAt: Date.now() } satisfies StoredChunk);
+    const completed = done(tx);
+    completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
     const meetings = tx.objectStore('meetings');
     const current = (await request(meetings.get(meetingId))) as StoredMeeting | undefined;
+    const seq = current?.nextSeq ?? 0;
+    tx.objectStore('chunks').add({ meetingId, seq, wav, createdAt: Date.now() } satisfies StoredChunk);
     meetings.put({
       meetingId,
-      nextSeq: Math.max(current?.nextSeq ?? 0, seq + 1),
+      nextSeq: seq + 1,
       endRequested: current?.endRequested ?? false,
     } satisfies StoredMeeting);
-    await done(tx);
+    await completed;
+    return seq;
   }
 
   /** Keys of every pending chunk, each meeting's in sequence order (no audio is read). */
@@ -93,16 +106,33 @@ export class ChunkStore {
     await done(tx);
   }
 
+  /** Moves a chunk the server refused for good, with its audio, from `chunks` to `rejected`. */
   async reject(key: ChunkKey, error: string): Promise<void> {
     const tx = this.db.transaction(['chunks', 'rejected'], 'readwrite');
+    const completed = done(tx);
+    completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
+    const chunk = (await request(tx.objectStore('chunks').get(key))) as StoredChunk | undefined;
+    tx.objectStore('rejected').put({
+      meetingId: key[0],
+      seq: key[1],
+      error,
+      wav: chunk?.wav,
+      rejectedAt: Date.now(),
+    } satisfies RejectedChunk);
     tx.objectStore('chunks').delete(key);
-    tx.objectStore('rejected').put({ meetingId: key[0], seq: key[1], error } satisfies RejectedChunk);
-    await done(tx);
+    await completed;
   }
 
-  async rejected(): Promise<RejectedChunk[]> {
+  /** Every rejected chunk, its audio left out (`rejectedAudio` reads one). */
+  async rejected(): Promise<Array<Omit<RejectedChunk, 'wav'> & { hasAudio: boolean }>> {
     const tx = this.db.transaction('rejected', 'readonly');
-    return (await request(tx.objectStore('rejected').getAll())) as RejectedChunk[];
+    const all = (await request(tx.objectStore('rejected').getAll())) as RejectedChunk[];
+    return all.map(({ wav, ...r }) => ({ ...r, hasAudio: wav !== undefined }));
+  }
+
+  async rejectedAudio(key: ChunkKey): Promise<ArrayBuffer | undefined> {
+    const tx = this.db.transaction('rejected', 'readonly');
+    return ((await request(tx.objectStore('rejected').get(key))) as RejectedChunk | undefined)?.wav;
   }
 
   async meeting(meetingId: string): Promise<StoredMeeting | undefined> {
@@ -117,10 +147,12 @@ export class ChunkStore {
 
   async requestEnd(meetingId: string): Promise<void> {
     const tx = this.db.transaction('meetings', 'readwrite');
+    const completed = done(tx);
+    completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
     const store = tx.objectStore('meetings');
     const current = (await request(store.get(meetingId))) as StoredMeeting | undefined;
     store.put({ meetingId, nextSeq: current?.nextSeq ?? 0, endRequested: true } satisfies StoredMeeting);
-    await done(tx);
+    await completed;
   }
 
   /** Forgets a meeting once its End was delivered and none of its chunks is pending. */

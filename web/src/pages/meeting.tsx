@@ -3,9 +3,17 @@ import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment 
 import { StatusBadge } from '../components/status.tsx';
 import { clock, download } from '../format.ts';
 import { usePoll } from '../hooks.ts';
-import type { OutboxStatus } from '../outbox/chunk-sender.ts';
+import { RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
 import { outbox } from '../outbox/index.ts';
-import { endMeeting, session, startRecording, watchSession, type SessionState } from '../session.ts';
+import { useOutbox } from '../outbox/use-outbox.ts';
+import {
+  endMeeting,
+  recordingElsewhere,
+  session,
+  startRecording,
+  watchSession,
+  type SessionState,
+} from '../session.ts';
 
 const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'grace', label: 'Waiting for the last audio' },
@@ -14,22 +22,6 @@ const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'writing_minutes', label: 'Writing the minutes' },
   { stage: 'finishing', label: 'Deleting the audio and finishing' },
 ];
-
-function useOutbox(): OutboxStatus | null {
-  const [status, setStatus] = useState<OutboxStatus | null>(null);
-  useEffect(() => {
-    let off: (() => void) | undefined;
-    let gone = false;
-    void outbox().then(({ sender }) => {
-      if (!gone) off = sender.subscribe(setStatus);
-    });
-    return () => {
-      gone = true;
-      off?.();
-    };
-  }, []);
-  return status;
-}
 
 function useSession(): SessionState | null {
   const [s, setS] = useState(session());
@@ -45,6 +37,8 @@ export function MeetingPage({ id }: { id: string }) {
   const [nextSeq, setNextSeq] = useState<number | null>(null);
   const [endRequested, setEndRequested] = useState(false);
   const [actionError, setActionError] = useState<string | null>(null);
+  /** Another tab of this browser holds this meeting's recording lock. */
+  const [elsewhere, setElsewhere] = useState(false);
   /** Bumped by Regenerate, to start polling again a meeting that had settled. */
   const [wake, setWake] = useState(0);
   const rec = useSession();
@@ -63,6 +57,7 @@ export function MeetingPage({ id }: { id: string }) {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
           setSegments(t.segments);
         }
+        setElsewhere(await recordingElsewhere(id));
         const stored = await (await outbox()).store.meeting(id);
         setNextSeq(stored?.nextSeq ?? null);
         setEndRequested(stored?.endRequested ?? false);
@@ -99,7 +94,10 @@ export function MeetingPage({ id }: { id: string }) {
   const recordingHere = mine && (mine.phase === 'recording' || mine.phase === 'starting');
   const live = meeting.source === 'live';
   const open = meeting.status === 'created' || meeting.status === 'recording';
-  const ending = endRequested || mine?.phase === 'stopping' || (box?.ended[id] ?? false);
+  const ending =
+    endRequested || mine?.phase === 'stopping' || (box?.ended[id] ?? false) || (box?.endPending[id] ?? false);
+  const trouble = box?.trouble[id];
+  const rejectedCount = box?.rejected[id]?.length ?? 0;
 
   const end = async () => {
     setActionError(null);
@@ -142,10 +140,11 @@ export function MeetingPage({ id }: { id: string }) {
         </p>
       )}
       {mine?.error && (
-        <p role="alert" class="error">
+        <p role="alert" class="error" data-testid="recording-error">
           {mine.error}
         </p>
       )}
+      {mine && <UnsavedAudio chunks={mine.unsaved} title={meeting.title} />}
 
       {live && open && !ending && (
         <section class="card recorder" aria-label="Recording">
@@ -158,6 +157,11 @@ export function MeetingPage({ id }: { id: string }) {
               <label for="level">Input level</label>
               <meter id="level" min={0} max={1} low={0.05} high={0.9} value={mine.level} />
             </>
+          ) : elsewhere ? (
+            <p role="status" data-testid="recording-elsewhere">
+              This meeting is being recorded in another tab of this browser. Use that tab to continue or end
+              it.
+            </p>
           ) : (
             <p>
               {meeting.status === 'created' || nextSeq !== null
@@ -166,7 +170,7 @@ export function MeetingPage({ id }: { id: string }) {
             </p>
           )}
           <div class="row">
-            {!recordingHere && (meeting.status === 'created' || nextSeq !== null) && (
+            {!recordingHere && !elsewhere && (meeting.status === 'created' || nextSeq !== null) && (
               <button type="button" onClick={() => void resume()}>
                 ● {meeting.status === 'created' ? 'Record' : 'Continue recording'}
               </button>
@@ -178,7 +182,7 @@ export function MeetingPage({ id }: { id: string }) {
         </section>
       )}
 
-      {live && (pending > 0 || (box?.rejected[id]?.length ?? 0) > 0 || (mine && open)) && (
+      {live && (pending > 0 || rejectedCount > 0 || trouble || (mine && open)) && (
         <section class="card" aria-label="Audio sent">
           <p
             role="status"
@@ -190,14 +194,15 @@ export function MeetingPage({ id }: { id: string }) {
               ? `${pending} ${pending === 1 ? 'chunk' : 'chunks'} of audio kept in this browser, waiting to be sent.`
               : 'All audio captured so far is on the server.'}
             {box?.offlineUntil && pending > 0
-              ? ` ${box.lastError ?? 'Sending failed'}; trying again in ${Math.max(0, Math.ceil((box.offlineUntil - Date.now()) / 1000))} s.`
+              ? ` The server cannot be reached; trying again in ${Math.max(0, Math.ceil((box.offlineUntil - Date.now()) / 1000))} s.`
               : ''}
           </p>
-          {(box?.rejected[id] ?? []).map((r) => (
-            <p key={r.seq} class="error">
-              Chunk {r.seq} was refused by the server: {r.error}
+          {trouble && (
+            <p role="status" class="warn" data-testid="outbox-trouble">
+              {trouble.message} Next try in {Math.max(0, Math.ceil((trouble.retryAt - Date.now()) / 1000))} s.
             </p>
-          ))}
+          )}
+          <RejectedChunks meetingId={id} title={meeting.title} />
         </section>
       )}
 
@@ -363,9 +368,12 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
           <p role="alert" data-testid="minutes-reason">
             {minutes.reason?.plain ?? 'There are no minutes for this meeting.'}
           </p>
-          <button type="button" onClick={() => void regenerate()} disabled={busy}>
-            Regenerate minutes
-          </button>
+          {/* With nothing transcribed there is nothing to summarise: Regenerate cannot help. */}
+          {minutes.reason?.code !== 'minutes.no_transcript' && (
+            <button type="button" onClick={() => void regenerate()} disabled={busy}>
+              Regenerate minutes
+            </button>
+          )}
         </>
       )}
       {error && (

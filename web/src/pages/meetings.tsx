@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { call, type Meeting } from '../api.ts';
 import { Upload } from '../components/upload.tsx';
+import { OutboxSummary } from '../components/outbox-notices.tsx';
 import { StatusBadge } from '../components/status.tsx';
 import { age } from '../format.ts';
 import { navigate, usePoll } from '../hooks.ts';
@@ -67,6 +68,8 @@ export function MeetingsPage() {
           </button>
         </form>
       </section>
+
+      <OutboxSummary titles={Object.fromEntries((meetings ?? []).map((m) => [m.id, m.title]))} />
 
       <Upload />
 

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { ApiError } from '../api.ts';
+import { WaitingForSignIn } from '../components/outbox-notices.tsx';
 
 /** Checks the key with one cheap authenticated call before keeping it for this browser session. */
 export function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
@@ -28,6 +29,7 @@ export function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
   return (
     <main class="narrow">
       <h1>Verbatim</h1>
+      <WaitingForSignIn />
       <form onSubmit={(e) => void submit(e)} class="card">
         <label for="api-key">API key</label>
         <input

@@ -112,21 +112,7 @@ export async function removeCalendarFeed(deps: MeetingDeps, workspaceId: string,
       .execute();
     let canceled = 0;
     for (const k of events) {
-      if (
-        k.recording_id &&
-        (await releaseCopy(
-          deps,
-          trx,
-          { feedId, uid: k.uid, recordingId: k.recording_id },
-          `user:${workspaceId}`,
-        )) === 'canceled'
-      )
-        canceled++;
-      await trx
-        .deleteFrom('calendar_events')
-        .where('feed_id', '=', feedId)
-        .where('uid', '=', k.uid)
-        .execute();
+      if (await dropCopy(deps, trx, feedId, k, `user:${workspaceId}`)) canceled++;
     }
     await trx.deleteFrom('calendar_feeds').where('id', '=', feedId).execute();
     return { id: feedId, canceled };
@@ -259,17 +245,7 @@ export async function pollFeed(
     // Gone from the feed, or canceled in it, and still in the future: cancel its recording.
     for (const k of known) {
       if (seen.has(k.uid) || k.end_at <= now) continue;
-      if (
-        k.recording_id &&
-        (await releaseCopy(deps, trx, { feedId, uid: k.uid, recordingId: k.recording_id }, actor)) ===
-          'canceled'
-      )
-        canceled++;
-      await trx
-        .deleteFrom('calendar_events')
-        .where('feed_id', '=', feedId)
-        .where('uid', '=', k.uid)
-        .execute();
+      if (await dropCopy(deps, trx, feedId, k, actor)) canceled++;
     }
     await trx
       .updateTable('calendar_feeds')
@@ -314,6 +290,21 @@ async function releaseCopy(
     .execute();
   if (others.length > 0) return 'held';
   return (await cancelRecordingInTx(deps, trx, copy.recordingId, actor)) !== null ? 'canceled' : 'held';
+}
+
+/** Forgets a feed's copy of a meeting; true when that canceled the recording. */
+async function dropCopy(
+  deps: MeetingDeps,
+  trx: Tx,
+  feedId: string,
+  copy: { uid: string; recording_id: string | null },
+  actor: string,
+): Promise<boolean> {
+  const released = copy.recording_id
+    ? await releaseCopy(deps, trx, { feedId, uid: copy.uid, recordingId: copy.recording_id }, actor)
+    : 'held';
+  await trx.deleteFrom('calendar_events').where('feed_id', '=', feedId).where('uid', '=', copy.uid).execute();
+  return released === 'canceled';
 }
 
 const STARTED = new Set(['joining', 'in_call', 'recording', 'processing']);

@@ -122,6 +122,7 @@ export function MeetingPage({ id }: { id: string }) {
       aria-labelledby="meeting-title"
       data-meeting-status={meeting.status}
       data-chunks-captured={mine?.chunksCaptured ?? ''}
+      data-phase={mine?.phase ?? ''}
     >
       <header class="meeting-head">
         <h1 id="meeting-title">{meeting.title}</h1>

@@ -1,0 +1,217 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { encodeWav } from '../web/src/audio/wav.ts';
+import {
+  buildWebApp,
+  fakeMicrophoneFile,
+  launchChromium,
+  screenshot,
+  serveWebApp,
+  signIn,
+  type Browser,
+  type WebServer,
+} from './support/browser.ts';
+import { SPEECH, startHarness, waitFor, type Harness } from './support/harness.ts';
+
+/**
+ * The web app's outbox under the answers that must not lose audio: a full storage quota, an End
+ * left pending by a closed tab, a second tab, a revoked key. Real Chromium against the real API
+ * process; no worker is needed (nothing here waits for a transcript), which keeps these quick.
+ * Each test has its own workspace, so the storage quota of one does not touch another.
+ */
+const QUOTA_BYTES = 2_500_000;
+
+void describe('web app outbox', () => {
+  let h: Harness;
+  let web: WebServer;
+  let mic: string;
+  let browser: Browser | null = null;
+
+  before(async () => {
+    h = await startHarness({
+      env: {
+        VERBATIM_CHUNK_SECONDS: '5',
+        VERBATIM_GAP_PATIENCE_SECONDS: '60',
+        VERBATIM_CLOSEOUT_GRACE_SECONDS: '30',
+        VERBATIM_WORKSPACE_QUOTA_BYTES: String(QUOTA_BYTES),
+      },
+    });
+    web = await serveWebApp(h, buildWebApp());
+    mic = fakeMicrophoneFile(SPEECH);
+  });
+  beforeEach(async () => {
+    await browser?.close();
+    browser = null;
+    await web.start();
+  });
+  after(async () => {
+    await browser?.close();
+    await web?.stop();
+    await h?.close();
+  });
+
+  async function workspaceKey(name: string): Promise<{ workspaceId: string; keyId: string; apiKey: string }> {
+    const workspaceId = await h.app.workspaces.createWorkspace(name);
+    return h.app.workspaces.createApiKey(workspaceId, name);
+  }
+
+  const as = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
+
+  async function chunkSeqs(meetingId: string): Promise<number[]> {
+    const rows = await h.app.database.db
+      .selectFrom('chunks')
+      .select('seq')
+      .where('meeting_id', '=', meetingId)
+      .orderBy('seq')
+      .execute();
+    return rows.map((r) => r.seq);
+  }
+
+  async function meetingStatus(id: string): Promise<string> {
+    const row = await h.app.database.db
+      .selectFrom('meetings')
+      .select('status')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row?.status ?? 'gone';
+  }
+
+  /** Signs in, starts a live meeting from the list, and returns its id. */
+  async function record(page: Browser['page'], apiKey: string, title: string): Promise<string> {
+    await signIn(page, web.url, apiKey);
+    await page.getByLabel('Title', { exact: true }).fill(title);
+    await page.getByRole('button', { name: /Record/ }).click();
+    await page.getByRole('heading', { name: title }).waitFor();
+    return /#\/meetings\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+  }
+
+  const captured = async (page: Browser['page']) =>
+    Number(await page.locator('article').getAttribute('data-chunks-captured'));
+
+  void it('L1: chunks refused with 413 storage.quota_exceeded stay in the browser and are delivered once space is freed', async () => {
+    // A real refusal: this workspace fills its quota through the API with another meeting's chunks.
+    const { apiKey } = await workspaceKey('quota');
+    const filler = (await h.request('POST', '/v1/meetings', { source: 'live', title: 'filler' }, as(apiKey)))
+      .json.id as string;
+    const fiveSeconds = Buffer.from(encodeWav(new Int16Array(80_000), 16_000));
+    for (let seq = 0; ; seq++) {
+      const res = await h.request('PUT', `/v1/meetings/${filler}/chunks/${seq}`, fiveSeconds, {
+        ...as(apiKey),
+        'content-type': 'audio/wav',
+      });
+      if (res.status === 413) {
+        assert.equal(res.json.error.code, 'storage.quota_exceeded');
+        break;
+      }
+      assert.equal(res.status, 201);
+      assert.ok(seq < 40, 'the quota fills');
+    }
+
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Full workspace');
+    await page
+      .getByTestId('outbox-trouble')
+      .filter({ hasText: /storage quota is full/ })
+      .waitFor({ timeout: 30_000 });
+    await page.locator('[data-testid="outbox"][data-pending="2"]').waitFor({ timeout: 30_000 });
+    assert.deepEqual(await chunkSeqs(id), [], 'nothing was accepted while the quota was full');
+    assert.equal(await page.getByTestId('rejected').count(), 0, 'a full quota does not reject a chunk');
+
+    // Space is freed: the kept chunks go out, in order, without a hole.
+    assert.equal((await h.request('DELETE', `/v1/meetings/${filler}`, undefined, as(apiKey))).status, 204);
+    await waitFor('the kept chunks to arrive', async () => (await chunkSeqs(id)).length >= 2, 30_000);
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    const n = await captured(page);
+    assert.deepEqual(await chunkSeqs(id), [...Array(n).keys()], 'every captured chunk, 0…n−1');
+    await screenshot(page, 'web-outbox-quota');
+  });
+
+  void it('L3: an End left pending by a tab closed during an outage is delivered after the next sign-in, not before', async () => {
+    const { apiKey } = await workspaceKey('end');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Ended offline');
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
+    // The outage hits the End itself: every chunk gets through, the End's POST finds no server
+    // (page.route refuses the connection for this tab only), so only the End is left pending.
+    await page.route('**/v1/meetings/*/end', (route) => route.abort('connectionrefused'));
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await page.locator('article[data-phase="stopped"]').waitFor();
+    await page.locator('[data-testid="outbox"][data-pending="0"]').waitFor({ timeout: 30_000 });
+    await page.getByText(/Ending the meeting: telling the server/).waitFor();
+    const n = await captured(page);
+    await page.close();
+
+    // A new tab has no key (it lives in the tab's session): the app says what waits and sends
+    // nothing, so the End cannot be spent on a 401.
+    const again = await browser.context.newPage();
+    await again.goto(`${web.url}/`);
+    await again.locator('[data-testid="outbox-waiting"][data-ends="1"][data-chunks="0"]').waitFor();
+    assert.equal(await meetingStatus(id), 'recording', 'End is not sent without a key');
+    await again.getByLabel('API key').fill(apiKey);
+    await again.getByRole('button', { name: 'Sign in' }).click();
+    await waitFor('the End to arrive', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(n).keys()], 'every chunk went before the End');
+    await screenshot(again, 'web-outbox-end-after-sign-in');
+  });
+
+  void it('L1: a second tab cannot record or end a meeting another tab is recording, and says why', async () => {
+    const { apiKey } = await workspaceKey('tabs');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Two tabs');
+    const second = await browser.context.newPage();
+    await signIn(second, web.url, apiKey);
+    await second.goto(`${web.url}/#/meetings/${id}`);
+    await second.getByTestId('recording-elsewhere').waitFor();
+    assert.equal(await second.getByRole('button', { name: /Continue recording/ }).count(), 0);
+    await second.getByRole('button', { name: /End meeting/ }).click();
+    await second
+      .getByRole('alert')
+      .filter({ hasText: /recorded in another tab/ })
+      .waitFor();
+    assert.ok(['created', 'recording'].includes(await meetingStatus(id)), 'the second tab did not end it');
+
+    // The first tab goes on; its End ends the meeting with every chunk, numbered without a hole.
+    await waitFor('two chunks from the first tab', async () => (await captured(page)) >= 2, 30_000);
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(await captured(page)).keys()]);
+    await screenshot(second, 'web-outbox-second-tab');
+  });
+
+  void it('L1: a 401 (key revoked) keeps every chunk in the browser and asks to sign in again; after it they are sent', async () => {
+    const { workspaceId, keyId, apiKey } = await workspaceKey('revoked');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Revoked key');
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
+    await h.app.database.db
+      .updateTable('api_keys')
+      .set({ revoked_at: new Date() })
+      .where('id', '=', keyId)
+      .execute();
+    const prompt = page.getByTestId('sign-in-again');
+    await prompt.waitFor({ timeout: 30_000 });
+    await page.locator('[data-testid="outbox"][data-pending="2"]').waitFor({ timeout: 30_000 });
+    const onServer = await chunkSeqs(id);
+
+    // Sign in again with a new key of the same workspace: the kept chunks go out, recording went on.
+    const fresh = await h.app.workspaces.createApiKey(workspaceId, 'fresh');
+    await prompt.getByRole('button', { name: 'Sign in again' }).click();
+    await page.locator('[data-testid="outbox-waiting"]').waitFor();
+    await page.getByLabel('API key').fill(fresh.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitFor(
+      'the kept chunks to arrive',
+      async () => (await chunkSeqs(id)).length >= onServer.length + 2,
+    );
+    await page.goto(`${web.url}/#/meetings/${id}`);
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(await captured(page)).keys()]);
+    await screenshot(page, 'web-outbox-signed-in-again');
+  });
+});

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { encodeWav } from '../web/src/audio/wav.ts';
 import {
@@ -213,5 +216,92 @@ void describe('web app outbox', () => {
     await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
     assert.deepEqual(await chunkSeqs(id), [...Array(await captured(page)).keys()]);
     await screenshot(page, 'web-outbox-signed-in-again');
+  });
+
+  void it('L1: when IndexedDB refuses a chunk the recording stops with an error and the audio can be downloaded', async () => {
+    const { apiKey } = await workspaceKey('idb');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Full disk');
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
+    // The browser's storage boundary fails as a full disk does: every chunk write throws.
+    await page.evaluate(() => {
+      // Runs in the page; the test program has no DOM types.
+      const g = globalThis as unknown as {
+        IDBObjectStore: { prototype: { add: () => never } };
+        DOMException: new (message: string, name: string) => Error;
+      };
+      g.IDBObjectStore.prototype.add = () => {
+        throw new g.DOMException('The disk is full', 'QuotaExceededError');
+      };
+    });
+    await page
+      .getByTestId('recording-error')
+      .filter({ hasText: /could not be stored/ })
+      .waitFor({ timeout: 30_000 });
+    await page.locator('article[data-phase="stopped"]').waitFor();
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: /Download the audio not stored/ }).click(),
+    ]);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-unsaved-')), 'unsaved.wav');
+    await download.saveAs(file);
+    const wav = fs.readFileSync(file);
+    assert.equal(wav.subarray(0, 4).toString(), 'RIFF');
+    assert.ok(wav.length > 44 + 16_000, `the chunk not stored is in the download (${wav.length} bytes)`);
+    assert.deepEqual(
+      await chunkSeqs(id),
+      [...Array(await captured(page)).keys()],
+      'what was stored went out',
+    );
+    await screenshot(page, 'web-outbox-idb-refused');
+  });
+
+  void it('L1: when the microphone goes away the recording stops with the reason and keeps what was captured', async () => {
+    const { apiKey } = await workspaceKey('unplugged');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    // Keeps a handle on the microphone track so the test can end it as an unplugged device does.
+    interface Track {
+      dispatchEvent(e: unknown): boolean;
+    }
+    interface Stream {
+      getAudioTracks(): Track[];
+    }
+    interface PageGlobals {
+      micTracks: Track[];
+      Event: new (type: string) => unknown;
+      navigator: { mediaDevices: { getUserMedia: (c: unknown) => Promise<Stream> } };
+    }
+    await page.addInitScript(() => {
+      const g = globalThis as unknown as PageGlobals;
+      const devices = g.navigator.mediaDevices;
+      const original = devices.getUserMedia.bind(devices);
+      devices.getUserMedia = async (c: unknown) => {
+        const stream = await original(c);
+        g.micTracks = stream.getAudioTracks();
+        return stream;
+      };
+    });
+    const id = await record(page, apiKey, 'Unplugged');
+    await waitFor('a first chunk captured', async () => (await captured(page)) >= 1, 30_000);
+    await page.evaluate(() => {
+      const g = globalThis as unknown as PageGlobals;
+      for (const t of g.micTracks) t.dispatchEvent(new g.Event('ended'));
+    });
+    await page
+      .getByTestId('recording-error')
+      .filter({ hasText: /microphone stopped/ })
+      .waitFor();
+    await page.locator('article[data-phase="stopped"]').waitFor();
+    const n = await captured(page);
+    assert.ok(n >= 2, `the partial chunk after the last full one was kept (${n} chunks)`);
+    await waitFor(
+      'every captured chunk on the server',
+      async () => (await chunkSeqs(id)).length === n,
+      30_000,
+    );
+    assert.deepEqual(await chunkSeqs(id), [...Array(n).keys()]);
+    await screenshot(page, 'web-outbox-unplugged');
   });
 });

@@ -52,6 +52,11 @@ export function watchSession(fn: (s: SessionState | null) => void): () => void {
   return () => listeners.delete(fn);
 }
 
+/** After the person downloaded the audio IndexedDB would not take, this tab may let it go. */
+export function forgetUnsaved(): void {
+  patch({ unsaved: [] });
+}
+
 const lockName = (meetingId: string) => `verbatim.recording.${meetingId}`;
 
 /**

@@ -2,6 +2,7 @@ import { joinWavs } from '../audio/wav.ts';
 import { SAMPLE_RATE } from '../audio/recorder.ts';
 import { downloadBytes } from '../format.ts';
 import { outbox } from '../outbox/index.ts';
+import { forgetUnsaved } from '../session.ts';
 import { describeWaiting, useOutbox, waiting } from '../outbox/use-outbox.ts';
 
 /** Shown over every screen after a 401: nothing is sent until someone signs in again. */
@@ -101,6 +102,9 @@ export function UnsavedAudio({ chunks, title }: { chunks: ArrayBuffer[]; title: 
         onClick={() => downloadBytes(`${title}-not-stored.wav`, joinWavs(chunks, SAMPLE_RATE), 'audio/wav')}
       >
         Download the audio not stored (WAV)
+      </button>{' '}
+      <button type="button" class="link" onClick={forgetUnsaved}>
+        I have downloaded it; forget it here
       </button>
     </p>
   );

@@ -218,6 +218,45 @@ void describe('web app outbox', () => {
     await screenshot(page, 'web-outbox-signed-in-again');
   });
 
+  void it("L1: signing out keeps the chunks; another workspace's key gets 404 and they stay, shown; its own workspace's key sends them", async () => {
+    const own = await workspaceKey('own');
+    const other = await workspaceKey('other');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, own.apiKey, 'Signed out');
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    // The recording goes on behind the sign-in screen; its chunks wait for a key.
+    await page.locator('[data-testid="outbox-waiting"][data-chunks="1"]').waitFor({ timeout: 30_000 });
+
+    await page.getByLabel('API key').fill(other.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page
+      .getByTestId('outbox-summary')
+      .locator(`li[data-meeting-id="${id}"]`)
+      .filter({ hasText: /another workspace/ })
+      .waitFor({ timeout: 30_000 });
+    assert.equal(
+      await page
+        .getByTestId('outbox-summary')
+        .getByText(/refused by the server/)
+        .count(),
+      0,
+      'a 404 rejects nothing',
+    );
+
+    // Signed in again in place (a reload would end this tab's recording).
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').fill(own.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Meetings' }).waitFor();
+    await page.goto(`${web.url}/#/meetings/${id}`);
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(await captured(page)).keys()]);
+    await screenshot(page, 'web-outbox-other-workspace');
+  });
+
   void it('L1: when IndexedDB refuses a chunk the recording stops with an error and the audio can be downloaded', async () => {
     const { apiKey } = await workspaceKey('idb');
     browser = await launchChromium({ microphoneFile: mic });

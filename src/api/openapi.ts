@@ -322,7 +322,10 @@ export function openApiDocument(maxUploadBytes: number) {
           summary:
             'X1 for the web app: queues (pending, due, running, oldest due age), health figures, dead letters with their attempt histories, minutes outages in progress, cleanup backlog; job lists are the caller’s workspace only',
           responses: {
-            '200': { description: '{queues, health, deadLetters, outages, storedBytes}' },
+            '200': {
+              description:
+                '{queues, health (installation-wide), workspace (this workspace’s failed, quarantined and outage counts), deadLetters, outages, storedBytes}',
+            },
             ...errors,
           },
         },

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { apiKey, setApiKey } from './api.ts';
 import { navigate, useRoute } from './hooks.ts';
-import { SignInAgain } from './components/outbox-notices.tsx';
+import { OutboxProblem, SignInAgain } from './components/outbox-notices.tsx';
 import { outbox } from './outbox/index.ts';
 import { MeetingPage } from './pages/meeting.tsx';
 import { MeetingsPage } from './pages/meetings.tsx';
@@ -18,7 +18,7 @@ export function App() {
           setApiKey(k);
           setKey(k);
           // Audio a closed tab or a refused key left in the outbox waits for a key; send it now.
-          void outbox().then(({ sender }) => sender.retryNow());
+          void outbox().then(({ sender }) => sender.retryNow({ signedIn: true }));
         }}
       />
     );
@@ -56,6 +56,7 @@ export function App() {
       </header>
       <main>
         <SignInAgain onSignIn={signOut} />
+        <OutboxProblem />
         {meeting?.[1] ? (
           <MeetingPage id={meeting[1]} />
         ) : route === '/operator' ? (

@@ -22,6 +22,8 @@ export const RECORDING_ELSEWHERE =
 
 let recorder: MicRecorder | null = null;
 let releaseLock: (() => void) | null = null;
+/** Stops listening for the server's word that the meeting being recorded is no longer live. */
+let stopWatching: (() => void) | null = null;
 /** Set while a recording is being stopped; End waits for it so the last chunk is stored first. */
 let stopping: Promise<void> | null = null;
 let state: SessionState | null = null;
@@ -78,6 +80,17 @@ function lockMeeting(meetingId: string): Promise<(() => void) | null> {
   });
 }
 
+/** Takes the meeting's recording lock for `fn` (another tab cannot start recording meanwhile). */
+async function withMeetingLock<T>(meetingId: string, fn: () => Promise<T>): Promise<T | null> {
+  const release = await lockMeeting(meetingId);
+  if (!release) return null;
+  try {
+    return await fn();
+  } finally {
+    release();
+  }
+}
+
 /** True when another tab of this browser is recording the meeting. */
 export async function recordingElsewhere(meetingId: string): Promise<boolean> {
   if (recorder && state?.meetingId === meetingId) return false;
@@ -106,8 +119,20 @@ export async function startRecording(meetingId: string): Promise<void> {
   const { store, sender } = await outbox();
   const release = await lockMeeting(meetingId);
   if (!release) throw new Error(RECORDING_ELSEWHERE);
+  // Checked under the lock, which End takes while it stores End: no chunk may follow an End.
+  if ((await store.meeting(meetingId))?.endRequested) {
+    release();
+    throw new Error(
+      'End meeting was already pressed for this meeting (its End waits in this browser to be sent), so it cannot be recorded again.',
+    );
+  }
   releaseLock = release;
   let captured = 0;
+  /**
+   * Set once a chunk could not be stored: every later chunk stays in memory with it, so no later
+   * chunk takes its sequence number (the server would see no gap and the audio would vanish).
+   */
+  let storeFailed = false;
   set({
     meetingId,
     phase: 'starting',
@@ -119,6 +144,10 @@ export async function startRecording(meetingId: string): Promise<void> {
   });
   const rec = new MicRecorder({
     onChunk: async (wav) => {
+      if (storeFailed) {
+        patch({ unsaved: [...(state?.unsaved ?? []), wav] });
+        return;
+      }
       // The chunk stays in this closure until IndexedDB has it; if it never does, onError keeps it.
       await storeChunk(store, meetingId, wav);
       captured++;
@@ -127,6 +156,7 @@ export async function startRecording(meetingId: string): Promise<void> {
     },
     onLevel: (peak, samples) => patch({ level: peak, elapsedSeconds: samples / SAMPLE_RATE }),
     onError: (err, wav) => {
+      storeFailed = true;
       patch({
         unsaved: [...(state?.unsaved ?? []), wav],
         error: `Audio could not be stored in this browser (${err instanceof Error ? err.message : String(err)}), so recording was stopped. Download the audio that was not stored before closing this tab.`,
@@ -137,6 +167,12 @@ export async function startRecording(meetingId: string): Promise<void> {
       void stopRecording(`Recording stopped: ${reason}. The audio captured until then is kept.`),
   });
   recorder = rec;
+  // The server no longer takes this meeting's audio (ended in another browser or through the API,
+  // or deleted): stop the microphone and say why, rather than record into refusals.
+  stopWatching = sender.subscribe((s) => {
+    const why = s.closed[meetingId];
+    if (why && recorder === rec) void serverClosed(meetingId, why);
+  });
   try {
     await rec.start();
     patch({ phase: 'recording' });
@@ -144,6 +180,8 @@ export async function startRecording(meetingId: string): Promise<void> {
     recorder = null;
     releaseLock = null;
     release();
+    stopWatching?.();
+    stopWatching = null;
     set({
       meetingId,
       phase: 'stopped',
@@ -168,6 +206,8 @@ function stopRecording(reason: string | null): Promise<void> {
     recorder = null;
     releaseLock?.();
     releaseLock = null;
+    stopWatching?.();
+    stopWatching = null;
     const lost = flushed
       ? null
       : 'The last fraction of a second may be missing: the audio processor did not hand it over in time.';
@@ -183,19 +223,34 @@ function stopRecording(reason: string | null): Promise<void> {
 }
 
 /**
+ * The server says the meeting this tab records is no longer live (ended in another browser or
+ * through the API, or deleted): stop the microphone with that reason. What was captured is kept.
+ */
+export function serverClosed(meetingId: string, why: string): Promise<void> {
+  if (state?.meetingId !== meetingId || !recorder) return Promise.resolve();
+  return stopRecording(`Recording stopped: ${why}. The audio captured until then is kept in this browser.`);
+}
+
+/**
  * End meeting: stop the microphone, keep the last partial chunk, and record that End is wanted.
  * The outbox sends End only after every chunk is acknowledged, even across a reload. Refused while
- * another tab of this browser records the meeting.
+ * another tab of this browser records the meeting (End is stored holding the meeting's recording
+ * lock, so no tab can start recording it meanwhile), and while audio IndexedDB would not take is
+ * still only in this tab: ending would close the meeting without it, unannounced.
  */
 export async function endMeeting(meetingId: string): Promise<void> {
   const { store, sender } = await outbox();
-  if (state?.meetingId === meetingId && (recorder || stopping)) {
-    await stopRecording(null);
-  } else if (await recordingElsewhere(meetingId)) {
+  if (state?.meetingId === meetingId && (recorder || stopping)) await stopRecording(null);
+  if (state?.meetingId === meetingId && state.unsaved.length > 0) {
+    throw new Error(
+      `${state.unsaved.length} ${state.unsaved.length === 1 ? 'chunk' : 'chunks'} of audio could not be stored in this browser and would not reach the server. Download the audio not stored first; once you have, choose "I have downloaded it; forget it here" and End meeting again.`,
+    );
+  }
+  const stored = await withMeetingLock(meetingId, () => store.requestEnd(meetingId));
+  if (stored === null) {
     throw new Error(
       'This meeting is being recorded in another tab of this browser. End it in that tab: ending it here would cut that recording off.',
     );
   }
-  await store.requestEnd(meetingId);
   sender.kick();
 }

@@ -1,5 +1,6 @@
 import { joinWavs } from '../audio/wav.ts';
 import { SAMPLE_RATE } from '../audio/recorder.ts';
+import { useState } from 'preact/hooks';
 import { downloadBytes } from '../format.ts';
 import { outbox } from '../outbox/index.ts';
 import { forgetUnsaved } from '../session.ts';
@@ -23,6 +24,55 @@ export function SignInAgain({ onSignIn }: { onSignIn: () => void }) {
         Sign in again
       </button>
     </section>
+  );
+}
+
+/**
+ * Shown over every screen when a whole outbox round failed (this browser's storage failed, the
+ * server cannot be reached) with audio or an End waiting, or storage failed before it could even
+ * be read: nothing goes out until the retry this names.
+ */
+export function OutboxProblem() {
+  const box = useOutbox();
+  if (!box) return null;
+  const w = waiting(box);
+  const offline = box.offlineUntil !== null && w.chunks + w.ends > 0;
+  if (!box.lastError && !offline) return null;
+  const at = box.retryAt ?? box.offlineUntil;
+  return (
+    <p role="alert" class="warn" data-testid="outbox-error">
+      Audio kept in this browser is not being sent: {box.lastError ?? 'the server cannot be reached.'}
+      {at !== null ? ` Trying again in ${Math.max(0, Math.ceil((at - Date.now()) / 1000))} s.` : ''}
+    </p>
+  );
+}
+
+/**
+ * The audio kept for a meeting the server does not know (deleted there, or another workspace's):
+ * download it, and only then discard it from this browser.
+ */
+export function KeptAudio({ meetingId, title }: { meetingId: string; title: string }) {
+  const [downloaded, setDownloaded] = useState(false);
+  const save = async () => {
+    const wavs = await (await outbox()).store.keptAudio(meetingId);
+    downloadBytes(`${title}-kept.wav`, joinWavs(wavs, SAMPLE_RATE), 'audio/wav');
+    setDownloaded(true);
+  };
+  return (
+    <span class="row" data-testid="kept-audio">
+      <button type="button" onClick={() => void save()}>
+        Download the kept audio (WAV)
+      </button>
+      {downloaded && (
+        <button
+          type="button"
+          class="danger"
+          onClick={() => void outbox().then(({ sender }) => sender.discard(meetingId))}
+        >
+          Discard it from this browser
+        </button>
+      )}
+    </span>
   );
 }
 
@@ -58,6 +108,9 @@ export function OutboxSummary({ titles }: { titles: Record<string, string> }) {
               'nothing waiting'}
             {box.rejected[id]?.length ? `; ${box.rejected[id].length} refused by the server` : ''}.
             {box.trouble[id] && <span class="warn"> {box.trouble[id].message}</span>}
+            {box.trouble[id]?.notFound && (
+              <KeptAudio meetingId={id} title={titles[id] ?? `meeting-${id.slice(0, 8)}`} />
+            )}
           </li>
         ))}
       </ul>

@@ -8,6 +8,12 @@ export interface MeetingTrouble {
   retryAt: number;
   /** The meeting is unknown to the key this tab signed in with (another workspace's key?). */
   notFound: boolean;
+  /**
+   * The server acknowledged this meeting's audio under this very key earlier and now says it does
+   * not exist: it was deleted there. Nothing more is tried until the person discards the audio or
+   * signs in again.
+   */
+  deleted: boolean;
 }
 
 /** What the screen shows about audio not yet on the server. */
@@ -24,11 +30,22 @@ export interface OutboxStatus {
   acknowledged: Record<string, number>;
   /** Set while the server cannot be reached at all; the time of the next try. */
   offlineUntil: number | null;
+  /**
+   * Why the last round failed as a whole (IndexedDB failed, the server cannot be reached), or null
+   * once a round succeeds; one meeting's trouble is in `trouble`.
+   */
   lastError: string | null;
+  /** When the round that failed is tried again, or null. */
+  retryAt: number | null;
   /** The server refused the key (401): nothing is sent until someone signs in again. */
   needsSignIn: boolean;
   /** Meetings whose End this page delivered from the outbox. */
   ended: Record<string, boolean>;
+  /**
+   * Meetings the server said are no longer live (a chunk answered 409 meeting.not_recording or
+   * not_live, or 404 for a meeting it had acknowledged): a recording of one must stop. Why, in words.
+   */
+  closed: Record<string, string>;
 }
 
 type Stop = 'done' | 'failed' | 'stop';
@@ -51,6 +68,10 @@ export class ChunkSender {
   private offlineUntil = 0;
   /** Meetings with chunks or an End waiting, as of the last look at the store. */
   private withWork: string[] = [];
+  /** The key under which the server last acknowledged something of each meeting (this page only). */
+  private readonly acceptedUnder = new Map<string, string>();
+  /** The last round failed as a whole; it is retried at `offlineUntil` whatever the store held. */
+  private roundFailed = false;
   private readonly listeners = new Set<(s: OutboxStatus) => void>();
   private state: OutboxStatus = {
     pending: {},
@@ -60,12 +81,15 @@ export class ChunkSender {
     acknowledged: {},
     offlineUntil: null,
     lastError: null,
+    retryAt: null,
     needsSignIn: false,
     ended: {},
+    closed: {},
   };
 
   constructor(private readonly store: ChunkStore) {
-    window.addEventListener('online', () => this.retryNow());
+    // Back online forgets the backoffs, not a refused key: that waits for a new sign-in.
+    window.addEventListener('online', () => this.retryNow({ signedIn: false }));
   }
 
   get status(): OutboxStatus {
@@ -89,13 +113,33 @@ export class ChunkSender {
     void this.round();
   }
 
-  /** Forgets every backoff and sends at once: the browser is back online, or someone signed in. */
-  retryNow(): void {
+  /**
+   * Forgets every backoff and sends at once: the browser is back online, or someone signed in. Only
+   * a sign-in clears a refused key (401) and a meeting found deleted on the server.
+   */
+  retryNow({ signedIn }: { signedIn: boolean }): void {
     this.backoff.clear();
     this.offlineFailures = 0;
     this.offlineUntil = 0;
-    this.set({ needsSignIn: false, trouble: {}, offlineUntil: null });
+    const trouble = signedIn
+      ? {}
+      : Object.fromEntries(Object.entries(this.state.trouble).filter(([, t]) => t.deleted));
+    this.set({
+      ...(signedIn ? { needsSignIn: false } : {}),
+      trouble,
+      offlineUntil: null,
+      retryAt: null,
+    });
     this.kick();
+  }
+
+  /** The person downloaded (or chose not to) the audio of a meeting deleted on the server: drop it. */
+  async discard(meetingId: string): Promise<void> {
+    await this.store.discard(meetingId);
+    this.backoff.delete(meetingId);
+    const { [meetingId]: _cleared, ...trouble } = this.state.trouble;
+    this.set({ trouble });
+    await this.refresh();
   }
 
   private set(patch: Partial<OutboxStatus>): void {
@@ -110,10 +154,18 @@ export class ChunkSender {
       // No key, no round: an empty Bearer would only collect 401s.
       if (apiKey() && !this.state.needsSignIn) await exclusive(() => this.sendAll());
       else await this.refresh();
+      if (this.roundFailed) {
+        this.roundFailed = false;
+        this.set({ lastError: null, retryAt: null });
+      }
     } catch (err) {
-      // IndexedDB itself failed: nothing was lost, try the whole round again later.
+      // IndexedDB itself failed: nothing was lost, try the whole round again later (schedule).
+      this.roundFailed = true;
       this.offlineUntil = Date.now() + backoffMs(this.offlineFailures++);
-      this.set({ lastError: err instanceof Error ? err.message : String(err) });
+      this.set({
+        lastError: `This browser's storage failed (${err instanceof Error ? err.message : String(err)}).`,
+        retryAt: this.offlineUntil,
+      });
     } finally {
       this.running = false;
     }
@@ -125,9 +177,15 @@ export class ChunkSender {
   }
 
   private schedule(): void {
+    // A failed round is always tried again, even when it failed before the store could be read.
+    if (this.roundFailed) {
+      this.timer = setTimeout(() => this.kick(), Math.max(0, this.offlineUntil - Date.now()));
+      return;
+    }
     if (!apiKey() || this.state.needsSignIn) return;
     let next = Infinity;
     for (const id of this.withWork) {
+      if (this.state.trouble[id]?.deleted) continue;
       next = Math.min(next, Math.max(this.backoff.get(id)?.retryAt ?? 0, this.offlineUntil));
     }
     if (next === Infinity) return;
@@ -148,16 +206,47 @@ export class ChunkSender {
     const endRequested = new Set(meetings.filter((m) => m.endRequested).map((m) => m.meetingId));
     for (const [meetingId, seqs] of work) {
       if ((this.backoff.get(meetingId)?.retryAt ?? 0) > Date.now()) continue;
+      if (this.state.trouble[meetingId]?.deleted) continue;
       const result = await this.flushMeeting(meetingId, seqs, endRequested.has(meetingId));
       if (result === 'stop') break;
     }
     await this.refresh();
   }
 
-  private async flushMeeting(meetingId: string, seqs: number[], endRequested: boolean): Promise<Stop> {
+  private async flushMeeting(meetingId: string, listed: number[], endRequested: boolean): Promise<Stop> {
+    let seqs = listed;
+    for (;;) {
+      const stop = await this.sendChunks(meetingId, seqs);
+      if (stop) return stop;
+      if (!endRequested) break;
+      // A chunk stored after this round listed the meeting's chunks (another tab, the last partial
+      // chunk) must reach the server before End does: read again right before sending End.
+      seqs = await this.store.pendingSeqs(meetingId);
+      if (seqs.length === 0) break;
+    }
+    if (endRequested) {
+      const key = apiKey();
+      const a = await answer('POST', `/v1/meetings/${meetingId}/end`);
+      const outcome = endOutcome(a);
+      if (outcome !== 'unreachable') this.reachable();
+      if (outcome === 'not_found' && key !== null && this.acceptedUnder.get(meetingId) === key)
+        return this.deletedOnServer(meetingId);
+      if (outcome !== 'delivered') return this.failed(meetingId, outcome, a, 'End meeting');
+      await this.store.forget(meetingId);
+      this.set({ ended: { ...this.state.ended, [meetingId]: true } });
+    }
+    this.backoff.delete(meetingId);
+    const { [meetingId]: _cleared, ...trouble } = this.state.trouble;
+    this.set({ trouble });
+    return 'done';
+  }
+
+  /** Sends one meeting's chunks in order; null when every one was acknowledged or rejected. */
+  private async sendChunks(meetingId: string, seqs: number[]): Promise<Stop | null> {
     for (const seq of seqs) {
       const chunk = await this.store.get([meetingId, seq]);
       if (!chunk) continue;
+      const key = apiKey();
       const a = await answer('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
         contentType: 'audio/wav',
         timeoutMs: 15_000,
@@ -165,6 +254,7 @@ export class ChunkSender {
       const outcome = chunkOutcome(seq, a);
       if (outcome !== 'unreachable') this.reachable();
       if (outcome === 'acknowledged') {
+        if (key) this.acceptedUnder.set(meetingId, key);
         await this.store.acknowledge([meetingId, seq]);
         this.set({
           pending: {
@@ -175,29 +265,49 @@ export class ChunkSender {
             ...this.state.acknowledged,
             [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
           },
-          lastError: null,
         });
         continue;
       }
       if (outcome === 'rejected') {
         // Final for this chunk only: its audio is kept (and shown) and the meeting goes on.
         await this.store.reject([meetingId, seq], `${a.code ?? a.status}: ${a.message}`);
+        if (a.code === 'meeting.not_recording' || a.code === 'meeting.not_live') {
+          this.close(
+            meetingId,
+            'the server says this meeting is no longer recording (it was ended elsewhere)',
+          );
+        }
         continue;
       }
+      if (outcome === 'not_found' && key !== null && this.acceptedUnder.get(meetingId) === key)
+        return this.deletedOnServer(meetingId);
       return this.failed(meetingId, outcome, a, `Chunk ${seq}`);
     }
-    if (endRequested) {
-      const a = await answer('POST', `/v1/meetings/${meetingId}/end`);
-      const outcome = endOutcome(a);
-      if (outcome !== 'unreachable') this.reachable();
-      if (outcome !== 'delivered') return this.failed(meetingId, outcome, a, 'End meeting');
-      await this.store.forget(meetingId);
-      this.set({ ended: { ...this.state.ended, [meetingId]: true } });
-    }
-    this.backoff.delete(meetingId);
-    const { [meetingId]: _cleared, ...trouble } = this.state.trouble;
-    this.set({ trouble });
-    return 'done';
+    return null;
+  }
+
+  /** A recording of this meeting must stop: the server no longer takes its audio. */
+  private close(meetingId: string, reason: string): void {
+    if (this.state.closed[meetingId]) return;
+    this.set({ closed: { ...this.state.closed, [meetingId]: reason } });
+  }
+
+  /** 404 under the very key that sent this meeting's audio before: it was deleted on the server. */
+  private deletedOnServer(meetingId: string): Stop {
+    this.close(meetingId, 'this meeting was deleted on the server');
+    this.set({
+      trouble: {
+        ...this.state.trouble,
+        [meetingId]: {
+          message:
+            'This meeting was deleted on the server, so its audio kept in this browser cannot be sent. Download it, then discard it here.',
+          retryAt: Infinity,
+          notFound: true,
+          deleted: true,
+        },
+      },
+    });
+    return 'failed';
   }
 
   private reachable(): void {
@@ -215,14 +325,11 @@ export class ChunkSender {
     const now = Date.now();
     switch (outcome) {
       case 'sign_in':
-        this.set({
-          needsSignIn: true,
-          lastError: 'The server did not accept the API key this tab signed in with.',
-        });
+        this.set({ needsSignIn: true });
         return 'stop';
       case 'unreachable':
         this.offlineUntil = now + backoffMs(this.offlineFailures++);
-        this.set({ offlineUntil: this.offlineUntil, lastError: 'The server cannot be reached.' });
+        this.set({ offlineUntil: this.offlineUntil });
         return 'stop';
       case 'not_found':
       case 'retry': {
@@ -231,16 +338,15 @@ export class ChunkSender {
         this.backoff.set(meetingId, { failures: failures + 1, retryAt });
         const message =
           outcome === 'not_found'
-            ? 'The server does not know this meeting under the key this tab signed in with (is it a key of another workspace?). Its audio stays in this browser; sign in with a key of the workspace that owns it to send it.'
+            ? 'The server does not know this meeting under the key this tab signed in with: it is a key of another workspace, or the meeting was deleted on the server. Its audio stays in this browser; sign in with a key of the workspace that owns it to send it, or download it and discard it here.'
             : a.code === 'storage.quota_exceeded'
               ? `${what} was not accepted: the workspace's storage quota is full. The audio stays in this browser and is sent once space is freed.`
               : `${what} was not accepted yet (${a.code ?? `HTTP ${a.status}`}: ${a.message}). It stays in this browser and is tried again.`;
         this.set({
           trouble: {
             ...this.state.trouble,
-            [meetingId]: { message, retryAt, notFound: outcome === 'not_found' },
+            [meetingId]: { message, retryAt, notFound: outcome === 'not_found', deleted: false },
           },
-          lastError: message,
         });
         return 'failed';
       }

@@ -95,6 +95,23 @@ export class ChunkStore {
     return (await request(tx.objectStore('chunks').getAllKeys())) as ChunkKey[];
   }
 
+  /** One meeting's pending sequence numbers, in order, read now (no audio is read). */
+  async pendingSeqs(meetingId: string): Promise<number[]> {
+    const tx = this.db.transaction('chunks', 'readonly');
+    const range = IDBKeyRange.bound([meetingId, -Infinity], [meetingId, Infinity]);
+    const keys = (await request(tx.objectStore('chunks').getAllKeys(range))) as ChunkKey[];
+    return keys.map(([, seq]) => seq);
+  }
+
+  /** Every chunk of audio kept for one meeting, pending or refused, in sequence order (a download). */
+  async keptAudio(meetingId: string): Promise<ArrayBuffer[]> {
+    const tx = this.db.transaction(['chunks', 'rejected'], 'readonly');
+    const range = IDBKeyRange.bound([meetingId, -Infinity], [meetingId, Infinity]);
+    const pending = (await request(tx.objectStore('chunks').getAll(range))) as StoredChunk[];
+    const refused = (await request(tx.objectStore('rejected').getAll(range))) as RejectedChunk[];
+    return [...pending, ...refused].sort((x, y) => x.seq - y.seq).flatMap((c) => (c.wav ? [c.wav] : []));
+  }
+
   async get(key: ChunkKey): Promise<StoredChunk | undefined> {
     const tx = this.db.transaction('chunks', 'readonly');
     return (await request(tx.objectStore('chunks').get(key))) as StoredChunk | undefined;
@@ -153,6 +170,19 @@ export class ChunkStore {
     const current = (await request(store.get(meetingId))) as StoredMeeting | undefined;
     store.put({ meetingId, nextSeq: current?.nextSeq ?? 0, endRequested: true } satisfies StoredMeeting);
     await completed;
+  }
+
+  /**
+   * Drops everything this browser keeps for a meeting (pending and refused chunks, the End): only
+   * on the person's say-so, for a meeting deleted on the server, after its audio was offered.
+   */
+  async discard(meetingId: string): Promise<void> {
+    const tx = this.db.transaction(['chunks', 'rejected', 'meetings'], 'readwrite');
+    const range = IDBKeyRange.bound([meetingId, -Infinity], [meetingId, Infinity]);
+    tx.objectStore('chunks').delete(range);
+    tx.objectStore('rejected').delete(range);
+    tx.objectStore('meetings').delete(meetingId);
+    await done(tx);
   }
 
   /** Forgets a meeting once its End was delivered and none of its chunks is pending. */

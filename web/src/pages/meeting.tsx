@@ -3,12 +3,13 @@ import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment 
 import { StatusBadge } from '../components/status.tsx';
 import { clock, download } from '../format.ts';
 import { usePoll } from '../hooks.ts';
-import { RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
+import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
 import { outbox } from '../outbox/index.ts';
 import { useOutbox } from '../outbox/use-outbox.ts';
 import {
   endMeeting,
   recordingElsewhere,
+  serverClosed,
   session,
   startRecording,
   watchSession,
@@ -52,6 +53,15 @@ export function MeetingPage({ id }: { id: string }) {
         const m = await call<Meeting>('GET', `/v1/meetings/${id}`);
         setMeeting(m);
         setUnreachable(false);
+        // Ended in another browser or through the API: this tab's microphone must not go on.
+        const mineNow = session();
+        if (
+          m.status !== 'created' &&
+          m.status !== 'recording' &&
+          mineNow?.meetingId === id &&
+          (mineNow.phase === 'recording' || mineNow.phase === 'starting')
+        )
+          await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
         setLoadError(null);
         if (m.status !== 'created') {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
@@ -147,7 +157,7 @@ export function MeetingPage({ id }: { id: string }) {
       )}
       {mine && <UnsavedAudio chunks={mine.unsaved} title={meeting.title} />}
 
-      {live && open && !ending && (
+      {((live && open && !ending) || recordingHere) && (
         <section class="card recorder" aria-label="Recording">
           {recordingHere ? (
             <>
@@ -200,9 +210,13 @@ export function MeetingPage({ id }: { id: string }) {
           </p>
           {trouble && (
             <p role="status" class="warn" data-testid="outbox-trouble">
-              {trouble.message} Next try in {Math.max(0, Math.ceil((trouble.retryAt - Date.now()) / 1000))} s.
+              {trouble.message}
+              {trouble.deleted
+                ? ''
+                : ` Next try in ${Math.max(0, Math.ceil((trouble.retryAt - Date.now()) / 1000))} s.`}
             </p>
           )}
+          {trouble?.notFound && <KeptAudio meetingId={id} title={meeting.title} />}
           <RejectedChunks meetingId={id} title={meeting.title} />
         </section>
       )}

@@ -87,6 +87,17 @@ void describe('the outbox: what each answer does to a chunk or an End (pure)', (
     assert.equal(chunkOutcome(3, a(0)), 'unreachable');
   });
 
+  void it('L1: a 2xx without a seq, or naming another seq, does not acknowledge the chunk (it is retried)', () => {
+    assert.equal(chunkOutcome(3, a(201, null, { created: true })), 'retry', 'no seq in the body');
+    assert.equal(chunkOutcome(3, a(200, null, {})), 'retry', 'an empty object');
+    assert.equal(chunkOutcome(3, a(204)), 'retry', 'no body');
+    assert.equal(chunkOutcome(3, a(200, null, 'ok')), 'retry', 'not an object');
+    assert.equal(chunkOutcome(3, a(200, null, { seq: '3' })), 'retry', 'the seq as a string');
+    assert.equal(chunkOutcome(3, a(201, null, { seq: 2, created: true })), 'retry', 'the chunk before');
+    assert.equal(chunkOutcome(3, a(201, null, { seq: 4, created: true })), 'retry', 'the chunk after');
+    assert.equal(chunkOutcome(3, a(201, null, { seq: 3, created: true })), 'acknowledged');
+  });
+
   void it('L1: 413 storage.quota_exceeded, a 404, a proxy 403/407 and 5xx keep the chunk pending', () => {
     assert.equal(chunkOutcome(0, err(413, 'storage.quota_exceeded')), 'retry');
     assert.equal(chunkOutcome(0, err(404, 'meeting.not_found')), 'not_found');

@@ -117,6 +117,8 @@ export async function startRecording(meetingId: string): Promise<void> {
   if (state && state.unsaved.length > 0)
     throw new Error('download the audio this browser could not store before recording again');
   const { store, sender } = await outbox();
+  const closed = sender.status.closed[meetingId];
+  if (closed) throw new Error(`${closed}.`);
   const release = await lockMeeting(meetingId);
   if (!release) throw new Error(RECORDING_ELSEWHERE);
   // Checked under the lock, which End takes while it stores End: no chunk may follow an End.

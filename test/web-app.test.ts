@@ -319,9 +319,12 @@ void describe('web app', () => {
     await page.getByText('The batch was canceled.').waitFor();
     const meetingId = await page.locator('.uploads a').first().getAttribute('href');
     const first = (await h.request('GET', `/v1/meetings/${meetingId!.split('/').pop()}`)).json;
-    const batches = await h.app.database.db.selectFrom('batches').selectAll().execute();
-    const batch = batches.find((b) => b.canceled_at !== null);
-    assert.ok(batch, 'the batch is canceled on the server');
+    // The screen says "canceled" as soon as the uploads are aborted; the cancel POST follows.
+    await waitFor('the batch to be canceled on the server', async () =>
+      (await h.app.database.db.selectFrom('batches').selectAll().execute()).some(
+        (b) => b.canceled_at !== null,
+      ),
+    );
     assert.ok(['failed', 'created'].includes(first.status), `the first upload stopped: ${first.status}`);
     await page.locator('[data-upload-state="canceled"]').last().waitFor();
     assert.equal(

@@ -369,4 +369,62 @@ void describe('calendar feeds', () => {
     assert.equal((await recordings()).find((r) => r.meeting_url === `${link}/9`)!.status, 'canceled');
     assert.equal((await h.request('DELETE', `/v1/calendar-feeds/${dave.id}`)).status, 404);
   });
+
+  void it('R1: a recording a user canceled stays canceled when the meeting is posted or polled again; "record": true brings it back', async () => {
+    status = 200;
+    const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 90 * HOUR);
+    const event = {
+      title: 'Board',
+      start: start.toISOString(),
+      end: new Date(start.getTime() + HOUR).toISOString(),
+      meetingUrl: 'https://acme.zoom.us/j/5151',
+    };
+    const created = await h.request('POST', '/v1/calendar-events', event);
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.recording.id as string;
+    assert.equal((await h.request('POST', `/v1/bot-recordings/${id}/cancel`)).status, 202);
+
+    const again = await h.request('POST', '/v1/calendar-events', event);
+    assert.equal(again.status, 200);
+    assert.equal(again.json.recording.id, id, 'the canceled recording, not a new one');
+    assert.equal(again.json.recording.status, 'canceled');
+    const base = url.replace('/team.ics', '');
+    bodies.set('/erin.ics', calendar([vevent('board', start, [`LOCATION:${event.meetingUrl}`], 60)]));
+    const erin = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/erin.ics` });
+    assert.equal(
+      (await pollFeed(h.app.deps, erin.id)).created,
+      0,
+      "another attendee's copy does not revive it",
+    );
+
+    const forced = await h.request('POST', '/v1/calendar-events', { ...event, record: true });
+    assert.equal(forced.status, 201, forced.text);
+    assert.notEqual(forced.json.recording.id, id);
+    assert.equal(forced.json.recording.status, 'pending');
+  });
+
+  void it('R1: two feeds dropping their copies of one meeting at the same moment cancel it (the release is serialized on the recording)', async () => {
+    status = 200;
+    const base = url.replace('/team.ics', '');
+    for (let round = 0; round < 5; round++) {
+      const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + (100 + round) * HOUR);
+      const link = `https://meet.google.com/con-curr-en${round}`;
+      bodies.set(`/f${round}a.ics`, calendar([vevent(`a${round}`, start, [`LOCATION:${link}`])]));
+      bodies.set(`/f${round}b.ics`, calendar([vevent(`b${round}`, start, [`LOCATION:${link}`])]));
+      const a = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/f${round}a.ics` });
+      const b = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/f${round}b.ics` });
+      await pollFeed(h.app.deps, a.id);
+      await pollFeed(h.app.deps, b.id);
+      bodies.set(`/f${round}a.ics`, calendar([]));
+      bodies.set(`/f${round}b.ics`, calendar([]));
+      const [ra, rb] = await Promise.all([pollFeed(h.app.deps, a.id), pollFeed(h.app.deps, b.id)]);
+      assert.equal(ra.canceled + rb.canceled, 1, `round ${round}: exactly one of them cancels it`);
+      const rows = (await recordings()).filter((r) => r.meeting_url === link);
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['canceled'],
+        `round ${round}: nobody holds it, so it is canceled`,
+      );
+    }
+  });
 });

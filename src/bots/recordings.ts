@@ -52,7 +52,7 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       deps,
       trx,
       workspaceId,
-      { title, start, end, meetingUrl, requestedByApi: true },
+      { title, start, end, meetingUrl, requestedByApi: true, overrideUserCancel: body.record === true },
       `user:${workspaceId}`,
     );
     return { ...result, skipped: null };
@@ -138,7 +138,7 @@ export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id
 export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
   await getBotRecording(deps, workspaceId, id);
   return deps.db.transaction().execute(async (trx) => {
-    const row = await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`);
+    const row = await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`, true);
     if (!row) {
       const now = await trx
         .selectFrom('bot_recordings')
@@ -152,7 +152,19 @@ export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string,
 }
 
 /** In the caller's transaction; null when the recording had already started or ended. */
-export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string, actor: string) {
+const USER_CANCELED = 'canceled_by_user';
+
+/**
+ * `byUser`: a person canceled this meeting's recording; copies of the meeting posted or polled later
+ * do not bring it back (only an explicit `"record": true` does).
+ */
+export async function cancelRecordingInTx(
+  deps: MeetingDeps,
+  trx: Tx,
+  id: string,
+  actor: string,
+  byUser = false,
+) {
   const row = await trx
     .selectFrom('bot_recordings')
     .selectAll()
@@ -162,7 +174,11 @@ export async function cancelRecordingInTx(deps: MeetingDeps, trx: Tx, id: string
   if (row.status !== 'pending' && row.status !== 'scheduled') return null;
   const updated = await trx
     .updateTable('bot_recordings')
-    .set({ status: 'canceled', updated_at: sql<Date>`now()` })
+    .set({
+      status: 'canceled',
+      ...(byUser ? { failure_code: USER_CANCELED, failure_message: 'canceled by a user' } : {}),
+      updated_at: sql<Date>`now()`,
+    })
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -211,9 +227,31 @@ export async function upsertRecording(
   deps: MeetingDeps,
   trx: Tx,
   workspaceId: string,
-  e: { title: string; start: Date; end: Date; meetingUrl: string; requestedByApi?: boolean },
+  e: {
+    title: string;
+    start: Date;
+    end: Date;
+    meetingUrl: string;
+    requestedByApi?: boolean;
+    /** `"record": true` on the API: record it even if a user canceled this meeting's recording. */
+    overrideUserCancel?: boolean;
+  },
   actor: string,
 ) {
+  if (!e.overrideUserCancel) {
+    const slot = await trx
+      .selectFrom('bot_recordings')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('meeting_url', '=', e.meetingUrl)
+      .where('join_at', '=', e.start)
+      .orderBy('created_at', 'desc')
+      .execute();
+    const userCanceled = slot.find((r) => r.status === 'canceled' && r.failure_code === USER_CANCELED);
+    if (userCanceled && !slot.some((r) => r.status !== 'canceled')) {
+      return { recording: userCanceled, duplicate: true };
+    }
+  }
   // The slot's holder can be canceled between our insert's conflict and our read of it: then the
   // slot is free again, and the insert is tried once more.
   for (let round = 0; ; round++) {
@@ -328,7 +366,7 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
 
 /** A canceled recording whose bot got into the call anyway: it goes on to import what was recorded. */
 async function reopenForImport(deps: MeetingDeps, recordingId: string, botId: string): Promise<void> {
-  await sql`update bot_recordings r set status = 'joining', updated_at = now()
+  await sql`update bot_recordings r set status = 'joining', failure_code = null, failure_message = null, updated_at = now()
      where r.id = ${recordingId}::uuid and r.status = 'canceled' and r.bot_id = ${botId}
        and not exists (select 1 from bot_recordings o
                         where o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
@@ -344,7 +382,7 @@ export async function stopBotRecording(deps: MeetingDeps, workspaceId: string, i
   await getBotRecording(deps, workspaceId, id);
   const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
-    const canceled = await cancelRecordingInTx(deps, trx, id, actor);
+    const canceled = await cancelRecordingInTx(deps, trx, id, actor, true);
     if (canceled) return { recording: canceled, leaving: false };
     const row = await trx
       .selectFrom('bot_recordings')

@@ -283,6 +283,8 @@ void describe('web app', () => {
     await waitFor('the chunks kept in the browser to arrive', async () => {
       return (await chunkSeqs(meetingId)).length >= captured;
     });
+    // The closed tab's draft of the chunk it was filling is sent too: wait until nothing is kept.
+    await again.getByTestId('outbox-summary').waitFor({ state: 'detached', timeout: 30_000 });
     const arrived = await chunkSeqs(meetingId);
     assert.deepEqual(arrived, [...Array((arrived.at(-1) ?? -1) + 1).keys()], 'no hole in the sequence');
     await again.getByRole('link', { name: 'Reopened meeting' }).click();

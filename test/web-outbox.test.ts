@@ -160,6 +160,55 @@ void describe('web app outbox', () => {
     await screenshot(again, 'web-outbox-end-after-sign-in');
   });
 
+  void it('L1: the chunk being filled survives a killed browser (SIGKILL, no unload): it is sent as a short chunk after relaunch, then End', async () => {
+    const { apiKey } = await workspaceKey('killed');
+    const first = await launchChromium({ microphoneFile: mic });
+    browser = first;
+    const id = await record(first.page, apiKey, 'Killed mid-chunk');
+    // One 5 s chunk on the server and at least 2 s of the next one in the browser's draft.
+    const article = first.page.locator('article');
+    const { n, draft } = await waitFor(
+      'a chunk on the server and a draft of at least 2 s',
+      async () => {
+        const n = Number(await article.getAttribute('data-chunks-captured'));
+        const draft = Number(await article.getAttribute('data-draft-seconds'));
+        return n >= 1 && draft >= 2 && (await chunkSeqs(id)).length === n ? { n, draft } : null;
+      },
+      30_000,
+    );
+    await first.kill();
+
+    // The same profile again, as after a crash: the draft's tab is gone, so its chunk is sent.
+    browser = await launchChromium({ microphoneFile: mic, userDataDir: first.userDataDir });
+    const { page } = browser;
+    await signIn(page, web.url, apiKey);
+    await waitFor('the drafted chunk to arrive', async () => (await chunkSeqs(id)).length > n, 20_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(n + 1).keys()], 'chunks 0…n, the draft as chunk n');
+    const last = await h.app.database.db
+      .selectFrom('chunks')
+      .select('samples')
+      .where('meeting_id', '=', id)
+      .where('seq', '=', n)
+      .executeTakeFirstOrThrow();
+    const samples = last.samples ?? 0;
+    assert.ok(
+      samples >= draft * 16_000 && samples < 80_000,
+      `chunk ${n} holds the ${draft}+ s drafted before the kill, less than a full chunk: ${samples / 16_000} s`,
+    );
+
+    // End goes after it, and the meeting has no hole.
+    await page.goto(`${web.url}/#/meetings/${id}`);
+    await page.getByRole('button', { name: /Continue recording/ }).waitFor();
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
+    assert.deepEqual(await chunkSeqs(id), [...Array(n + 1).keys()]);
+    assert.deepEqual(
+      (await h.request('GET', `/v1/meetings/${id}`, undefined, as(apiKey))).json.missingChunks,
+      [],
+    );
+    await screenshot(page, 'web-outbox-killed-draft');
+  });
+
   void it('L1: a second tab cannot record or end a meeting another tab is recording, and says why', async () => {
     const { apiKey } = await workspaceKey('tabs');
     browser = await launchChromium({ microphoneFile: mic });

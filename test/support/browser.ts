@@ -119,12 +119,48 @@ export function fakeMicrophoneFile(text: string): string {
 export interface Browser {
   context: BrowserContext;
   page: Page;
+  /** The profile folder; `launchChromium({ userDataDir })` opens the same profile again. */
+  userDataDir: string;
   close(): Promise<void>;
+  /**
+   * SIGKILLs the browser and every process it started, as a crash or a killed browser would: no
+   * beforeunload, unload or pagehide runs. The profile is kept for a relaunch.
+   */
+  kill(): Promise<void>;
 }
 
-/** Debian's Chromium with a fresh profile, driven over the DevTools pipe. */
-export async function launchChromium(opts: { microphoneFile?: string } = {}): Promise<Browser> {
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-chromium-'));
+/**
+ * The browser process of the Chromium using this profile (the one without `--type=`), found in
+ * /proc by its unique --user-data-dir. Playwright starts it detached, so its process group holds
+ * the browser and all its helpers.
+ */
+function browserProcessGroup(userDataDir: string): number {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let args: string[];
+    try {
+      args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // exited meanwhile
+    }
+    if (!args.includes(`--user-data-dir=${userDataDir}`) || args.some((a) => a.startsWith('--type=')))
+      continue;
+    // Field 5 of /proc/pid/stat, counted after the parenthesised command name, is the pgid.
+    const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+    const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    if (pgid > 1) return pgid;
+  }
+  throw new Error(`no Chromium process uses ${userDataDir}`);
+}
+
+/**
+ * Debian's Chromium driven over the DevTools pipe, with a fresh profile or, given `userDataDir`,
+ * one a killed browser left.
+ */
+export async function launchChromium(
+  opts: { microphoneFile?: string; userDataDir?: string } = {},
+): Promise<Browser> {
+  const userDataDir = opts.userDataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-chromium-'));
   const media = opts.microphoneFile
     ? [
         '--use-fake-ui-for-media-stream',
@@ -139,12 +175,20 @@ export async function launchChromium(opts: { microphoneFile?: string } = {}): Pr
     viewport: { width: 1024, height: 900 },
   });
   const page = context.pages()[0] ?? (await context.newPage());
+  let killed = false;
   return {
     context,
     page,
+    userDataDir,
     close: async () => {
-      await context.close();
+      if (!killed) await context.close();
       fs.rmSync(userDataDir, { recursive: true, force: true });
+    },
+    kill: async () => {
+      const gone = new Promise<void>((resolve) => context.once('close', () => resolve()));
+      process.kill(-browserProcessGroup(userDataDir), 'SIGKILL');
+      killed = true;
+      await gone;
     },
   };
 }

@@ -1,6 +1,7 @@
 import { MicRecorder, SAMPLE_RATE } from './audio/recorder.ts';
 import type { ChunkStore } from './outbox/chunk-store.ts';
 import { outbox } from './outbox/index.ts';
+import { lockMeeting, meetingLockHeld, withMeetingLock } from './outbox/recording-lock.ts';
 
 /** The one recording this tab may be making; it outlives page changes inside the app. */
 export interface SessionState {
@@ -9,6 +10,8 @@ export interface SessionState {
   level: number;
   elapsedSeconds: number;
   chunksCaptured: number;
+  /** Seconds of the chunk being filled already stored in IndexedDB as its draft (0 after a cut). */
+  draftSeconds: number;
   error: string | null;
   /** Chunks IndexedDB would not take, kept in memory so they can be downloaded (never dropped). */
   unsaved: ArrayBuffer[];
@@ -29,8 +32,8 @@ let stopping: Promise<void> | null = null;
 let state: SessionState | null = null;
 const listeners = new Set<(s: SessionState | null) => void>();
 
-// Closing the tab while recording or stopping loses the chunk being filled (up to 5 s), and audio
-// IndexedDB refused lives only in memory: ask first.
+// Closing the tab while recording or stopping loses what the last draft of the chunk being filled
+// did not hold yet (about a second), and audio IndexedDB refused lives only in memory: ask first.
 window.addEventListener('beforeunload', (e) => {
   if (state && (state.phase !== 'stopped' || state.unsaved.length > 0)) e.preventDefault();
 });
@@ -59,44 +62,10 @@ export function forgetUnsaved(): void {
   patch({ unsaved: [] });
 }
 
-const lockName = (meetingId: string) => `verbatim.recording.${meetingId}`;
-
-/**
- * Takes this browser's recording lock for a meeting (a Web Lock, shared by every tab of the
- * profile), or null if another tab holds it. The lock is held until the returned function is called.
- */
-function lockMeeting(meetingId: string): Promise<(() => void) | null> {
-  if (!('locks' in navigator)) return Promise.resolve(() => undefined);
-  return new Promise((resolve, reject) => {
-    navigator.locks
-      .request(lockName(meetingId), { ifAvailable: true }, (lock) => {
-        if (!lock) {
-          resolve(null);
-          return undefined;
-        }
-        return new Promise<void>((release) => resolve(release));
-      })
-      .catch(reject);
-  });
-}
-
-/** Takes the meeting's recording lock for `fn` (another tab cannot start recording meanwhile). */
-async function withMeetingLock<T>(meetingId: string, fn: () => Promise<T>): Promise<T | null> {
-  const release = await lockMeeting(meetingId);
-  if (!release) return null;
-  try {
-    return await fn();
-  } finally {
-    release();
-  }
-}
-
 /** True when another tab of this browser is recording the meeting. */
 export async function recordingElsewhere(meetingId: string): Promise<boolean> {
   if (recorder && state?.meetingId === meetingId) return false;
-  if (!('locks' in navigator)) return false;
-  const { held } = await navigator.locks.query();
-  return (held ?? []).some((l) => l.name === lockName(meetingId));
+  return meetingLockHeld(meetingId);
 }
 
 async function storeChunk(store: ChunkStore, meetingId: string, wav: ArrayBuffer): Promise<number> {
@@ -121,12 +90,18 @@ export async function startRecording(meetingId: string): Promise<void> {
   if (closed) throw new Error(`${closed}.`);
   const release = await lockMeeting(meetingId);
   if (!release) throw new Error(RECORDING_ELSEWHERE);
-  // Checked under the lock, which End takes while it stores End: no chunk may follow an End.
-  if ((await store.meeting(meetingId))?.endRequested) {
+  try {
+    // Checked under the lock, which End takes while it stores End: no chunk may follow an End.
+    if ((await store.meeting(meetingId))?.endRequested) {
+      throw new Error(
+        'End meeting was already pressed for this meeting (its End waits in this browser to be sent), so it cannot be recorded again.',
+      );
+    }
+    // A draft a closed or crashed tab left becomes a chunk before this recording's first one.
+    if ((await store.promoteDraft(meetingId)).kind !== 'none') sender.kick();
+  } catch (err) {
     release();
-    throw new Error(
-      'End meeting was already pressed for this meeting (its End waits in this browser to be sent), so it cannot be recorded again.',
-    );
+    throw err;
   }
   releaseLock = release;
   let captured = 0;
@@ -141,6 +116,7 @@ export async function startRecording(meetingId: string): Promise<void> {
     level: 0,
     elapsedSeconds: 0,
     chunksCaptured: 0,
+    draftSeconds: 0,
     error: null,
     unsaved: [],
   });
@@ -153,17 +129,28 @@ export async function startRecording(meetingId: string): Promise<void> {
       // The chunk stays in this closure until IndexedDB has it; if it never does, onError keeps it.
       await storeChunk(store, meetingId, wav);
       captured++;
-      patch({ chunksCaptured: captured });
+      patch({ chunksCaptured: captured, draftSeconds: 0 });
       sender.kick();
     },
+    onDraft: async (wav, samples) => {
+      // After a failed chunk no draft may be written: it would take that chunk's sequence number.
+      if (storeFailed) return;
+      await store.saveDraft(meetingId, wav, samples);
+      patch({ draftSeconds: samples / SAMPLE_RATE });
+    },
     onLevel: (peak, samples) => patch({ level: peak, elapsedSeconds: samples / SAMPLE_RATE }),
-    onError: (err, wav) => {
+    onError: async (err, wav) => {
       storeFailed = true;
       patch({
         unsaved: [...(state?.unsaved ?? []), wav],
         error: `Audio could not be stored in this browser (${err instanceof Error ? err.message : String(err)}), so recording was stopped. Download the audio that was not stored before closing this tab.`,
       });
       void stopRecording(null);
+      // The draft is the start of the chunk now kept in memory: drop it (before the stop releases
+      // the lock), or it would be sent under that chunk's seq as audio said not to be stored.
+      // Should IndexedDB refuse this too, that start is later sent under the seq, which stays right:
+      // no later chunk of this recording was stored.
+      await store.deleteDraft(meetingId).catch(() => undefined);
     },
     onBroken: (reason) =>
       void stopRecording(`Recording stopped: ${reason}. The audio captured until then is kept.`),
@@ -190,6 +177,7 @@ export async function startRecording(meetingId: string): Promise<void> {
       level: 0,
       elapsedSeconds: 0,
       chunksCaptured: 0,
+      draftSeconds: 0,
       error: `The microphone could not be started: ${err instanceof Error ? err.message : String(err)}`,
       unsaved: [],
     });
@@ -216,6 +204,7 @@ function stopRecording(reason: string | null): Promise<void> {
     patch({
       phase: 'stopped',
       level: 0,
+      draftSeconds: 0,
       error: lost ? [state?.error, lost].filter(Boolean).join(' ') : (state?.error ?? null),
     });
   })().finally(() => {
@@ -248,7 +237,11 @@ export async function endMeeting(meetingId: string): Promise<void> {
       `${state.unsaved.length} ${state.unsaved.length === 1 ? 'chunk' : 'chunks'} of audio could not be stored in this browser and would not reach the server. Download the audio not stored first; once you have, choose "I have downloaded it; forget it here" and End meeting again.`,
     );
   }
-  const stored = await withMeetingLock(meetingId, () => store.requestEnd(meetingId));
+  const stored = await withMeetingLock(meetingId, async () => {
+    // A draft a closed or crashed tab left is audio before the End: it becomes a chunk first.
+    await store.promoteDraft(meetingId);
+    await store.requestEnd(meetingId);
+  });
   if (stored === null) {
     throw new Error(
       'This meeting is being recorded in another tab of this browser. End it in that tab: ending it here would cut that recording off.',

@@ -3,6 +3,8 @@ import workletUrl from './capture-worklet.ts?worker&url';
 
 export const SAMPLE_RATE = 16_000;
 export const CHUNK_SAMPLES = 5 * SAMPLE_RATE;
+/** The chunk being filled is handed over as a draft each time this much more of it was captured. */
+export const DRAFT_SAMPLES = SAMPLE_RATE;
 
 /** Generous: the flush is one message round trip to the worklet, normally a few milliseconds. */
 const FLUSH_WAIT_MS = 10_000;
@@ -10,9 +12,18 @@ const FLUSH_WAIT_MS = 10_000;
 export interface RecorderEvents {
   /** A finished 5 s chunk (the last one may be shorter), as a 16 kHz mono WAV, handed over in order. */
   onChunk(wav: ArrayBuffer): Promise<void>;
+  /**
+   * The chunk being filled so far (`samples` of it), about every second, in order with the chunks:
+   * a draft always reaches the handler before the chunk it grows into. A failure is ignored here
+   * (the previous draft stays; the chunk itself is handed over when cut).
+   */
+  onDraft(wav: ArrayBuffer, samples: number): Promise<void>;
   onLevel(peak: number, recordedSamples: number): void;
-  /** A chunk could not be handed over (onChunk threw); the recording is no longer safe. */
-  onError(err: unknown, wav: ArrayBuffer): void;
+  /**
+   * A chunk could not be handed over (onChunk threw); the recording is no longer safe. Awaited in
+   * order with the chunks, so `stop` returns only after it.
+   */
+  onError(err: unknown, wav: ArrayBuffer): Promise<void>;
   /** The capture broke by itself (microphone gone, audio processor crashed): stop, and say why. */
   onBroken(reason: string): void;
 }
@@ -27,6 +38,10 @@ export class MicRecorder {
   private node: AudioWorkletNode | null = null;
   private buffer = new Int16Array(CHUNK_SAMPLES);
   private filled = 0;
+  /** How much of the chunk being filled the last draft held. */
+  private drafted = 0;
+  /** A draft is queued or being written; another is not queued behind it. */
+  private drafting = false;
   private recorded = 0;
   private broken = false;
   /** Chunk hand-offs run one after another, so chunks are stored in order. */
@@ -132,11 +147,31 @@ export class MicRecorder {
     }
     this.recorded += samples.length;
     this.events.onLevel(peak, this.recorded);
+    if (this.filled - this.drafted >= DRAFT_SAMPLES) this.draft();
+  }
+
+  /**
+   * Hands over the chunk being filled as a draft, behind every chunk already cut (one chain), so a
+   * draft of chunk k can never be stored after chunk k itself. At most one draft waits at a time.
+   */
+  private draft(): void {
+    if (this.drafting || this.broken) return;
+    this.drafting = true;
+    this.drafted = this.filled;
+    const samples = this.filled;
+    const wav = encodeWav(this.buffer.subarray(0, samples), SAMPLE_RATE);
+    this.handing = this.handing
+      .then(() => this.events.onDraft(wav, samples))
+      .catch(() => undefined)
+      .finally(() => {
+        this.drafting = false;
+      });
   }
 
   private cut(): void {
     const wav = encodeWav(this.buffer.subarray(0, this.filled), SAMPLE_RATE);
     this.filled = 0;
+    this.drafted = 0;
     this.handing = this.handing
       .then(() => this.events.onChunk(wav))
       .catch((err: unknown) => this.events.onError(err, wav));

@@ -1,6 +1,7 @@
 import { answer, apiKey } from '../api.ts';
 import { backoffMs, chunkOutcome, endOutcome, type Answer } from './answers.ts';
 import type { ChunkStore, StoredMeeting } from './chunk-store.ts';
+import { locksSupported, withMeetingLock } from './recording-lock.ts';
 
 /** Why one meeting's audio or End is still waiting, and when it is tried again. */
 export interface MeetingTrouble {
@@ -151,6 +152,7 @@ export class ChunkSender {
     this.running = true;
     this.again = false;
     try {
+      await this.promoteOrphanedDrafts();
       // No key, no round: an empty Bearer would only collect 401s.
       if (apiKey() && !this.state.needsSignIn) await exclusive(() => this.sendAll());
       else await this.refresh();
@@ -174,6 +176,20 @@ export class ChunkSender {
       return;
     }
     this.schedule();
+  }
+
+  /**
+   * A draft whose meeting's recording lock nobody holds was left by a tab that closed or died: it
+   * becomes a pending chunk under its seq, taken while holding that lock so no tab can start
+   * recording the meeting meanwhile. A draft whose tab still records is left alone. Without Web
+   * Locks a live tab's draft cannot be told from a dead one's, so none is promoted here (recording
+   * the meeting again or ending it promotes it).
+   */
+  private async promoteOrphanedDrafts(): Promise<void> {
+    if (!locksSupported()) return;
+    for (const meetingId of await this.store.draftMeetings()) {
+      await withMeetingLock(meetingId, () => this.store.promoteDraft(meetingId));
+    }
   }
 
   private schedule(): void {

@@ -10,6 +10,12 @@
  *
  * Sequence numbers are allocated inside the transaction that stores the chunk, and chunks are
  * written with `add`, never `put`: two writers can never give two chunks one seq, or overwrite one.
+ *
+ * `drafts` holds, per meeting, the chunk still being filled (rewritten about every second while
+ * recording), under the seq it will get: the meeting's next one, which only the tab holding the
+ * meeting's recording lock advances. Storing the real chunk deletes the draft in the same
+ * transaction; a draft whose tab is gone is promoted to a pending chunk (`promoteDraft`), only by a
+ * holder of that lock, so a draft is never sent while its tab records it.
  */
 
 export interface StoredChunk {
@@ -28,6 +34,23 @@ export interface RejectedChunk {
   rejectedAt?: number;
 }
 
+/** The chunk being filled, as far as it was captured; never sent as is (see `promoteDraft`). */
+export interface DraftChunk {
+  meetingId: string;
+  /** The meeting's next sequence number when the draft was written: the seq the chunk will get. */
+  seq: number;
+  wav: ArrayBuffer;
+  samples: number;
+  updatedAt: number;
+}
+
+/** What `promoteDraft` did with a meeting's draft. */
+export type DraftPromotion =
+  | { kind: 'none' }
+  | { kind: 'empty' }
+  | { kind: 'pending'; seq: number }
+  | { kind: 'misplaced'; seq: number };
+
 export interface StoredMeeting {
   meetingId: string;
   nextSeq: number;
@@ -37,7 +60,7 @@ export interface StoredMeeting {
 export type ChunkKey = [meetingId: string, seq: number];
 
 const DB_NAME = 'verbatim';
-const DB_VERSION = 1;
+const DB_VERSION = 2;
 
 function request<T>(req: IDBRequest<T>): Promise<T> {
   return new Promise((resolve, reject) => {
@@ -61,19 +84,23 @@ export class ChunkStore {
     const req = indexedDB.open(DB_NAME, DB_VERSION);
     req.onupgradeneeded = () => {
       const db = req.result;
-      db.createObjectStore('chunks', { keyPath: ['meetingId', 'seq'] });
-      db.createObjectStore('rejected', { keyPath: ['meetingId', 'seq'] });
-      db.createObjectStore('meetings', { keyPath: 'meetingId' });
+      // Version 1 had the first three stores; an outbox kept from then is upgraded in place.
+      const has = (name: string) => db.objectStoreNames.contains(name);
+      if (!has('chunks')) db.createObjectStore('chunks', { keyPath: ['meetingId', 'seq'] });
+      if (!has('rejected')) db.createObjectStore('rejected', { keyPath: ['meetingId', 'seq'] });
+      if (!has('meetings')) db.createObjectStore('meetings', { keyPath: 'meetingId' });
+      if (!has('drafts')) db.createObjectStore('drafts', { keyPath: 'meetingId' });
     };
     return new ChunkStore(await request(req));
   }
 
   /**
-   * Stores a captured chunk under the meeting's next sequence number and advances it, in one
-   * transaction; returns the seq. `add` fails rather than overwrite an existing chunk.
+   * Stores a captured chunk under the meeting's next sequence number and advances it, and deletes
+   * the meeting's draft (the chunk replaces it), in one transaction; returns the seq. `add` fails
+   * rather than overwrite an existing chunk.
    */
   async add(meetingId: string, wav: ArrayBuffer): Promise<number> {
-    const tx = this.db.transaction(['chunks', 'meetings'], 'readwrite');
+    const tx = this.db.transaction(['chunks', 'meetings', 'drafts'], 'readwrite');
     const completed = done(tx);
     completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
     const meetings = tx.objectStore('meetings');
@@ -85,8 +112,99 @@ export class ChunkStore {
       nextSeq: seq + 1,
       endRequested: current?.endRequested ?? false,
     } satisfies StoredMeeting);
+    tx.objectStore('drafts').delete(meetingId);
     await completed;
     return seq;
+  }
+
+  /**
+   * Writes (over the previous one) the draft of the chunk being filled, under the meeting's next
+   * sequence number, read in the same transaction. Only the tab holding the meeting's recording
+   * lock calls this, so that number does not move until its own `add` replaces the draft.
+   */
+  async saveDraft(meetingId: string, wav: ArrayBuffer, samples: number): Promise<void> {
+    const tx = this.db.transaction(['meetings', 'drafts'], 'readwrite');
+    const completed = done(tx);
+    completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
+    const current = (await request(tx.objectStore('meetings').get(meetingId))) as StoredMeeting | undefined;
+    tx.objectStore('drafts').put({
+      meetingId,
+      seq: current?.nextSeq ?? 0,
+      wav,
+      samples,
+      updatedAt: Date.now(),
+    } satisfies DraftChunk);
+    await completed;
+  }
+
+  async deleteDraft(meetingId: string): Promise<void> {
+    const tx = this.db.transaction('drafts', 'readwrite');
+    tx.objectStore('drafts').delete(meetingId);
+    await done(tx);
+  }
+
+  /** Meetings that have a draft (no audio is read). */
+  async draftMeetings(): Promise<string[]> {
+    const tx = this.db.transaction('drafts', 'readonly');
+    return (await request(tx.objectStore('drafts').getAllKeys())) as string[];
+  }
+
+  /**
+   * Turns a meeting's draft, left by a tab that is gone, into a pending chunk under its seq (which
+   * is then advanced), in one transaction. The caller must hold the meeting's recording lock: a
+   * draft is never promoted while a tab still records it. A draft whose seq is not the meeting's
+   * next one cannot be placed on the timeline; it is kept as rejected, with its audio, rather than
+   * sent under a number another chunk has or had.
+   */
+  async promoteDraft(meetingId: string): Promise<DraftPromotion> {
+    const tx = this.db.transaction(['chunks', 'meetings', 'drafts', 'rejected'], 'readwrite');
+    const completed = done(tx);
+    completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
+    const draft = (await request(tx.objectStore('drafts').get(meetingId))) as DraftChunk | undefined;
+    if (!draft) {
+      await completed;
+      return { kind: 'none' };
+    }
+    const drafts = tx.objectStore('drafts');
+    if (draft.samples === 0) {
+      drafts.delete(meetingId);
+      await completed;
+      return { kind: 'empty' };
+    }
+    const meetings = tx.objectStore('meetings');
+    const current = (await request(meetings.get(meetingId))) as StoredMeeting | undefined;
+    const seq = current?.nextSeq ?? 0;
+    if (draft.seq !== seq) {
+      // Cannot happen while only the lock holder writes drafts and `add` deletes them; if it does,
+      // keep the audio (downloadable) instead of sending it under a number another chunk has or had.
+      const rejected = tx.objectStore('rejected');
+      if ((await request(rejected.getKey([meetingId, draft.seq]))) === undefined) {
+        rejected.add({
+          meetingId,
+          seq: draft.seq,
+          error: `draft.misplaced: the unfinished chunk ${draft.seq} was found when the next chunk was ${seq}`,
+          wav: draft.wav,
+          rejectedAt: Date.now(),
+        } satisfies RejectedChunk);
+        drafts.delete(meetingId);
+      }
+      await completed;
+      return { kind: 'misplaced', seq: draft.seq };
+    }
+    drafts.delete(meetingId);
+    tx.objectStore('chunks').add({
+      meetingId,
+      seq,
+      wav: draft.wav,
+      createdAt: Date.now(),
+    } satisfies StoredChunk);
+    meetings.put({
+      meetingId,
+      nextSeq: seq + 1,
+      endRequested: current?.endRequested ?? false,
+    } satisfies StoredMeeting);
+    await completed;
+    return { kind: 'pending', seq };
   }
 
   /** Keys of every pending chunk, each meeting's in sequence order (no audio is read). */
@@ -177,11 +295,12 @@ export class ChunkStore {
    * on the person's say-so, for a meeting deleted on the server, after its audio was offered.
    */
   async discard(meetingId: string): Promise<void> {
-    const tx = this.db.transaction(['chunks', 'rejected', 'meetings'], 'readwrite');
+    const tx = this.db.transaction(['chunks', 'rejected', 'meetings', 'drafts'], 'readwrite');
     const range = IDBKeyRange.bound([meetingId, -Infinity], [meetingId, Infinity]);
     tx.objectStore('chunks').delete(range);
     tx.objectStore('rejected').delete(range);
     tx.objectStore('meetings').delete(meetingId);
+    tx.objectStore('drafts').delete(meetingId);
     await done(tx);
   }
 

@@ -132,6 +132,7 @@ export function MeetingPage({ id }: { id: string }) {
       aria-labelledby="meeting-title"
       data-meeting-status={meeting.status}
       data-chunks-captured={mine?.chunksCaptured ?? ''}
+      data-draft-seconds={mine?.draftSeconds ?? ''}
       data-phase={mine?.phase ?? ''}
     >
       <header class="meeting-head">

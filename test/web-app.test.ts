@@ -12,6 +12,7 @@ import {
   signIn,
   type Browser,
   type WebServer,
+  storedChunkSeqs,
 } from './support/browser.ts';
 import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 
@@ -52,15 +53,7 @@ void describe('web app', () => {
     await h?.close();
   });
 
-  async function chunkSeqs(meetingId: string): Promise<number[]> {
-    const rows = await h.app.database.db
-      .selectFrom('chunks')
-      .select('seq')
-      .where('meeting_id', '=', meetingId)
-      .orderBy('seq')
-      .execute();
-    return rows.map((r) => r.seq);
-  }
+  const chunkSeqs = (meetingId: string) => storedChunkSeqs(h, meetingId);
 
   async function recordedSeconds(page: Browser['page']): Promise<number> {
     const text = (await page.getByTestId('elapsed').textContent()) ?? '0:00';

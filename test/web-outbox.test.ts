@@ -13,6 +13,11 @@ import {
   signIn,
   type Browser,
   type WebServer,
+  chunksCaptured,
+  newWorkspaceKey,
+  startLiveMeeting,
+  storedChunkSeqs,
+  storedMeetingStatus,
 } from './support/browser.ts';
 import { SPEECH, startHarness, waitFor, type Harness } from './support/harness.ts';
 
@@ -53,43 +58,18 @@ void describe('web app outbox', () => {
     await h?.close();
   });
 
-  async function workspaceKey(name: string): Promise<{ workspaceId: string; keyId: string; apiKey: string }> {
-    const workspaceId = await h.app.workspaces.createWorkspace(name);
-    return h.app.workspaces.createApiKey(workspaceId, name);
-  }
+  const workspaceKey = (name: string) => newWorkspaceKey(h, name);
 
   const as = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
 
-  async function chunkSeqs(meetingId: string): Promise<number[]> {
-    const rows = await h.app.database.db
-      .selectFrom('chunks')
-      .select('seq')
-      .where('meeting_id', '=', meetingId)
-      .orderBy('seq')
-      .execute();
-    return rows.map((r) => r.seq);
-  }
+  const chunkSeqs = (meetingId: string) => storedChunkSeqs(h, meetingId);
 
-  async function meetingStatus(id: string): Promise<string> {
-    const row = await h.app.database.db
-      .selectFrom('meetings')
-      .select('status')
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row?.status ?? 'gone';
-  }
+  const meetingStatus = (id: string) => storedMeetingStatus(h, id);
 
-  /** Signs in, starts a live meeting from the list, and returns its id. */
-  async function record(page: Browser['page'], apiKey: string, title: string): Promise<string> {
-    await signIn(page, web.url, apiKey);
-    await page.getByLabel('Title', { exact: true }).fill(title);
-    await page.getByRole('button', { name: /Record/ }).click();
-    await page.getByRole('heading', { name: title }).waitFor();
-    return /#\/meetings\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
-  }
+  const record = (page: Browser['page'], apiKey: string, title: string) =>
+    startLiveMeeting(page, web.url, apiKey, title);
 
-  const captured = async (page: Browser['page']) =>
-    Number(await page.locator('article').getAttribute('data-chunks-captured'));
+  const captured = chunksCaptured;
 
   void it('L1: chunks refused with 413 storage.quota_exceeded stay in the browser and are delivered once space is freed', async () => {
     // A real refusal: this workspace fills its quota through the API with another meeting's chunks.

@@ -206,3 +206,52 @@ export async function signIn(page: Page, baseUrl: string, apiKey: string): Promi
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { name: 'Meetings' }).waitFor();
 }
+
+/** Signs in, starts a live meeting from the list, and returns its id. */
+export async function startLiveMeeting(
+  page: Page,
+  baseUrl: string,
+  apiKey: string,
+  title: string,
+): Promise<string> {
+  await signIn(page, baseUrl, apiKey);
+  await page.getByLabel('Title', { exact: true }).fill(title);
+  await page.getByRole('button', { name: /Record/ }).click();
+  await page.getByRole('heading', { name: title }).waitFor();
+  return /#\/meetings\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+}
+
+/** How many chunks the meeting page says this tab has cut so far. */
+export async function chunksCaptured(page: Page): Promise<number> {
+  return Number(await page.locator('article').getAttribute('data-chunks-captured'));
+}
+
+/** A new workspace and an API key for it, so one test's quota or keys do not touch another's. */
+export async function newWorkspaceKey(
+  h: Harness,
+  name: string,
+): Promise<{ workspaceId: string; keyId: string; apiKey: string }> {
+  const workspaceId = await h.app.workspaces.createWorkspace(name);
+  return h.app.workspaces.createApiKey(workspaceId, name);
+}
+
+/** The sequence numbers the server has stored for a live meeting, in order. */
+export async function storedChunkSeqs(h: Harness, meetingId: string): Promise<number[]> {
+  const rows = await h.app.database.db
+    .selectFrom('chunks')
+    .select('seq')
+    .where('meeting_id', '=', meetingId)
+    .orderBy('seq')
+    .execute();
+  return rows.map((r) => r.seq);
+}
+
+/** The meeting's status as stored, or `gone` once it is deleted. */
+export async function storedMeetingStatus(h: Harness, id: string): Promise<string> {
+  const row = await h.app.database.db
+    .selectFrom('meetings')
+    .select('status')
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row?.status ?? 'gone';
+}

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
+import { storedBytes } from '../storage/objects.ts';
 import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats.ts';
 
 export interface AttemptView {
@@ -169,12 +170,6 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
     lastError: { code: j.last_error_code, message: j.last_error_message },
   }));
 
-  const stored = await sql<{ bytes: number }>`
-    select coalesce(sum(bytes), 0)::float8 as bytes from (
-      select size_bytes as bytes from blobs where deleted_at is null and workspace_id = ${workspaceId}::uuid
-      union all
-      select bytes from object_cleanups where workspace_id = ${workspaceId}::uuid) held`.execute(db);
-
   const counts = await sql<WorkspaceFigures>`select
       (count(*) filter (where status = 'failed'))::int as "jobsFailed",
       (count(*) filter (where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED}))::int
@@ -184,5 +179,5 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
     from jobs where workspace_id = ${workspaceId}::uuid`.execute(db);
   const workspace = counts.rows[0] ?? { jobsFailed: 0, jobsQuarantined: 0, minutesOutagesInProgress: 0 };
 
-  return { queues, health, workspace, deadLetters, outages, storedBytes: stored.rows[0]?.bytes ?? 0 };
+  return { queues, health, workspace, deadLetters, outages, storedBytes: await storedBytes(db, workspaceId) };
 }

@@ -28,7 +28,8 @@ import { createLogger, type Logger } from './log.ts';
 import { closeOutMeetingJob } from './meetings/close-out.ts';
 import type { MeetingDeps } from './meetings/deps.ts';
 import { splitRecordingJob } from './meetings/intake.ts';
-import { onMeetingTranscribed, writeMinutesJob } from './meetings/minutes.ts';
+import { onTranscriptEvent, writeMinutesJob } from './meetings/minutes.ts';
+import { repairTimelineJob } from './meetings/repair.ts';
 import { PgMeetingStore } from './meetings/pg-meeting-store.ts';
 import { transcribeWindowJob } from './meetings/transcription.ts';
 import type { MinutesWriter, Transcriber } from './ports.ts';
@@ -121,6 +122,7 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
     scheduleBotJob(deps, botProviderOf(deps)),
     deleteBotJob(deps, botProviderOf(deps)),
     leaveBotJob(deps, botProviderOf(deps)),
+    repairTimelineJob(deps),
   ];
 }
 
@@ -135,10 +137,11 @@ export async function startAppWorker(app: App): Promise<WorkerHandle> {
     jobDefinitions(app.deps),
     {
       [Consumer.minutes]: (event) =>
-        onMeetingTranscribed(app.deps, {
+        onTranscriptEvent(app.deps, {
           workspaceId: event.workspaceId,
           meetingId: event.subjectId,
           eventId: String(event.payload.eventId),
+          revision: typeof event.payload.revision === 'number' ? event.payload.revision : 0,
         }),
       [Consumer.webhooks]: (event) => fanOutWebhook(app.deps, event),
     },

@@ -31,7 +31,17 @@ export const SETTINGS = {
   gapPatienceSeconds: {
     env: 'VERBATIM_GAP_PATIENCE_SECONDS',
     default: '30',
-    help: 'audio received after a missing chunk before its stretch is settled as missing (L1)',
+    help: 'how long a missing chunk is waited for while later ones arrive, before the timeline goes on past it (L19)',
+  },
+  maxSeqAhead: {
+    env: 'VERBATIM_MAX_SEQ_AHEAD',
+    default: '720',
+    help: 'how far a chunk seq may run ahead of the highest stored one (L21; 720 = one hour of 5 s chunks)',
+  },
+  lateAudioDays: {
+    env: 'VERBATIM_LATE_AUDIO_DAYS',
+    default: '7',
+    help: 'days after a meeting ended during which a late chunk is still taken and spliced in (L19)',
   },
   maxChunkBytes: { env: 'VERBATIM_MAX_CHUNK_BYTES', default: '2097152', help: 'largest live chunk accepted' },
   leaseSeconds: { env: 'VERBATIM_LEASE_SECONDS', default: '15', help: 'job lease length (J2)' },
@@ -249,6 +259,8 @@ export interface Config {
   boundarySearchMs: number;
   chunkMs: number;
   gapPatienceMs: number;
+  maxSeqAhead: number;
+  lateAudioMs: number;
   maxChunkBytes: number;
   leaseMs: number;
   heartbeatMs: number;
@@ -342,6 +354,8 @@ export function loadConfig(env: Env = process.env): Config {
     boundarySearchMs: ms('boundarySearchSeconds'),
     chunkMs: ms('chunkSeconds', 0.1),
     gapPatienceMs: ms('gapPatienceSeconds'),
+    maxSeqAhead: int('maxSeqAhead', 1),
+    lateAudioMs: ms('lateAudioDays') * 86_400,
     maxChunkBytes: int('maxChunkBytes', 1024),
     leaseMs: ms('leaseSeconds', 0.2),
     heartbeatMs: ms('heartbeatSeconds', 0.05),

@@ -9,6 +9,7 @@ import { endMeeting, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
+import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 const MAX_TITLE = 300;
@@ -25,6 +26,8 @@ const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   const graceMs = deps.config.closeoutGraceMs;
+  const viewOf = async (m: MeetingRow) =>
+    meetingView(m, await deps.meetings.windowCounts(m.id), await liveState(deps.db, m), graceMs);
 
   // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
   app.addContentTypeParser(
@@ -73,7 +76,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       windowMs: deps.config.windowMs,
       batchId,
     });
-    return reply.status(201).send(meetingView(meeting, emptyCounts(), graceMs));
+    return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
   });
 
   app.put<{ Params: { id: string } }>('/v1/meetings/:id/recording', async (req, reply) => {
@@ -92,9 +95,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       throw invalid('recording.empty', 'the recording is empty');
     }
     const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
-    return reply
-      .status(202)
-      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    return reply.status(202).send(await viewOf(meeting));
   });
 
   app.put<{ Params: { id: string; seq: string } }>(
@@ -118,21 +119,19 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       return reply.status(stored.created ? 201 : 200).send({
         seq: Number(req.params.seq),
         created: stored.created,
-        meeting: meetingView(stored.meeting, await deps.meetings.windowCounts(req.params.id), graceMs),
+        meeting: await viewOf(stored.meeting),
       });
     },
   );
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', async (req, reply) => {
-    const meeting = await endMeeting(deps, workspaceOf(req), req.params.id);
-    return reply
-      .status(202)
-      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    const meeting = await endMeeting(deps, workspaceOf(req), req.params.id, declaredChunks(req.body));
+    return reply.status(202).send(await viewOf(meeting));
   });
 
   app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) => {
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs);
+    return await viewOf(meeting);
   });
 
   app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
@@ -143,7 +142,12 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       const segments = await deps.meetings.segments(meeting.id);
       switch (format) {
         case 'json':
-          return { meetingId: meeting.id, complete: meeting.transcript_completed_at !== null, segments };
+          return {
+            meetingId: meeting.id,
+            complete: meeting.transcript_completed_at !== null,
+            revision: meeting.transcript_revision,
+            segments,
+          };
         case 'txt':
           return reply.type('text/plain; charset=utf-8').send(formatTranscript(segments, 'txt'));
         case 'vtt':
@@ -159,9 +163,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply
-      .status(202)
-      .send(meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs));
+    return reply.status(202).send(await viewOf(meeting));
   });
 
   app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
@@ -174,7 +176,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
     return reply.status(202).send({
       ...result,
-      meeting: meetingView(meeting, await deps.meetings.windowCounts(meeting.id), graceMs),
+      meeting: await viewOf(meeting),
     });
   });
 
@@ -220,13 +222,25 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       });
       const last = rows.length === limit ? rows[rows.length - 1] : undefined;
       return {
-        meetings: await Promise.all(
-          rows.map(async (m) => meetingView(m, await deps.meetings.windowCounts(m.id), graceMs)),
-        ),
+        meetings: await Promise.all(rows.map((m) => viewOf(m))),
         nextCursor: last ? encodeCursor(last) : null,
       };
     },
   );
+}
+
+/** L20: End's optional body, `{"chunks": N}`: the number of chunks the client recorded. */
+function declaredChunks(body: unknown): number | null {
+  if (body === undefined || body === null || (Buffer.isBuffer(body) && body.length === 0)) return null;
+  if (typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body)) {
+    throw invalid('end.body', 'send no body, or a JSON object such as {"chunks": 29}');
+  }
+  const chunks = (body as Record<string, unknown>).chunks;
+  if (chunks === undefined || chunks === null) return null;
+  if (typeof chunks !== 'number' || !Number.isInteger(chunks) || chunks < 0 || chunks > 1_000_001) {
+    throw invalid('end.chunks', 'chunks must be the number of chunks recorded, a whole number from 0');
+  }
+  return chunks;
 }
 
 function invalid(code: string, message: string): AppError {
@@ -253,7 +267,7 @@ function decodeCursor(cursor: string): { createdAt: Date; id: string } {
 }
 
 /** The public shape of a meeting. Never includes job internals, tokens or storage keys. */
-export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number) {
+export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState, graceMs: number) {
   const windows = {
     total: counts.total,
     done: counts.transcribed,
@@ -261,6 +275,13 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
     exhausted: counts.exhausted,
     missing: counts.missing,
   };
+  const repairFailure = m.repair_failure_code
+    ? {
+        code: m.repair_failure_code,
+        message: m.repair_failure_message,
+        plain: plainReason(m.repair_failure_code, m.repair_failure_message),
+      }
+    : null;
   return {
     id: m.id,
     title: m.title,
@@ -283,6 +304,8 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
       graceMs,
     ),
     transcriptComplete: m.transcript_completed_at !== null,
+    // L19: how many times the published transcript changed since (late audio spliced in).
+    revision: m.transcript_revision,
     minutes: {
       status: m.minutes_status,
       reason: m.minutes_code
@@ -294,6 +317,9 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
         : null,
       content: m.minutes,
       writtenAt: m.minutes_written_at,
+      // The transcript revision the minutes describe; stale once the transcript moved on.
+      revision: m.minutes_revision,
+      stale: m.minutes !== null && (m.minutes_revision ?? 0) < m.transcript_revision,
     },
     failure: m.failure_code
       ? {
@@ -302,7 +328,17 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
           plain: plainReason(m.failure_code, m.failure_message),
         }
       : null,
-    missingChunks: m.missing_chunks,
+    declaredChunks: m.declared_chunks,
+    missingChunks: live.missing.seqs,
+    missingChunkCount: live.missing.count,
+    lateAudio: {
+      waitingChunks: live.waiting,
+      lateChunks: live.late,
+      repairing: live.repairing,
+      lastRepairAt: m.last_repair_at,
+      failure: repairFailure,
+      message: lateAudioMessage(m, live, repairFailure?.plain ?? null),
+    },
     audioDeletedAt: m.audio_deleted_at,
     untranscribedWhenAudioDeleted:
       m.audio_deleted_at && m.untranscribed_exhausted !== null
@@ -314,6 +350,26 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, graceMs: number
     completedAt: m.completed_at,
     failedAt: m.failed_at,
   };
+}
+
+/** L19 in plain words: audio waiting, being added, added, or that could not be added. */
+function lateAudioMessage(m: MeetingRow, live: LiveState, failure: string | null): string | null {
+  const n = (k: number, one: string, many: string) => `${k} ${k === 1 ? one : many}`;
+  if (live.late > 0 && failure && !live.repairing) {
+    return `${n(live.late, 'late chunk', 'late chunks')} could not be added to the transcript yet. ${failure}`;
+  }
+  if (live.late > 0) {
+    return `${n(live.late, 'chunk', 'chunks')} of audio arrived late; adding ${live.late === 1 ? 'it' : 'them'} to the transcript.`;
+  }
+  if (live.repairing) return 'Adding audio that arrived late to the transcript.';
+  if (live.waiting > 0) {
+    const first = m.next_seq;
+    return `${n(live.waiting, 'later chunk is', 'later chunks are')} stored and waiting for chunk ${first}; the transcript goes on without it if it does not come soon, and takes it in when it does.`;
+  }
+  if (m.transcript_revision > 0) {
+    return `The transcript was revised ${n(m.transcript_revision, 'time', 'times')} to add audio that arrived late.`;
+  }
+  return null;
 }
 
 function batchView(

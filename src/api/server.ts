@@ -59,6 +59,9 @@ export function buildApi(api: ApiDeps): FastifyInstance {
 
   app.setErrorHandler((err, req, reply) => {
     const e = toHttpError(err);
+    // A refusal that clears by itself says when to try again (chunk.too_far_ahead).
+    if (err instanceof AppError && err.retryAfterSeconds !== undefined)
+      void reply.header('retry-after', String(Math.ceil(err.retryAfterSeconds)));
     if (e.status >= 500)
       req.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'request failed');
     void reply.status(e.status).send({ error: { kind: e.kind, code: e.code, message: e.message } });

@@ -14,6 +14,7 @@ import * as m0011 from './migrations/0011-bot-backstop.ts';
 import * as m0012 from './migrations/0012-calendar-feeds.ts';
 import * as m0013 from './migrations/0013-bot-recording-copies.ts';
 import * as m0014 from './migrations/0014-bot-errors.ts';
+import * as m0015 from './migrations/0015-live-timeline.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0012-calendar-feeds': m0012,
   '0013-bot-recording-copies': m0013,
   '0014-bot-errors': m0014,
+  '0015-live-timeline': m0015,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -53,7 +53,16 @@ export interface MeetingsTable {
   minutes_written_at: NullableTimestamp;
   updated_at: Timestamp;
   cut_samples: ColumnType<number, number | undefined, number>;
-  missing_chunks: ColumnType<number[], number[] | undefined, number[]>;
+  next_seq: ColumnType<number, number | undefined, number>;
+  placed_samples: ColumnType<number, number | undefined, number>;
+  frontier_blocked_at: NullableTimestamp;
+  declared_chunks: number | null;
+  timeline_closed_at: NullableTimestamp;
+  transcript_revision: ColumnType<number, number | undefined, number>;
+  minutes_revision: number | null;
+  last_repair_at: NullableTimestamp;
+  repair_failure_code: string | null;
+  repair_failure_message: string | null;
   chunk_format: 'wav' | 'webm' | null;
   batch_id: string | null;
   stream_header: Buffer | null;
@@ -71,6 +80,31 @@ export interface ChunksTable {
   pcm_blob_id: string | null;
   stream_state: NullableJson;
   created_at: Timestamp;
+  start_samples: number | null;
+  energy: Buffer | null;
+  decoded_after_gap: ColumnType<boolean, boolean | undefined, boolean>;
+  undecodable: ColumnType<boolean, boolean | undefined, boolean>;
+}
+
+export interface TimelineGapsTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string;
+  first_seq: number;
+  end_seq: number;
+  start_samples: number;
+  samples: number;
+  arrived_at: NullableTimestamp;
+  created_at: Timestamp;
+}
+
+export interface WindowTalliesTable {
+  meeting_id: string;
+  total: number;
+  pending: number;
+  transcribed: number;
+  failed: number;
+  missing: number;
 }
 
 export interface ObjectCleanupsTable {
@@ -243,6 +277,9 @@ export interface WindowsTable {
   transcribed_at: NullableTimestamp;
   failed_at: NullableTimestamp;
   missing_at: NullableTimestamp;
+  start_samples: number | null;
+  end_samples: number | null;
+  superseded_at: NullableTimestamp;
 }
 
 export interface SegmentsTable {
@@ -374,6 +411,8 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   storage_guards: StorageGuardsTable;
   windows: WindowsTable;
+  timeline_gaps: TimelineGapsTable;
+  window_tallies: WindowTalliesTable;
   segments: SegmentsTable;
   jobs: JobsTable;
   job_attempts: JobAttemptsTable;

@@ -8,6 +8,8 @@ export const ErrorKind = {
   unauthorized: 'unauthorized',
   notFound: 'not_found',
   conflict: 'conflict',
+  /** The thing existed but can no longer be changed this way (HTTP 410). */
+  gone: 'gone',
   tooLarge: 'too_large',
   unsupportedMedia: 'unsupported_media',
   transient: 'transient',
@@ -145,6 +147,8 @@ export function httpStatusFor(kind: ErrorKind): number {
       return 404;
     case ErrorKind.conflict:
       return 409;
+    case ErrorKind.gone:
+      return 410;
     case ErrorKind.tooLarge:
       return 413;
     case ErrorKind.unsupportedMedia:

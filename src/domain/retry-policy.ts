@@ -47,6 +47,7 @@ export function decideFailure(
     case ErrorKind.unauthorized:
     case ErrorKind.notFound:
     case ErrorKind.conflict:
+    case ErrorKind.gone:
     case ErrorKind.tooLarge:
     case ErrorKind.unsupportedMedia:
     case ErrorKind.permanent:

@@ -48,6 +48,8 @@ export const WindowStatus = {
   transcribed: 'transcribed',
   failed: 'failed',
   missing: 'missing',
+  /** L19: replaced by a repair's windows; kept for the audit trail, never shown. */
+  superseded: 'superseded',
 } as const;
 export type WindowStatus = (typeof WindowStatus)[keyof typeof WindowStatus];
 
@@ -57,6 +59,11 @@ export const WindowTransitions = {
   markWindowMissing: { from: [WindowStatus.pending], to: WindowStatus.missing },
   /** J13: a resubmission gives a failed window another run, while its audio is still stored. */
   retryWindow: { from: [WindowStatus.failed], to: WindowStatus.pending },
+  /** L19: a repair re-cut the stretch this window covered. */
+  supersedeWindow: {
+    from: [WindowStatus.pending, WindowStatus.transcribed, WindowStatus.failed, WindowStatus.missing],
+    to: WindowStatus.superseded,
+  },
 } as const satisfies Record<string, { from: readonly WindowStatus[]; to: WindowStatus }>;
 
 export const JobStatus = {
@@ -102,6 +109,7 @@ export const JobKind = {
   scheduleBot: 'schedule-bot',
   deleteBot: 'delete-bot',
   leaveBot: 'leave-bot',
+  repairTimeline: 'repair-timeline',
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -123,6 +131,8 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.scheduleBot]: QueueName.intake,
   [JobKind.deleteBot]: QueueName.intake,
   [JobKind.leaveBot]: QueueName.intake,
+  // A repair recognises audio: it shares the speech recognizer's queue and concurrency.
+  [JobKind.repairTimeline]: QueueName.transcription,
 };
 
 export const EventType = {
@@ -130,6 +140,8 @@ export const EventType = {
   meetingCompleted: 'meeting.completed',
   meetingFailed: 'meeting.failed',
   minutesReady: 'minutes.ready',
+  /** L19: a published transcript changed (late audio was spliced in). */
+  meetingTranscriptRevised: 'meeting.transcript_revised',
 } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
@@ -141,4 +153,5 @@ export const CONSUMERS_OF: Record<EventType, Consumer[]> = {
   [EventType.meetingCompleted]: [Consumer.webhooks],
   [EventType.meetingFailed]: [Consumer.webhooks],
   [EventType.minutesReady]: [Consumer.webhooks],
+  [EventType.meetingTranscriptRevised]: [Consumer.minutes, Consumer.webhooks],
 };

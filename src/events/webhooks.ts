@@ -20,7 +20,13 @@ import type { OutboxEvent } from './dispatcher.ts';
  * delivery failed: visible in its log and in the metrics for an operator.
  */
 
-export const WEBHOOK_EVENTS = ['meeting.transcribed', 'meeting.completed', 'meeting.failed', 'minutes.ready'];
+export const WEBHOOK_EVENTS = [
+  'meeting.transcribed',
+  'meeting.transcript_revised',
+  'meeting.completed',
+  'meeting.failed',
+  'minutes.ready',
+];
 const SECRET_PREFIX = 'whsec_';
 const LEASE_MS = 60_000;
 const BACKOFF_CAP_MS = 3_600_000;

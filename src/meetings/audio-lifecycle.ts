@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
 import { MeetingStatus } from '../domain/status.ts';
+import { recordAudit } from '../jobs/audit.ts';
 import type { MeetingDeps } from './deps.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 
@@ -29,26 +30,63 @@ export async function failMeetingInTx(
 }
 
 /**
+ * L16, L19: the audio a meeting keeps after it ended: chunks not yet in the transcript (they arrived
+ * late, or wait for a repair to cut them) and the original bytes of WebM pieces read without the
+ * piece before them (so that piece, when it comes, lets them be read in full). Kept until their
+ * repair commits, or until the late-audio bound has passed.
+ */
+async function pinnedBlobIds(trx: Tx, meetingId: string): Promise<string[]> {
+  const rows = await sql<{ id: string }>`
+    select c.blob_id as id from chunks c join meetings m on m.id = c.meeting_id
+     where c.meeting_id = ${meetingId}::uuid
+       and (c.start_samples is null or c.decoded_after_gap
+            or c.start_samples + coalesce(c.samples, 0) > m.cut_samples)
+    union all
+    select c.pcm_blob_id from chunks c join meetings m on m.id = c.meeting_id
+     where c.meeting_id = ${meetingId}::uuid and c.pcm_blob_id is not null
+       and c.start_samples + coalesce(c.samples, 0) > m.cut_samples`.execute(trx);
+  return rows.rows.map((r) => r.id);
+}
+
+/**
  * L16: hands every stored audio object of a meeting to the cleanup outbox and records when, in one
  * transaction, then deletes them at once. A delete that fails stays in the outbox and is retried by
  * the cleanup pass until it succeeds (B5); until then its bytes still count (B6). Idempotent.
+ * Audio not yet in the transcript is kept (pinnedBlobIds) unless `keepNothing` (the late-audio
+ * bound has passed); a repair that commits it calls this again.
  */
-export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): Promise<void> {
+export async function deleteMeetingAudio(
+  deps: MeetingDeps,
+  meetingId: string,
+  opts: { keepNothing?: boolean } = {},
+): Promise<void> {
   const keys = await deps.db.transaction().execute(async (trx) => {
     // The meeting row before its blobs, as in deleteMeeting: the same order everywhere.
     const meeting = await trx
       .selectFrom('meetings')
-      .select('id')
+      .select(['id', 'workspace_id', 'audio_deleted_at'])
       .where('id', '=', meetingId)
       .forNoKeyUpdate()
       .executeTakeFirst();
     if (!meeting) return [];
-    const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted');
+    const keep = opts.keepNothing ? [] : await pinnedBlobIds(trx, meetingId);
+    const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted', keep);
     await trx
       .updateTable('meetings')
       .set({ audio_deleted_at: sql<Date>`coalesce(audio_deleted_at, now())` })
       .where('id', '=', meetingId)
       .execute();
+    if (handed.length > 0 || !meeting.audio_deleted_at) {
+      await recordAudit(trx, {
+        workspaceId: meeting.workspace_id,
+        subjectType: 'meeting',
+        subjectId: meetingId,
+        from: null,
+        to: 'audio_deleted',
+        actor: 'worker',
+        reason: `${handed.length} audio objects handed to cleanup${keep.length > 0 ? `; ${keep.length} kept for late audio` : ''}`,
+      });
+    }
     return handed;
   });
   await deleteNow(deps, keys);
@@ -56,22 +94,29 @@ export async function deleteMeetingAudio(deps: MeetingDeps, meetingId: string): 
 
 /**
  * The audio sweep: hands off the audio that an ended meeting still has (its close-out or failure
- * path stopped before the hand-off). The deletes themselves are the cleanup pass's.
+ * path stopped before the hand-off, or it kept audio for late chunks whose bound has now passed).
+ * The deletes themselves are the cleanup pass's.
  */
 export async function deleteEndedMeetingsAudio(deps: MeetingDeps, limit = 20): Promise<number> {
-  const rows = await deps.db
-    .selectFrom('blobs')
-    .innerJoin('meetings', 'meetings.id', 'blobs.meeting_id')
-    .select('blobs.meeting_id')
-    .distinct()
-    .where('blobs.deleted_at', 'is', null)
-    .where('meetings.status', 'in', [MeetingStatus.complete, MeetingStatus.failed])
-    .limit(limit)
-    .execute();
+  const rows = await sql<{ meeting_id: string; expired: boolean }>`
+    select distinct b.meeting_id,
+           coalesce(m.completed_at, m.failed_at) < now() - ${deps.config.lateAudioMs} * interval '1 millisecond' as expired
+      from blobs b join meetings m on m.id = b.meeting_id
+     where b.deleted_at is null and m.status in (${MeetingStatus.complete}, ${MeetingStatus.failed})
+       and (m.audio_deleted_at is null
+            or coalesce(m.completed_at, m.failed_at) < now() - ${deps.config.lateAudioMs} * interval '1 millisecond'
+            or not exists (
+              select 1 from chunks c
+               where c.meeting_id = m.id and (c.blob_id = b.id or c.pcm_blob_id = b.id)
+                 and (c.start_samples is null or c.decoded_after_gap
+                      or c.start_samples + coalesce(c.samples, 0) > m.cut_samples)))
+       and not exists (select 1 from jobs j where j.meeting_id = m.id and j.kind = 'repair-timeline'
+                        and j.status in ('pending', 'running'))
+     limit ${limit}`.execute(deps.db);
   let cleaned = 0;
-  for (const { meeting_id } of rows) {
+  for (const { meeting_id, expired } of rows.rows) {
     try {
-      await deleteMeetingAudio(deps, meeting_id);
+      await deleteMeetingAudio(deps, meeting_id, { keepNothing: expired });
       cleaned++;
     } catch (err) {
       deps.log.warn({ meetingId: meeting_id, err: String(err) }, 'audio deletion failed again; will retry');

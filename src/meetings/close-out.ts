@@ -11,8 +11,7 @@ import {
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
-import { cutRemainder } from './live.ts';
-import { compensate, type StagedObject } from '../storage/objects.ts';
+import { advanceTimeline } from './live.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { transcribeDirectly } from './transcription.ts';
@@ -48,9 +47,11 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
         // got registered.
         await settleUnworkedWindows(deps, ctx, meetingId);
 
-        // (2) L4/L5: only windows still being attempted are worth waiting for.
+        // (2) L4/L5: only windows still being attempted are worth waiting for, and (L19) a repair
+        // of late audio in progress.
         const counts = await deps.meetings.windowCounts(meetingId);
-        if (counts.inFlight > 0) {
+        const repairing = await repairActive(deps, meetingId);
+        if (counts.inFlight > 0 || repairing) {
           const waited = await deps.db
             .selectFrom('meetings')
             .select(
@@ -63,7 +64,9 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           if (waited.ms < config.closeoutWaitCapMs) {
             await ctx.requeue(
               config.closeoutPollMs,
-              `waiting for ${counts.inFlight} windows in retry`,
+              repairing && counts.inFlight === 0
+                ? 'waiting for a repair of late audio'
+                : `waiting for ${counts.inFlight} windows in retry`,
               async (trx) => {
                 await trx
                   .updateTable('meetings')
@@ -75,20 +78,14 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
             return;
           }
           ctx.log.warn(
-            { meetingId, inFlight: counts.inFlight, waitedMs: Math.round(waited.ms) },
+            { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waited.ms) },
             'close-out wait cap reached; finishing without windows still in retry',
           );
         }
 
         // (3) The last stretch of a live meeting, transcribed here rather than queued (L4).
         if (meeting.source === MeetingSource.live) {
-          const derived: StagedObject[] = [];
-          try {
-            await ctx.fenced((trx) => cutRemainder(deps, trx, meetingId, ctx.actor, derived));
-          } catch (err) {
-            await compensate(deps, derived, err);
-            throw err;
-          }
+          await advanceTimeline(deps, meetingId, ctx.actor, { final: true, runTx: ctx.fenced });
           await settleUnworkedWindows(deps, ctx, meetingId);
         }
         await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
@@ -112,7 +109,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
             workspaceId: locked.workspace_id,
             type: EventType.meetingTranscribed,
             subjectId: meetingId,
-            payload: { meetingId },
+            payload: { meetingId, revision: locked.transcript_revision },
           });
         });
         return;
@@ -177,6 +174,18 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
   };
 }
 
+/** L19: a repair of late audio is queued or running for this meeting. */
+async function repairActive(deps: MeetingDeps, meetingId: string): Promise<boolean> {
+  const job = await deps.db
+    .selectFrom('jobs')
+    .select('id')
+    .where('subject_id', '=', meetingId)
+    .where('kind', '=', JobKind.repairTimeline)
+    .where('status', 'in', [JobStatus.pending, JobStatus.running])
+    .executeTakeFirst();
+  return job !== undefined;
+}
+
 /** Settles each pending window that has no active job: missing if it has no audio, else transcribed here. */
 async function settleUnworkedWindows(deps: MeetingDeps, ctx: JobContext, meetingId: string): Promise<void> {
   const orphans = await deps.db
@@ -198,7 +207,8 @@ async function settleUnworkedWindows(deps: MeetingDeps, ctx: JobContext, meeting
     .orderBy('w.index')
     .execute();
   for (const window of orphans) {
-    if (!window.blob_id) {
+    // A live window reads its audio from the chunks; a window without audio has neither.
+    if (!window.blob_id && window.start_samples === null) {
       await ctx.fenced(async (trx) => {
         await deps.meetings.lock(trx, meetingId);
         await trx

@@ -1,5 +1,7 @@
-import type { MeetingRow, Tx } from '../db/schema.ts';
+import { createHash } from 'node:crypto';
+import type { Executor, MeetingRow, Tx } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
+import { encodeEnergy, energyProfile, SAMPLE_RATE } from '../domain/timeline.ts';
 import { encodeWav } from '../domain/wav.ts';
 import {
   buildStream,
@@ -15,7 +17,15 @@ import type { AudioDecoder } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
 
-const SAMPLE_RATE = 16_000;
+/**
+ * WebM/Opus pieces (docs/live-meetings.md): pieces of one MediaRecorder stream, cut at arbitrary
+ * bytes. A piece is read as the continuation of the piece before it (its unfinished bytes and the
+ * last blocks, which prime the Opus decoder); without that piece, the reader starts at the piece's
+ * next cluster and the piece is marked `decoded_after_gap`, keeping its original bytes so it can be
+ * read again in full when the missing piece arrives. Decoding happens outside any transaction; the
+ * result names the state it was read from (its basis), and is applied only if that still holds.
+ */
+
 /**
  * Blocks of the previous chunk decoded ahead of a chunk's own, then dropped: the Opus decoder
  * carries state from frame to frame, so a chunk decoded cold would differ at its start and lose the
@@ -37,108 +47,159 @@ function encodeState(state: StreamState): string {
 }
 
 function decodeState(json: unknown): StreamState {
-  const value = (json ?? {}) as { read?: unknown; prime?: { t: number; b: string }[] };
+  const value = (typeof json === 'string' ? JSON.parse(json) : (json ?? {})) as {
+    read?: unknown;
+    prime?: { t: number; b: string }[];
+  };
   return {
     read: typeof value.read === 'string' ? decodeReadState(JSON.parse(value.read)) : null,
     prime: (value.prime ?? []).map((p) => ({ clusterTime: p.t, element: Buffer.from(p.b, 'base64') })),
   };
 }
 
-/**
- * Decodes, in sequence order, every WebM chunk whose predecessors have all been read or settled as
- * missing. Each chunk's decoded audio is stored as a WAV blob and its sample count recorded, so the
- * window cutter treats it like a WAV chunk. A chunk that cannot be read joins the missing chunks:
- * its stretch is silence, the reader starts again at the next cluster, and the meeting reports it.
- * Returns the sequence numbers that turned out undecodable.
- */
-export async function decodeReadyChunks(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-  derived: StagedObject[],
-): Promise<number[]> {
-  const rows = await trx
+/** What a piece is read after: the stream's start, the piece before it (by its state), or a gap. */
+export interface PieceBasis {
+  key: string;
+  state: StreamState | null;
+}
+
+function stateKey(seq: number, state: unknown): string {
+  return `${seq}:${createHash('sha256')
+    .update(JSON.stringify(state ?? null))
+    .digest('hex')
+    .slice(0, 16)}`;
+}
+
+/** The basis piece `seq` is read from, as the rows stand now. */
+export async function basisOf(db: Executor, meetingId: string, seq: number): Promise<PieceBasis> {
+  if (seq === 0) return { key: 'start', state: null };
+  const prev = await db
     .selectFrom('chunks')
-    .select(['id', 'seq', 'samples', 'blob_id'])
-    .where('meeting_id', '=', meeting.id)
-    .orderBy('seq')
-    .execute();
-  const missing = new Set(meeting.missing_chunks);
-  const bySeq = new Map(rows.map((r) => [r.seq, r]));
-  const undecodable: number[] = [];
+    .select(['samples', 'stream_state', 'undecodable'])
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '=', seq - 1)
+    .executeTakeFirst();
+  if (!prev || prev.samples === null || prev.undecodable || prev.stream_state === null)
+    return { key: prev ? `reset:${seq - 1}` : 'gap', state: null };
+  return { key: stateKey(seq - 1, prev.stream_state), state: decodeState(prev.stream_state) };
+}
+
+/** One piece, read: what it decoded to and the reader's state after it. */
+export interface DecodedPiece {
+  seq: number;
+  basis: string;
+  samples: number;
+  energy: Buffer;
+  /** The decoded audio, staged for storage (null when the piece held no whole block). */
+  pcm: StagedObject | null;
+  state: string | null;
+  afterGap: boolean;
+  undecodable: boolean;
+  /** The stream header, read from piece 0. */
+  header: Buffer | null;
+}
+
+/**
+ * Reads pieces in order from `basis`, each after the one before it. The decoded audio is staged
+ * (written) here; whoever applies a piece references it, and whoever drops it compensates it.
+ */
+export async function decodePieces(
+  deps: MeetingDeps,
+  meeting: MeetingRow,
+  basis: PieceBasis,
+  pieces: Array<{ seq: number; data: Buffer }>,
+): Promise<DecodedPiece[]> {
+  const out: DecodedPiece[] = [];
   let header = meeting.stream_header;
-  let state: StreamState | null = null;
-  let previousDecoded: string | null = null;
-  const maxSeq = rows.length > 0 ? rows[rows.length - 1]!.seq : -1;
-  for (let seq = 0; seq <= maxSeq; seq++) {
-    const row = bySeq.get(seq);
-    if (missing.has(seq)) {
-      state = { read: null, prime: [] };
-      previousDecoded = null;
-      continue;
-    }
-    if (!row) break;
-    if (row.samples !== null) {
-      state = null;
-      previousDecoded = row.id;
-      continue;
-    }
-    if (state === null && previousDecoded !== null) {
-      const prev = await trx
-        .selectFrom('chunks')
-        .select('stream_state')
-        .where('id', '=', previousDecoded)
-        .executeTakeFirstOrThrow();
-      state = decodeState(prev.stream_state);
-    }
-    const data = await readBlob(deps, trx, row.blob_id);
+  let state: StreamState | null = basis.state;
+  let key = basis.key;
+  for (const piece of pieces) {
+    const afterGap = piece.seq > 0 && state === null;
+    let decoded: DecodedPiece;
     try {
       let blocks: WebmBlock[];
       let read: WebmReadState | null;
-      if (seq === 0) {
-        const start = readStreamHeader(data);
-        header = start.header;
-        await trx
-          .updateTable('meetings')
-          .set({ stream_header: header })
-          .where('id', '=', meeting.id)
-          .execute();
+      let pieceHeader: Buffer | null = null;
+      if (piece.seq === 0) {
+        const start = readStreamHeader(piece.data);
+        pieceHeader = header = start.header;
         ({ blocks, state: read } = readChunk({ carry: Buffer.alloc(0), clusterTime: 0 }, start.rest));
       } else {
-        if (!header) throw new WebmFormatError('the stream header (chunk 0) is missing');
-        ({ blocks, state: read } = readChunk(state?.read ?? null, data));
+        if (!header) throw new WebmFormatError('the stream header (piece 0) has not arrived');
+        ({ blocks, state: read } = readChunk(state?.read ?? null, piece.data));
       }
       const prime = state?.read ? state.prime : [];
       const pcm = await decodeBlocks(deps.decoder, header, prime, blocks);
-      let pcmBlobId: string | null = null;
-      if (pcm.length > 0) pcmBlobId = await storePcm(deps, trx, meeting, seq, pcm, derived);
       const next: StreamState = { read, prime: [...prime, ...blocks].slice(-PRIME_BLOCKS) };
-      await trx
-        .updateTable('chunks')
-        .set({ samples: pcm.length, pcm_blob_id: pcmBlobId, stream_state: encodeState(next) })
-        .where('id', '=', row.id)
-        .execute();
+      decoded = {
+        seq: piece.seq,
+        basis: key,
+        samples: pcm.length,
+        energy: encodeEnergy(energyProfile(pcm)),
+        pcm: pcm.length > 0 ? await stagePcm(deps, meeting, piece.seq, pcm) : null,
+        state: encodeState(next),
+        afterGap,
+        undecodable: false,
+        header: pieceHeader,
+      };
       state = next;
-      previousDecoded = row.id;
     } catch (err) {
       if (!(err instanceof WebmFormatError) && !(err instanceof AppError && err.code === 'audio.undecodable'))
         throw err;
       deps.log.warn(
-        { meetingId: meeting.id, seq, reason: err.message },
-        'live chunk could not be decoded; its stretch counts as missing audio',
+        { meetingId: meeting.id, seq: piece.seq, reason: err.message },
+        'live chunk could not be decoded; its stretch has no audio',
       );
-      await trx
-        .updateTable('chunks')
-        .set({ samples: 0, stream_state: null })
-        .where('id', '=', row.id)
-        .execute();
-      undecodable.push(seq);
-      missing.add(seq);
-      state = { read: null, prime: [] };
-      previousDecoded = null;
+      // Without the stream's start it may yet be read; a piece that is itself broken is not kept.
+      decoded = {
+        seq: piece.seq,
+        basis: key,
+        samples: 0,
+        energy: Buffer.alloc(0),
+        pcm: null,
+        state: null,
+        afterGap: piece.seq > 0 && (afterGap || header === null),
+        undecodable: true,
+        header: null,
+      };
+      state = null;
     }
+    out.push(decoded);
+    key = decoded.state === null ? `reset:${piece.seq}` : stateKey(piece.seq, decoded.state);
   }
-  return undecodable;
+  return out;
+}
+
+/** The decoded objects of pieces that were not applied, for compensation. */
+export function stagedOf(pieces: DecodedPiece[]): StagedObject[] {
+  return pieces.flatMap((p) => (p.pcm ? [p.pcm] : []));
+}
+
+/** Records a decoded piece on its chunk row (and the stream header, from piece 0). */
+export async function applyDecoded(trx: Tx, meeting: MeetingRow, piece: DecodedPiece): Promise<void> {
+  const pcmBlobId = piece.pcm
+    ? await referenceStaged(trx, piece.pcm, { kind: 'chunk-pcm', contentType: 'audio/wav' })
+    : null;
+  await trx
+    .updateTable('chunks')
+    .set({
+      samples: piece.samples,
+      pcm_blob_id: pcmBlobId,
+      stream_state: piece.state,
+      energy: piece.energy,
+      decoded_after_gap: piece.afterGap,
+      undecodable: piece.undecodable,
+    })
+    .where('meeting_id', '=', meeting.id)
+    .where('seq', '=', piece.seq)
+    .execute();
+  if (piece.header) {
+    await trx
+      .updateTable('meetings')
+      .set({ stream_header: piece.header })
+      .where('id', '=', meeting.id)
+      .execute();
+  }
 }
 
 /**
@@ -158,30 +219,40 @@ async function decodeBlocks(
   return whole.samples.subarray(Math.min(lead.samples.length, whole.samples.length));
 }
 
-async function storePcm(
+function stagePcm(
   deps: MeetingDeps,
-  trx: Tx,
   meeting: MeetingRow,
   seq: number,
   pcm: Int16Array,
-  derived: StagedObject[],
-): Promise<string> {
-  const staged = await stageAndPut(deps, {
+): Promise<StagedObject> {
+  return stageAndPut(deps, {
     workspaceId: meeting.workspace_id,
     meetingId: meeting.id,
     kind: `chunk-${seq}-pcm`,
     data: encodeWav(pcm, SAMPLE_RATE),
     admit: false,
   });
-  derived.push(staged);
-  return referenceStaged(trx, staged, { kind: 'chunk-pcm', contentType: 'audio/wav' });
 }
 
-async function readBlob(deps: MeetingDeps, trx: Tx, blobId: string): Promise<Buffer> {
-  const blob = await trx
-    .selectFrom('blobs')
-    .select('object_key')
-    .where('id', '=', blobId)
-    .executeTakeFirstOrThrow();
-  return deps.blobs.get(blob.object_key);
+/** The original bytes of stored pieces, in order. */
+export async function readPieces(
+  deps: MeetingDeps,
+  meetingId: string,
+  seqs: number[],
+): Promise<Array<{ seq: number; data: Buffer }>> {
+  if (seqs.length === 0) return [];
+  const rows = await deps.db
+    .selectFrom('chunks')
+    .innerJoin('blobs', 'blobs.id', 'chunks.blob_id')
+    .select(['chunks.seq', 'blobs.object_key', 'blobs.deleted_at'])
+    .where('chunks.meeting_id', '=', meetingId)
+    .where('chunks.seq', 'in', seqs)
+    .orderBy('chunks.seq')
+    .execute();
+  const out: Array<{ seq: number; data: Buffer }> = [];
+  for (const r of rows) {
+    if (r.deleted_at) break;
+    out.push({ seq: r.seq, data: await deps.blobs.get(r.object_key) });
+  }
+  return out;
 }

@@ -1,19 +1,29 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
-import { planWindows, quietBoundary } from '../domain/audio-windows.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
-import { encodeWav, parseWav } from '../domain/wav.ts';
+import { JobKind, JobStatus, MeetingSource, MeetingStatus } from '../domain/status.ts';
+import { cutStretch, encodeEnergy, energyProfile, frontierStep, splitGap } from '../domain/timeline.ts';
+import { parseWav } from '../domain/wav.ts';
 import { startsWebmStream } from '../domain/webm.ts';
-import type { MeetingDeps } from './deps.ts';
-import { decodeReadyChunks } from './live-webm.ts';
-import { recordWindow } from './window-rows.ts';
 import { compensate, referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
-import { createTranscribeJob } from './intake.ts';
+import type { MeetingDeps } from './deps.ts';
+import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type DecodedPiece } from './live-webm.ts';
+import {
+  cutOptions,
+  gapHolding,
+  insertGap,
+  insertLiveWindows,
+  loadStretch,
+  nominalChunkSamples,
+} from './timeline-rows.ts';
 
 const SAMPLE_RATE = 16_000;
 const MAX_SEQ = 1_000_000;
+/** WebM pieces read in one go when the frontier reaches pieces not yet decoded. */
+const DECODE_BATCH = 20;
+/** How long a client is asked to wait before sending a chunk that ran too far ahead. */
+const AHEAD_RETRY_SECONDS = 5;
 
 export type ChunkFormat = 'wav' | 'webm';
 
@@ -24,11 +34,14 @@ export interface StoredChunk {
 }
 
 /**
- * L1: stores one live chunk durably on arrival, once per (meeting, seq), and cuts every window slot
- * that the contiguous audio now fills (L2), each with its transcription job, in the same
- * transaction. Chunks may arrive out of order; a window waits for the chunks before it, until the
- * gap has been waited on long enough (`gapPatienceMs` of audio after it) and is settled as missing.
- * WAV chunks stand alone; WebM chunks are pieces of one stream and are decoded in order.
+ * L1, L19: stores one live chunk durably on arrival, once per (meeting, seq), whenever it comes:
+ * while recording, after End, during the close-out or after the meeting ended (until the late-audio
+ * bound). A chunk at the frontier is placed on the timeline and every window slot it fills is cut
+ * with its job (L2); a chunk ahead of it waits; a chunk whose stretch the timeline already went
+ * past (a reserved gap), or one after the close-out cut the last stretch, is repaired: the windows
+ * around it are re-cut and transcribed again by the meeting's repair job (src/meetings/repair.ts).
+ * Refused only for what the client cannot hold: a seq at or past End's count, a seq too far ahead
+ * (retryable), a deleted meeting, bad audio, a full quota. See docs/live-meetings.md.
  */
 export async function storeChunk(
   deps: MeetingDeps,
@@ -39,7 +52,7 @@ export async function storeChunk(
   format: ChunkFormat = 'wav',
 ): Promise<StoredChunk> {
   const seq = Number(seqText);
-  if (!Number.isInteger(seq) || seq < 0 || seq > MAX_SEQ) {
+  if (!/^\d+$/.test(seqText) || !Number.isSafeInteger(seq) || seq > MAX_SEQ) {
     throw new AppError(
       ErrorKind.invalidInput,
       'chunk.seq',
@@ -47,21 +60,18 @@ export async function storeChunk(
     );
   }
   const meeting = await deps.meetings.get(workspaceId, meetingId);
-  assertRecording(meeting);
-  assertAcceptable(meeting, seq, format);
-  const samples = chunkSamples(format, seq, data);
+  assertLive(meeting);
+  await assertAcceptable(deps, meeting, seq, format);
+  const audio = chunkAudio(format, seq, data);
   const sha256 = createHash('sha256').update(data).digest('hex');
-  const duplicate = await sameChunk(deps, meetingId, seq, sha256);
-  if (duplicate) return { meeting, created: false };
+  if (await sameChunk(deps, meetingId, seq, sha256)) return { meeting, created: false };
 
   const staged = await stageAndPut(deps, { workspaceId, meetingId, kind: `chunk-${seq}`, data, admit: true });
-  // Objects this request derives from the chunk (windows, decoded WebM), compensated with it (B3).
-  const derived: StagedObject[] = [];
+  let stored: { meeting: MeetingRow; needsDecode: boolean };
   try {
-    return await deps.db.transaction().execute(async (trx) => {
+    stored = await deps.db.transaction().execute(async (trx) => {
       let locked = await deps.meetings.lock(trx, meetingId);
-      assertRecording(locked);
-      assertAcceptable(locked, seq, format);
+      await assertAcceptable(deps, locked, seq, format, trx);
       const blobId = await referenceStaged(trx, staged, {
         kind: 'chunk',
         contentType: format === 'wav' ? 'audio/wav' : 'audio/webm',
@@ -75,21 +85,17 @@ export async function storeChunk(
           seq,
           blob_id: blobId,
           sha256,
-          samples,
+          samples: audio?.samples ?? null,
+          energy: audio?.energy ?? null,
           format,
         })
         .onConflict((oc) => oc.columns(['meeting_id', 'seq']).doNothing())
         .returning('id')
         .executeTakeFirst();
       if (!inserted) throw new ChunkRace();
+      const actor = `user:${workspaceId}`;
       if (locked.status === MeetingStatus.created) {
-        locked = await deps.meetings.transition(
-          trx,
-          locked,
-          'startRecording',
-          `user:${workspaceId}`,
-          'first chunk',
-        );
+        locked = await deps.meetings.transition(trx, locked, 'startRecording', actor, 'first chunk');
       }
       if (locked.chunk_format === null) {
         locked = await trx
@@ -99,17 +105,28 @@ export async function storeChunk(
           .returningAll()
           .executeTakeFirstOrThrow();
       }
-      locked = await settleGaps(deps, trx, locked, false, derived);
-      await cutFilledWindows(deps, trx, locked, `user:${workspaceId}`, derived);
-      return { meeting: locked, created: true };
+      if (seq < locked.next_seq) {
+        // Its stretch was reserved: it becomes a one-number gap marked arrived, for the repair.
+        await markArrived(trx, locked, seq);
+        await ensureRepairJob(deps, trx, locked, actor);
+        return { meeting: locked, needsDecode: false };
+      }
+      const advanced = await advanceInTx(deps, trx, meetingId, actor, false);
+      return { meeting: advanced.meeting, needsDecode: advanced.needs !== null };
     });
   } catch (err) {
-    await compensate(deps, [staged, ...derived], err);
-    if (err instanceof ChunkRace) {
-      if (await sameChunk(deps, meetingId, seq, sha256)) return { meeting, created: false };
+    await compensate(deps, [staged], err);
+    if (err instanceof ChunkRace && (await sameChunk(deps, meetingId, seq, sha256))) {
+      return { meeting, created: false };
     }
     throw err;
   }
+  // WebM pieces the frontier reached are decoded outside the transaction, then placed.
+  if (!stored.needsDecode) return { meeting: stored.meeting, created: true };
+  return {
+    meeting: await advanceTimeline(deps, meetingId, `user:${workspaceId}`, { final: false }),
+    created: true,
+  };
 }
 
 class ChunkRace extends Error {}
@@ -137,8 +154,15 @@ async function sameChunk(
   return true;
 }
 
-/** A WAV chunk's sample count, checked now; a WebM chunk's is known once the stream before it is read. */
-function chunkSamples(format: ChunkFormat, seq: number, data: Buffer): number | null {
+/**
+ * A WAV chunk's samples and energy, checked now; a WebM piece's are known once the stream before
+ * it has been read.
+ */
+function chunkAudio(
+  format: ChunkFormat,
+  seq: number,
+  data: Buffer,
+): { samples: number; energy: Buffer } | null {
   if (format === 'webm') {
     if (seq === 0 && !startsWebmStream(data)) {
       throw new AppError(
@@ -157,28 +181,10 @@ function chunkSamples(format: ChunkFormat, seq: number, data: Buffer): number | 
       'a WAV chunk must be 16 kHz mono 16-bit PCM (audio/wav)',
     );
   }
-  return audio.samples.length;
+  return { samples: audio.samples.length, energy: encodeEnergy(energyProfile(audio.samples)) };
 }
 
-/** A meeting's chunks share one format, and a stretch settled as missing is not reopened. */
-function assertAcceptable(meeting: MeetingRow, seq: number, format: ChunkFormat): void {
-  if (meeting.chunk_format !== null && meeting.chunk_format !== format) {
-    throw new AppError(
-      ErrorKind.unsupportedMedia,
-      'chunk.format_changed',
-      `meeting ${meeting.id} streams ${meeting.chunk_format} chunks; chunk ${seq} is ${format}`,
-    );
-  }
-  if (meeting.missing_chunks.includes(seq)) {
-    throw new AppError(
-      ErrorKind.conflict,
-      'chunk.settled_missing',
-      `chunk ${seq} arrived after its stretch was settled as missing audio`,
-    );
-  }
-}
-
-function assertRecording(meeting: MeetingRow): void {
+function assertLive(meeting: MeetingRow): void {
   if (meeting.source !== MeetingSource.live) {
     throw new AppError(
       ErrorKind.conflict,
@@ -186,35 +192,393 @@ function assertRecording(meeting: MeetingRow): void {
       `meeting ${meeting.id} is a ${meeting.source} meeting`,
     );
   }
-  if (meeting.status !== MeetingStatus.created && meeting.status !== MeetingStatus.recording) {
+}
+
+/**
+ * L19-L21: the only refusals of a chunk of a live meeting, besides bad audio and quota: another
+ * format than the meeting's, a seq at or past End's count, a seq too far ahead of the highest
+ * stored one (retryable: the chunks before it make room), and audio past the late-audio bound.
+ */
+async function assertAcceptable(
+  deps: MeetingDeps,
+  meeting: MeetingRow,
+  seq: number,
+  format: ChunkFormat,
+  db: Tx | MeetingDeps['db'] = deps.db,
+): Promise<void> {
+  if (meeting.chunk_format !== null && meeting.chunk_format !== format) {
+    throw new AppError(
+      ErrorKind.unsupportedMedia,
+      'chunk.format_changed',
+      `meeting ${meeting.id} streams ${meeting.chunk_format} chunks; chunk ${seq} is ${format}`,
+    );
+  }
+  if (meeting.declared_chunks !== null && seq >= meeting.declared_chunks) {
     throw new AppError(
       ErrorKind.conflict,
-      'meeting.not_recording',
-      `meeting ${meeting.id} is ${meeting.status}`,
+      'chunk.after_end',
+      `the meeting was ended with ${meeting.declared_chunks} chunks (0 to ${meeting.declared_chunks - 1}); chunk ${seq} is past its end`,
     );
+  }
+  const endedAt = meeting.completed_at ?? meeting.failed_at;
+  if (endedAt && Date.now() - endedAt.getTime() > deps.config.lateAudioMs) {
+    const days = Math.round(deps.config.lateAudioMs / 86_400_000);
+    throw new AppError(
+      ErrorKind.gone,
+      'chunk.too_late',
+      `meeting ${meeting.id} ended on ${endedAt.toISOString()}; late chunks are taken for ${days} days after a meeting ends`,
+    );
+  }
+  const withinCount = meeting.declared_chunks !== null && seq < meeting.declared_chunks;
+  if (!withinCount) {
+    const highest = await highestSeq(db, meeting.id);
+    if (seq > highest + deps.config.maxSeqAhead) {
+      throw new AppError(
+        ErrorKind.conflict,
+        'chunk.too_far_ahead',
+        `chunk ${seq} is more than ${deps.config.maxSeqAhead} ahead of the highest chunk stored (${highest < 0 ? 'none yet' : highest}); send the chunks before it first`,
+        { retryAfterSeconds: AHEAD_RETRY_SECONDS },
+      );
+    }
   }
 }
 
-/** L3: "End meeting" — finalizing now, close-out after the grace period for the last chunks. */
+async function highestSeq(db: MeetingDeps['db'] | Tx, meetingId: string): Promise<number> {
+  const row = await db
+    .selectFrom('chunks')
+    .select(sql<number | null>`max(seq)`.as('max'))
+    .where('meeting_id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return row.max ?? -1;
+}
+
+/** Splits the reserved run holding `seq` so that its own stretch is a gap marked arrived. */
+async function markArrived(trx: Tx, meeting: MeetingRow, seq: number): Promise<void> {
+  const run = await gapHolding(trx, meeting.id, seq);
+  if (!run) throw new Error(`seq ${seq} is behind the frontier but in no reserved gap`);
+  if (run.arrived_at !== null) return;
+  const parts = splitGap(
+    {
+      firstSeq: run.first_seq,
+      endSeq: run.end_seq,
+      start: Number(run.start_samples),
+      samples: Number(run.samples),
+    },
+    seq,
+  );
+  await trx.deleteFrom('timeline_gaps').where('id', '=', run.id).execute();
+  if (parts.before) await insertGap(trx, meeting, parts.before, false);
+  await insertGap(trx, meeting, parts.own, true);
+  if (parts.after) await insertGap(trx, meeting, parts.after, false);
+}
+
+/**
+ * L19: one repair job per meeting at a time does all its repairs; it looks for more work before it
+ * finishes, under the same meeting lock as this check, so new work is never left without a job.
+ */
+export async function ensureRepairJob(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  actor: string,
+): Promise<void> {
+  const active = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('subject_id', '=', meeting.id)
+    .where('kind', '=', JobKind.repairTimeline)
+    .where('status', 'in', [JobStatus.pending, JobStatus.running])
+    .executeTakeFirst();
+  if (active) return;
+  await deps.jobs.createJob(
+    trx,
+    {
+      workspaceId: meeting.workspace_id,
+      kind: JobKind.repairTimeline,
+      subjectType: 'meeting',
+      subjectId: meeting.id,
+      meetingId: meeting.id,
+      payload: { meetingId: meeting.id },
+      maxErrors: deps.config.transcribeMaxErrors,
+      maxReclaims: deps.config.maxReclaims,
+    },
+    actor,
+  );
+}
+
+export type TxRunner = <T>(fn: (trx: Tx) => Promise<T>) => Promise<T>;
+
+/**
+ * Moves the frontier as far as it can go and, on an open timeline, cuts every window slot the
+ * placed audio fills (with `final`, the close-out: everything, the last stretch without jobs, and
+ * the timeline is closed). On a closed timeline new audio is left to the repair job. Each pass is
+ * one short transaction under the meeting lock with no blob I/O; WebM pieces the frontier reaches
+ * are decoded between passes, outside it.
+ */
+export async function advanceTimeline(
+  deps: MeetingDeps,
+  meetingId: string,
+  actor: string,
+  opts: { final: boolean; runTx?: TxRunner },
+): Promise<MeetingRow> {
+  const runTx: TxRunner = opts.runTx ?? ((fn) => deps.db.transaction().execute(fn));
+  let decoded = new Map<number, DecodedPiece>();
+  for (let pass = 0; ; pass++) {
+    let result: FrontierResult;
+    try {
+      result = await runTx((trx) => advanceInTx(deps, trx, meetingId, actor, opts.final, decoded));
+    } catch (err) {
+      await compensate(deps, stagedOf([...decoded.values()]), err);
+      throw err;
+    }
+    const unused = [...decoded.values()].filter((d) => !result.applied.has(d.seq));
+    if (unused.length > 0) await compensate(deps, stagedOf(unused), new Error('decoded piece not applied'));
+    // Another request may be decoding the same pieces; the close-out keeps going until it is done.
+    if (!result.needs || (!opts.final && pass >= 3)) return result.meeting;
+    const basis = await basisOf(deps.db, meetingId, result.needs.seq);
+    const pieces = await readPieces(deps, meetingId, result.needs.seqs);
+    decoded = new Map((await decodePieces(deps, result.meeting, basis, pieces)).map((d) => [d.seq, d]));
+  }
+}
+
+/** One pass of advanceTimeline, in the caller's transaction. */
+export async function advanceInTx(
+  deps: MeetingDeps,
+  trx: Tx,
+  meetingId: string,
+  actor: string,
+  final: boolean,
+  decoded: Map<number, DecodedPiece> = new Map(),
+): Promise<FrontierResult> {
+  const locked = await deps.meetings.lock(trx, meetingId);
+  const result = await advanceFrontier(deps, trx, locked, final, decoded);
+  let meeting = result.meeting;
+  if (!meeting.timeline_closed_at) {
+    meeting = await cutOpenTimeline(deps, trx, meeting, actor, final);
+    if (final && !result.needs) {
+      meeting = await trx
+        .updateTable('meetings')
+        .set({ timeline_closed_at: sql<Date>`now()` })
+        .where('id', '=', meetingId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    }
+  } else if (Number(meeting.placed_samples) > Number(meeting.cut_samples)) {
+    await ensureRepairJob(deps, trx, meeting, actor);
+  }
+  return { ...result, meeting };
+}
+
+interface FrontierResult {
+  meeting: MeetingRow;
+  /** WebM pieces at the frontier that must be decoded before it can move on. */
+  needs: { seq: number; seqs: number[] } | null;
+  applied: Set<number>;
+}
+
+/**
+ * L19: places every chunk it can: the one at the frontier when stored (and decoded), and a missing
+ * one as a reserved gap once the patience ran out, or at close-out (`final`), or after the meeting
+ * ended (a closed timeline reserves at once: nothing more is coming in order).
+ */
+async function advanceFrontier(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  final: boolean,
+  decoded: Map<number, DecodedPiece>,
+): Promise<FrontierResult> {
+  let next = meeting.next_seq;
+  let placed = Number(meeting.placed_samples);
+  const applied = new Set<number>();
+  let needs: FrontierResult['needs'] = null;
+  const closing = final || meeting.timeline_closed_at !== null;
+  const waited = await sql<{
+    ms: number | null;
+  }>`select extract(epoch from now() - ${meeting.frontier_blocked_at}::timestamptz) * 1000 as ms`.execute(
+    trx,
+  );
+  let blockedAt = meeting.frontier_blocked_at;
+  const nominal = nominalChunkSamples(deps);
+  let nextStored: number | null = null;
+  for (;;) {
+    const row = await trx
+      .selectFrom('chunks')
+      .select(['seq', 'samples', 'format', 'start_samples'])
+      .where('meeting_id', '=', meeting.id)
+      .where('seq', '=', next)
+      .executeTakeFirst();
+    nextStored = null;
+    if (!row) {
+      const after = await trx
+        .selectFrom('chunks')
+        .select('seq')
+        .where('meeting_id', '=', meeting.id)
+        .where('seq', '>', next)
+        .orderBy('seq')
+        .limit(1)
+        .executeTakeFirst();
+      nextStored = after?.seq ?? null;
+    }
+    let state: 'ready' | 'undecoded' | 'absent' = row
+      ? row.samples === null
+        ? 'undecoded'
+        : 'ready'
+      : 'absent';
+    if (state === 'undecoded') {
+      const piece = decoded.get(next);
+      if (piece && piece.basis === (await basisOf(trx, meeting.id, next)).key) {
+        await applyDecoded(trx, meeting, piece);
+        applied.add(next);
+        row!.samples = piece.samples;
+        state = 'ready';
+      } else {
+        const seqs = await trx
+          .selectFrom('chunks')
+          .select('seq')
+          .where('meeting_id', '=', meeting.id)
+          .where('seq', '>=', next)
+          .where('seq', '<', next + DECODE_BATCH)
+          .where('samples', 'is', null)
+          .orderBy('seq')
+          .execute();
+        const run: number[] = [];
+        for (const s of seqs) if (s.seq === next + run.length) run.push(s.seq);
+        needs = { seq: next, seqs: run };
+        break;
+      }
+    }
+    const expectedEnd =
+      meeting.declared_chunks ??
+      (closing && state === 'absent' ? (await highestSeq(trx, meeting.id)) + 1 : null);
+    const step = frontierStep({
+      nextSeq: next,
+      atFrontier: state,
+      nextStored,
+      expectedEnd,
+      final: closing,
+      waitedMs: next === meeting.next_seq && blockedAt ? Number(waited.rows[0]?.ms ?? 0) : null,
+      patienceMs: deps.config.gapPatienceMs,
+    });
+    if (step.kind === 'wait') break;
+    if (step.kind === 'place') {
+      await trx
+        .updateTable('chunks')
+        .set({ start_samples: placed })
+        .where('meeting_id', '=', meeting.id)
+        .where('seq', '=', next)
+        .execute();
+      placed += row!.samples ?? 0;
+      next++;
+    } else {
+      const samples = (step.endSeq - next) * nominal;
+      await insertGap(trx, meeting, { firstSeq: next, endSeq: step.endSeq, start: placed, samples }, false);
+      placed += samples;
+      next = step.endSeq;
+    }
+  }
+  // The patience clock runs while a later chunk waits for the one at the frontier.
+  if (next !== meeting.next_seq) blockedAt = null;
+  const blocked = needs === null && nextStored !== null;
+  const updated = await trx
+    .updateTable('meetings')
+    .set({
+      next_seq: next,
+      placed_samples: placed,
+      frontier_blocked_at: blocked ? (blockedAt ?? sql<Date>`now()`) : null,
+    })
+    .where('id', '=', meeting.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { meeting: updated, needs, applied };
+}
+
+/**
+ * L2/L18: cuts the placed audio after the cut into windows, each slot as it fills (with `final`,
+ * all of it, the last stretch as windows the close-out transcribes itself).
+ */
+async function cutOpenTimeline(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  actor: string,
+  final: boolean,
+): Promise<MeetingRow> {
+  const cut = Number(meeting.cut_samples);
+  const placed = Number(meeting.placed_samples);
+  if (placed <= cut) return meeting;
+  const options = cutOptions(deps, meeting);
+  if (!final && placed - cut < options.slot) return meeting;
+  const { spans } = await loadStretch(trx, meeting.id, cut, placed);
+  const { windows, cut: next } = cutStretch(spans, cut, placed, options, final);
+  await insertLiveWindows(deps, trx, meeting, windows, { withJobs: !final, actor });
+  if (next === cut) return meeting;
+  return trx
+    .updateTable('meetings')
+    .set({ cut_samples: next })
+    .where('id', '=', meeting.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * L3, L20: "End meeting" — finalizing now, close-out after the grace period for the last chunks.
+ * With `chunks`, seqs 0…chunks−1 are expected and any later seq is refused; if all have arrived the
+ * close-out starts at once (L24). Ending an ended meeting again changes nothing.
+ */
 export async function endMeeting(
   deps: MeetingDeps,
   workspaceId: string,
   meetingId: string,
+  declared: number | null = null,
 ): Promise<MeetingRow> {
   const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
     await deps.meetings.get(workspaceId, meetingId, trx);
     const meeting = await deps.meetings.lock(trx, meetingId);
-    if (meeting.source !== MeetingSource.live) {
+    assertLive(meeting);
+    const highest = await highestSeq(trx, meetingId);
+    if (declared !== null && declared <= highest) {
       throw new AppError(
         ErrorKind.conflict,
-        'meeting.not_live',
-        `meeting ${meetingId} is a ${meeting.source} meeting`,
+        'end.chunks_below_stored',
+        `chunk ${highest} is already stored, so the meeting has at least ${highest + 1} chunks (End said ${declared})`,
       );
     }
-    if (meeting.status !== MeetingStatus.created && meeting.status !== MeetingStatus.recording)
+    if (meeting.status !== MeetingStatus.created && meeting.status !== MeetingStatus.recording) {
+      if (declared !== null && meeting.declared_chunks !== null && declared !== meeting.declared_chunks) {
+        throw new AppError(
+          ErrorKind.conflict,
+          'end.chunks_conflict',
+          `the meeting was already ended with ${meeting.declared_chunks} chunks`,
+        );
+      }
+      if (declared !== null && meeting.declared_chunks === null && !meeting.timeline_closed_at) {
+        return trx
+          .updateTable('meetings')
+          .set({ declared_chunks: declared })
+          .where('id', '=', meetingId)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      }
       return meeting;
-    const ended = await deps.meetings.transition(trx, meeting, 'startFinalizing', actor, 'meeting ended');
+    }
+    let ended = await deps.meetings.transition(trx, meeting, 'startFinalizing', actor, 'meeting ended');
+    if (declared !== null) {
+      ended = await trx
+        .updateTable('meetings')
+        .set({ declared_chunks: declared })
+        .where('id', '=', meetingId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    }
+    // L24: every declared chunk is here, so there is nothing to wait for.
+    const stored = await trx
+      .selectFrom('chunks')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('meeting_id', '=', meetingId)
+      .executeTakeFirstOrThrow();
+    const allHere = declared !== null && stored.n === declared;
     await deps.jobs.createJob(
       trx,
       {
@@ -226,7 +590,7 @@ export async function endMeeting(
         payload: { meetingId },
         maxErrors: deps.config.closeoutMaxErrors,
         maxReclaims: deps.config.closeoutMaxReclaims,
-        delayMs: deps.config.closeoutGraceMs,
+        delayMs: allHere ? 0 : deps.config.closeoutGraceMs,
         dedupeKey: `close-out:${meetingId}`,
       },
       actor,
@@ -235,238 +599,4 @@ export async function endMeeting(
   });
 }
 
-interface PlacedChunk {
-  seq: number;
-  start: number;
-  samples: number;
-  /** The chunk's 16 kHz WAV (the decoded copy for WebM); null for a stretch settled as missing. */
-  blobId: string | null;
-}
-
-/**
- * L1: a chunk that has not arrived is waited for while later audio keeps coming, and settled as
- * missing once `gapPatienceMs` of chunks after it have been stored — or at close-out (`final`),
- * when nothing more can come. Its stretch then counts as silence of the nominal chunk length, and
- * the chunk is listed in the meeting's missing chunks. WebM chunks are decoded here, in order.
- */
-async function settleGaps(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-  final: boolean,
-  derived: StagedObject[],
-): Promise<MeetingRow> {
-  const seqs = (
-    await trx.selectFrom('chunks').select('seq').where('meeting_id', '=', meeting.id).orderBy('seq').execute()
-  ).map((r) => r.seq);
-  const missing = new Set(meeting.missing_chunks);
-  const received = new Set(seqs);
-  const patience = Math.max(1, Math.ceil(deps.config.gapPatienceMs / deps.config.chunkMs));
-  const last = seqs.at(-1) ?? -1;
-  let after = 0;
-  for (let seq = last; seq >= 0; seq--) {
-    if (received.has(seq)) after++;
-    else if (!missing.has(seq) && (final || after >= patience)) missing.add(seq);
-  }
-  let updated = meeting;
-  if (missing.size !== meeting.missing_chunks.length) updated = await setMissing(trx, meeting.id, missing);
-  if (updated.chunk_format === 'webm') {
-    const undecodable = await decodeReadyChunks(deps, trx, updated, derived);
-    if (undecodable.length > 0) {
-      for (const seq of undecodable) missing.add(seq);
-      updated = await setMissing(trx, meeting.id, missing);
-    }
-  }
-  return updated;
-}
-
-function setMissing(trx: Tx, meetingId: string, missing: Set<number>): Promise<MeetingRow> {
-  return trx
-    .updateTable('meetings')
-    .set({ missing_chunks: [...missing].sort((a, b) => a - b) })
-    .where('id', '=', meetingId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
-}
-
-/**
- * The meeting's timeline as far as it is known without a hole: chunks in sequence order, each as
- * long as its audio, and settled-missing chunks as silence of the nominal length.
- */
-async function placeChunks(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-): Promise<{ placed: PlacedChunk[]; end: number }> {
-  const rows = await trx
-    .selectFrom('chunks')
-    .select(['seq', 'samples', 'blob_id', 'pcm_blob_id', 'format'])
-    .where('meeting_id', '=', meeting.id)
-    .orderBy('seq')
-    .execute();
-  const bySeq = new Map(rows.map((r) => [r.seq, r]));
-  const missing = new Set(meeting.missing_chunks);
-  const nominal = Math.round((deps.config.chunkMs / 1000) * SAMPLE_RATE);
-  const placed: PlacedChunk[] = [];
-  let end = 0;
-  for (let seq = 0; ; seq++) {
-    const row = bySeq.get(seq);
-    if (missing.has(seq)) {
-      placed.push({ seq, start: end, samples: nominal, blobId: null });
-      end += nominal;
-      continue;
-    }
-    if (!row || row.samples === null) break;
-    const blobId = row.format === 'webm' ? row.pcm_blob_id : row.blob_id;
-    placed.push({ seq, start: end, samples: row.samples, blobId });
-    end += row.samples;
-  }
-  return { placed, end };
-}
-
-/**
- * Cuts each window slot that the contiguous audio from the start now covers. Slot k ends at
- * (k + 1) × window on the meeting's timeline; its boundary moves back to the quietest stretch of the
- * last few seconds (L18), and the next window starts exactly there.
- */
-async function cutFilledWindows(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-  actor: string,
-  derived: StagedObject[],
-): Promise<void> {
-  const { placed, end } = await placeChunks(deps, trx, meeting);
-  const slot = Math.round((meeting.window_ms / 1000) * SAMPLE_RATE);
-  let index = await windowCount(trx, meeting.id);
-  let cut = Number(meeting.cut_samples);
-  while ((index + 1) * slot <= end) {
-    const nominal = (index + 1) * slot;
-    const pcm = await readTimeline(deps, trx, placed, cut, nominal);
-    const boundary =
-      cut + quietBoundary(pcm, nominal - cut, SAMPLE_RATE, deps.config.boundarySearchMs / 1000, 0);
-    const heard = hasAudio(placed, cut, boundary);
-    await insertWindow(
-      deps,
-      trx,
-      meeting,
-      index,
-      cut,
-      boundary,
-      heard ? pcm.subarray(0, boundary - cut) : null,
-      actor,
-      heard,
-      derived,
-    );
-    cut = boundary;
-    index++;
-  }
-  if (cut !== Number(meeting.cut_samples)) {
-    await trx.updateTable('meetings').set({ cut_samples: cut }).where('id', '=', meeting.id).execute();
-  }
-}
-
-/** True when any received audio falls in [from, to): a window of nothing but missing chunks has none. */
-function hasAudio(placed: PlacedChunk[], from: number, to: number): boolean {
-  return placed.some((p) => p.blobId !== null && p.samples > 0 && p.start < to && p.start + p.samples > from);
-}
-
-/**
- * L4 step 3: at close-out, every chunk still missing is settled as missing, and the stretch after
- * the last window becomes windows without jobs, which the close-out transcribes directly. A window
- * with no audio at all is left without a blob, so it settles as missing.
- */
-export async function cutRemainder(
-  deps: MeetingDeps,
-  trx: Tx,
-  meetingId: string,
-  actor: string,
-  derived: StagedObject[],
-): Promise<void> {
-  const meeting = await settleGaps(deps, trx, await deps.meetings.lock(trx, meetingId), true, derived);
-  const { placed, end } = await placeChunks(deps, trx, meeting);
-  const cut = Number(meeting.cut_samples);
-  if (end > cut) {
-    const pcm = await readTimeline(deps, trx, placed, cut, end);
-    const planned = planWindows(pcm, SAMPLE_RATE, meeting.window_ms / 1000, {
-      searchSeconds: deps.config.boundarySearchMs / 1000,
-    });
-    let index = await windowCount(trx, meetingId);
-    for (const w of planned) {
-      const from = cut + w.startSample;
-      const to = cut + w.endSample;
-      const samples = hasAudio(placed, from, to) ? pcm.subarray(w.startSample, w.endSample) : null;
-      await insertWindow(deps, trx, meeting, index++, from, to, samples, actor, false, derived);
-    }
-    await trx.updateTable('meetings').set({ cut_samples: end }).where('id', '=', meetingId).execute();
-  }
-}
-
-async function windowCount(trx: Tx, meetingId: string): Promise<number> {
-  const row = await trx
-    .selectFrom('windows')
-    .select(sql<number>`count(*)::int`.as('n'))
-    .where('meeting_id', '=', meetingId)
-    .executeTakeFirstOrThrow();
-  return row.n;
-}
-
-/** The meeting's audio from `from` to `to` (samples), silence where a chunk is missing. */
-async function readTimeline(
-  deps: MeetingDeps,
-  trx: Tx,
-  placed: PlacedChunk[],
-  from: number,
-  to: number,
-): Promise<Int16Array> {
-  const out = new Int16Array(Math.max(0, to - from));
-  for (const p of placed) {
-    const start = Math.max(p.start, from);
-    const stop = Math.min(p.start + p.samples, to);
-    if (stop <= start || p.blobId === null) continue;
-    const blob = await trx
-      .selectFrom('blobs')
-      .select('object_key')
-      .where('id', '=', p.blobId)
-      .executeTakeFirstOrThrow();
-    const audio = parseWav(await deps.blobs.get(blob.object_key));
-    if (!audio)
-      throw new AppError(ErrorKind.permanent, 'chunk.corrupt', `stored chunk ${p.seq} is not a WAV file`);
-    out.set(audio.samples.subarray(start - p.start, stop - p.start), start - from);
-  }
-  return out;
-}
-
-async function insertWindow(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-  index: number,
-  startSample: number,
-  endSample: number,
-  samples: Int16Array | null,
-  actor: string,
-  withJob: boolean,
-  derived: StagedObject[],
-): Promise<void> {
-  let audio: StagedObject | null = null;
-  if (samples) {
-    audio = await stageAndPut(deps, {
-      workspaceId: meeting.workspace_id,
-      meetingId: meeting.id,
-      kind: `window-${index}`,
-      data: encodeWav(samples, SAMPLE_RATE),
-      admit: false,
-    });
-    derived.push(audio);
-  }
-  const windowId = await recordWindow(trx, {
-    workspaceId: meeting.workspace_id,
-    meetingId: meeting.id,
-    index,
-    startMs: Math.round((startSample * 1000) / SAMPLE_RATE),
-    endMs: Math.round((endSample * 1000) / SAMPLE_RATE),
-    audio,
-  });
-  if (withJob) await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, windowId, index, actor);
-}
+export type { StagedObject };

@@ -22,12 +22,20 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
       const meetingId = String(ctx.job.payload.meetingId);
-      const meeting = await deps.db
-        .selectFrom('meetings')
-        .selectAll()
-        .where('id', '=', meetingId)
-        .executeTakeFirstOrThrow();
-      const segments = await deps.meetings.segments(meetingId);
+      // The transcript and the revision it is at, read together: the minutes say which they describe.
+      const { meeting, segments } = await deps.db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .setAccessMode('read only')
+        .execute(async (trx) => ({
+          meeting: await trx
+            .selectFrom('meetings')
+            .selectAll()
+            .where('id', '=', meetingId)
+            .executeTakeFirstOrThrow(),
+          segments: await deps.meetings.segments(meetingId, trx),
+        }));
+      const revision = meeting.transcript_revision;
       let minutes: Minutes;
       try {
         minutes = await deps.minutesWriter.write({
@@ -45,7 +53,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
             'minutes quota exhausted; completing without minutes',
           );
           await ctx.complete((trx) =>
-            settleMinutes(deps, trx, meetingId, MinutesStatus.unavailable, error, null, ctx.actor),
+            settleMinutes(deps, trx, meetingId, MinutesStatus.unavailable, error, null, ctx.actor, revision),
           );
           return;
         }
@@ -63,14 +71,14 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
           };
           ctx.log.error({ meetingId, code: error.code }, 'minutes model outage outlasted the wait cap');
           await ctx.complete((trx) =>
-            settleMinutes(deps, trx, meetingId, MinutesStatus.failed, outage, null, ctx.actor),
+            settleMinutes(deps, trx, meetingId, MinutesStatus.failed, outage, null, ctx.actor, revision),
           );
           return;
         }
         throw err;
       }
       await ctx.complete((trx) =>
-        settleMinutes(deps, trx, meetingId, MinutesStatus.written, null, minutes, ctx.actor),
+        settleMinutes(deps, trx, meetingId, MinutesStatus.written, null, minutes, ctx.actor, revision),
       );
     },
     onTerminalFailure: async (trx, job, error) => {
@@ -88,7 +96,10 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
   };
 }
 
-/** Records how the minutes ended and wakes the meeting's close-out if it is waiting on them. */
+/**
+ * Records how the minutes ended and wakes the meeting's close-out if it is waiting on them. Minutes
+ * that could not be rewritten (L8/L9) keep the ones written before, marked stale by their revision.
+ */
 async function settleMinutes(
   deps: MeetingDeps,
   trx: Tx,
@@ -97,6 +108,7 @@ async function settleMinutes(
   error: ErrorRecord | null,
   minutes: Minutes | null,
   actor: string,
+  revision: number | null = null,
 ): Promise<void> {
   // Lock order everywhere: job rows before the meeting row.
   const closeOut = await trx
@@ -114,8 +126,13 @@ async function settleMinutes(
       minutes_status: status,
       minutes_code: error?.code ?? null,
       minutes_message: error?.message ?? null,
-      minutes: minutes ? JSON.stringify(minutes) : null,
-      minutes_written_at: minutes ? sql<Date>`now()` : null,
+      ...(minutes
+        ? {
+            minutes: JSON.stringify(minutes),
+            minutes_written_at: sql<Date>`now()`,
+            minutes_revision: revision ?? 0,
+          }
+        : {}),
       revision: sql<number>`revision + 1`,
       updated_at: sql<Date>`now()`,
     })
@@ -143,19 +160,27 @@ async function settleMinutes(
   }
 }
 
-/** O2: the minutes consumer of meeting.transcribed; idempotent on (meeting, event) through the dedupe key. */
-export async function onMeetingTranscribed(
+/**
+ * O2, L19: the minutes consumer of meeting.transcribed and meeting.transcript_revised, idempotent
+ * on (meeting, event) through the dedupe key. An event about a revision older than the meeting's
+ * is skipped: the newer event asks for the same minutes. A newer one supersedes minutes still
+ * being written for an older transcript (J13), so they are written once, from the final text.
+ */
+export async function onTranscriptEvent(
   deps: MeetingDeps,
-  event: { workspaceId: string; meetingId: string; eventId: string },
+  event: { workspaceId: string; meetingId: string; eventId: string; revision: number },
 ): Promise<void> {
   await deps.db.transaction().execute(async (trx) => {
     // A meeting deleted since the event was written needs no minutes.
-    const exists = await trx
+    const meeting = await trx
       .selectFrom('meetings')
-      .select('id')
+      .select(['id', 'transcript_revision', 'transcript_completed_at'])
       .where('id', '=', event.meetingId)
       .executeTakeFirst();
-    if (!exists) return;
+    if (!meeting || !meeting.transcript_completed_at || event.revision < meeting.transcript_revision) return;
+    if (event.revision > 0) {
+      await deps.jobs.supersedeActiveJobs(trx, event.meetingId, JobKind.writeMinutes, 'consumer:minutes');
+    }
     await deps.jobs.createJob(
       trx,
       {

@@ -10,6 +10,8 @@ import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './intake.ts';
 import { maybeStartCloseOut } from './transcription.ts';
+import { ensureRepairJob } from './live.ts';
+import { hasRepairWork } from './repair.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 
@@ -42,6 +44,7 @@ export async function deleteMeeting(
     await trx.deleteFrom('segments').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('windows').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('chunks').where('meeting_id', '=', meetingId).execute();
+    await trx.deleteFrom('timeline_gaps').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('blobs').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
     // A bot recording that brought this meeting in ends with it, saying why (not `processing`
@@ -168,6 +171,20 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
     await deps.meetings.get(workspaceId, meetingId, trx);
     const superseded = await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     const meeting = await deps.meetings.lock(trx, meetingId);
+    // L19: late audio whose repair gave up is still stored: a resubmission tries it again.
+    if (meeting.source === MeetingSource.live && (await hasRepairWork(trx, meetingId))) {
+      await ensureRepairJob(deps, trx, meeting, actor);
+      await recordAudit(trx, {
+        workspaceId,
+        subjectType: 'meeting',
+        subjectId: meetingId,
+        from: meeting.status,
+        to: meeting.status,
+        actor,
+        reason: `resubmitted: ${superseded} active jobs superseded, late audio repair created`,
+      });
+      if (ENDED.includes(meeting.status) || meeting.audio_deleted_at) return { superseded, created: 1 };
+    }
     if (ENDED.includes(meeting.status) || meeting.audio_deleted_at) {
       throw new AppError(
         ErrorKind.conflict,
@@ -202,7 +219,7 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
 async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, actor: string): Promise<number> {
   const windows = await trx
     .selectFrom('windows')
-    .select(['id', 'index', 'status', 'blob_id'])
+    .select(['id', 'index', 'status', 'blob_id', 'start_samples'])
     .where('meeting_id', '=', meeting.id)
     .orderBy('index')
     .execute();
@@ -216,7 +233,8 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
   }
   let created = 0;
   for (const w of windows) {
-    if (w.blob_id === null) continue;
+    // A window with no audio (no copy of its own, nor a stretch of a live timeline) has nothing to redo.
+    if (w.blob_id === null && w.start_samples === null) continue;
     if (w.status === WindowStatus.failed) {
       const t = WindowTransitions.retryWindow;
       await trx

@@ -196,29 +196,40 @@ export class PgMeetingStore {
     return row;
   }
 
+  /**
+   * Settled windows come from the tallies a trigger keeps (window_tallies), so reading the counts
+   * costs the same for a long meeting as for a short one (L21); only pending windows, few at any
+   * time, are looked at one by one to split them into in flight and unworked.
+   */
   async windowCounts(meetingId: string, db: Executor = this.db): Promise<WindowCounts> {
-    const row = await db
-      .selectFrom('windows as w')
-      .select([
-        sql<number>`count(*)::int`.as('total'),
-        sql<number>`(count(*) filter (where w.status = 'transcribed'))::int`.as('transcribed'),
-        sql<number>`(count(*) filter (where w.status = 'failed'))::int`.as('exhausted'),
-        sql<number>`(count(*) filter (where w.status = 'missing' or (w.status = 'pending' and not exists (
-          select 1 from jobs j where j.subject_id = w.id and j.status in (${JobStatus.pending}, ${JobStatus.running})))))::int`.as(
-          'missing',
-        ),
-        sql<number>`(count(*) filter (where w.status = 'pending' and exists (
-          select 1 from jobs j where j.subject_id = w.id and j.status in (${JobStatus.pending}, ${JobStatus.running}))))::int`.as(
-          'inFlight',
-        ),
-      ])
-      .where('w.meeting_id', '=', meetingId)
-      .executeTakeFirstOrThrow();
-    return row;
+    const result = await sql<{
+      total: number;
+      transcribed: number;
+      failed: number;
+      missing: number;
+      pending: number;
+      in_flight: number;
+    }>`
+      select coalesce(t.total, 0)::int as total, coalesce(t.transcribed, 0)::int as transcribed,
+             coalesce(t.failed, 0)::int as failed, coalesce(t.missing, 0)::int as missing,
+             p.pending::int as pending, p.in_flight::int as in_flight
+        from (select count(*) as pending,
+                     count(*) filter (where exists (select 1 from jobs j where j.subject_id = w.id
+                                                      and j.status in (${JobStatus.pending}, ${JobStatus.running}))) as in_flight
+                from windows w where w.meeting_id = ${meetingId}::uuid and w.status = 'pending') p
+        left join window_tallies t on t.meeting_id = ${meetingId}::uuid`.execute(db);
+    const r = result.rows[0]!;
+    return {
+      total: r.total,
+      transcribed: r.transcribed,
+      exhausted: r.failed,
+      missing: r.missing + (r.pending - r.in_flight),
+      inFlight: r.in_flight,
+    };
   }
 
-  async segments(meetingId: string): Promise<TranscriptSegment[]> {
-    const rows = await this.db
+  async segments(meetingId: string, db: Executor = this.db): Promise<TranscriptSegment[]> {
+    const rows = await db
       .selectFrom('segments')
       .select(['start_ms', 'end_ms', 'text'])
       .where('meeting_id', '=', meetingId)

@@ -6,6 +6,7 @@ import { flushAudit, recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
+import { liveWindowAudio } from './window-audio.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
@@ -73,6 +74,12 @@ async function recogniseSource(
   source: WindowSource,
   signal: AbortSignal,
 ): Promise<TranscriptSegment[]> {
+  if (!source.window.blob_id && source.window.start_samples !== null) {
+    // A live window reads its audio from the chunks under it.
+    await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
+    const { wav } = await liveWindowAudio(deps, source.window.id);
+    return deps.transcriber.transcribe({ wav, language: source.language, signal });
+  }
   if (!source.objectKey)
     throw new AppError(ErrorKind.permanent, 'audio.missing', 'window has no stored audio');
   if (source.deletedAt)
@@ -91,15 +98,17 @@ export async function recogniseWindow(
 }
 
 /**
- * Segment rows on the meeting's timeline, numbered, empty ones dropped, each kept inside its window
- * so windows never overlap (L18).
+ * Segment rows relative to the window's start (the commit makes them absolute from the window as
+ * it stands then: a repair may move it meanwhile), numbered, empty ones dropped, each kept inside
+ * its window so windows never overlap (L18).
  */
-function segmentRows(window: WindowRow, segments: TranscriptSegment[]) {
+export function segmentRows(window: { start_ms: number; end_ms: number }, segments: TranscriptSegment[]) {
+  const length = window.end_ms - window.start_ms;
   return segments
     .filter((s) => s.text.trim().length > 0)
     .map((s, seq) => {
-      const start = Math.min(window.end_ms, window.start_ms + Math.max(0, Math.round(s.startMs)));
-      const end = Math.min(window.end_ms, Math.max(start, window.start_ms + Math.round(s.endMs)));
+      const start = Math.min(length, Math.max(0, Math.round(s.startMs)));
+      const end = Math.min(length, Math.max(start, Math.round(s.endMs)));
       return { seq, start_ms: start, end_ms: end, text: s.text.trim() };
     });
 }

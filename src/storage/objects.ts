@@ -230,18 +230,23 @@ export async function compensate(deps: StorageDeps, staged: StagedObject[], caus
 }
 
 /**
- * B8, L16: hands every live object of a meeting to the cleanup outbox, in the caller's
+ * B8, L16: hands every live object of a meeting (but those in `keep`) to the cleanup outbox, in the caller's
  * transaction: the blobs are marked deleted and a pending cleanup row carries each object's bytes.
  * Returns the keys, for `deleteNow` after the commit.
  */
-export async function handOffMeetingObjects(trx: Tx, meetingId: string, reason: string): Promise<string[]> {
-  const blobs = await trx
+export async function handOffMeetingObjects(
+  trx: Tx,
+  meetingId: string,
+  reason: string,
+  keep: readonly string[] = [],
+): Promise<string[]> {
+  let q = trx
     .updateTable('blobs')
     .set({ deleted_at: sql<Date>`now()` })
     .where('meeting_id', '=', meetingId)
-    .where('deleted_at', 'is', null)
-    .returning(['workspace_id', 'meeting_id', 'object_key', 'size_bytes'])
-    .execute();
+    .where('deleted_at', 'is', null);
+  if (keep.length > 0) q = q.where('id', 'not in', keep);
+  const blobs = await q.returning(['workspace_id', 'meeting_id', 'object_key', 'size_bytes']).execute();
   if (blobs.length === 0) return [];
   await trx
     .insertInto('object_cleanups')

@@ -1,0 +1,45 @@
+import { sql } from 'kysely';
+import type { Executor, MeetingRow } from '../db/schema.ts';
+import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
+import { missingChunks } from './timeline-rows.ts';
+
+/** What a person needs to know about a live meeting's audio that is not (yet) in the transcript. */
+export interface LiveState {
+  /** Sequence numbers that never arrived (at most 1000 listed) and how many there are. */
+  missing: { seqs: number[]; count: number };
+  /** Chunks stored ahead of one that has not arrived yet: they wait for it, or for the patience. */
+  waiting: number;
+  /** Chunks that arrived after the timeline went past their place, or after the close-out. */
+  late: number;
+  /** A repair (src/meetings/repair.ts) is queued or running. */
+  repairing: boolean;
+}
+
+export const NO_LIVE_STATE: LiveState = {
+  missing: { seqs: [], count: 0 },
+  waiting: 0,
+  late: 0,
+  repairing: false,
+};
+
+/** Index reads only: the cost follows the chunks waiting or late, not the meeting's length. */
+export async function liveState(db: Executor, m: MeetingRow): Promise<LiveState> {
+  if (m.source !== MeetingSource.live) return NO_LIVE_STATE;
+  const closed = m.timeline_closed_at !== null || m.audio_deleted_at !== null;
+  const row = await sql<{ waiting: number; arrived: number; tail: number; repairing: boolean }>`
+    select
+      (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid and c.start_samples is null
+          and c.seq >= ${m.next_seq}::int)::int as waiting,
+      (select count(*) from timeline_gaps g where g.meeting_id = ${m.id}::uuid and g.arrived_at is not null)::int as arrived,
+      (case when ${closed} then (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid
+          and c.start_samples >= ${m.cut_samples}::bigint) else 0 end)::int as tail,
+      exists (select 1 from jobs j where j.subject_id = ${m.id}::uuid and j.kind = ${JobKind.repairTimeline}
+          and j.status in (${JobStatus.pending}, ${JobStatus.running})) as repairing`.execute(db);
+  const r = row.rows[0]!;
+  return {
+    missing: await missingChunks(db, m.id),
+    waiting: closed ? 0 : r.waiting,
+    late: r.arrived + r.tail + (closed ? r.waiting : 0),
+    repairing: r.repairing,
+  };
+}

@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Executor, MeetingRow, Tx } from '../db/schema.ts';
+import { WindowStatus } from '../domain/status.ts';
+import {
+  decodeEnergy,
+  SAMPLE_RATE,
+  type CutOptions,
+  type CutWindow,
+  type GapRun,
+  type Span,
+} from '../domain/timeline.ts';
+import { recordAudit } from '../jobs/audit.ts';
+import type { MeetingDeps } from './deps.ts';
+import { createTranscribeJob } from './intake.ts';
+
+/**
+ * The rows behind a live meeting's timeline (src/domain/timeline.ts has the rules): placed chunks
+ * with their positions, reserved gaps, and windows that read their audio from the chunks.
+ */
+
+/** A placed chunk's audio: where it sits and which stored object holds its 16 kHz samples. */
+export interface ChunkSource {
+  seq: number;
+  start: number;
+  length: number;
+  /** The WAV holding the samples (the chunk itself, or a WebM piece's decoded copy); null if none. */
+  objectKey: string | null;
+  /** The chunk had audio, but it was deleted (the meeting ended). */
+  deleted: boolean;
+}
+
+export interface TimelineStretch {
+  spans: Span[];
+  sources: ChunkSource[];
+}
+
+export function cutOptions(deps: MeetingDeps, meeting: { window_ms: number }): CutOptions {
+  return {
+    slot: Math.round((meeting.window_ms / 1000) * SAMPLE_RATE),
+    search: Math.round((deps.config.boundarySearchMs / 1000) * SAMPLE_RATE),
+    frame: SAMPLE_RATE / 10,
+    minTail: SAMPLE_RATE,
+  };
+}
+
+export function nominalChunkSamples(deps: MeetingDeps): number {
+  return Math.round((deps.config.chunkMs / 1000) * SAMPLE_RATE);
+}
+
+export function samplesToMs(samples: number): number {
+  return Math.round((samples * 1000) / SAMPLE_RATE);
+}
+
+/**
+ * The placed chunks and reserved gaps over [from, to): the one that starts at or before `from`,
+ * and those starting inside. Index range reads, so the cost follows the stretch, not the meeting.
+ */
+export async function loadStretch(
+  db: Executor,
+  meetingId: string,
+  from: number,
+  to: number,
+): Promise<TimelineStretch> {
+  const chunkColumns = [
+    'c.seq',
+    'c.start_samples',
+    'c.samples',
+    'c.energy',
+    'c.undecodable',
+    'c.format',
+    sql<string | null>`case when c.format = 'webm' then p.object_key else w.object_key end`.as('object_key'),
+    sql<boolean>`case when c.format = 'webm' then p.deleted_at is null else w.deleted_at is null end`.as(
+      'alive',
+    ),
+  ] as const;
+  const chunkBase = () =>
+    db
+      .selectFrom('chunks as c')
+      .leftJoin('blobs as w', 'w.id', 'c.blob_id')
+      .leftJoin('blobs as p', 'p.id', 'c.pcm_blob_id')
+      .select(chunkColumns)
+      .where('c.meeting_id', '=', meetingId)
+      .where('c.start_samples', 'is not', null);
+  const [before, inside, gapBefore, gapsInside] = await Promise.all([
+    chunkBase()
+      .where('c.start_samples', '<=', from)
+      .orderBy('c.start_samples', 'desc')
+      .orderBy('c.seq', 'desc')
+      .limit(1)
+      .execute(),
+    chunkBase()
+      .where('c.start_samples', '>', from)
+      .where('c.start_samples', '<', to)
+      .orderBy('c.start_samples')
+      .execute(),
+    db
+      .selectFrom('timeline_gaps')
+      .select(['first_seq', 'start_samples', 'samples'])
+      .where('meeting_id', '=', meetingId)
+      .where('start_samples', '<=', from)
+      .orderBy('start_samples', 'desc')
+      .limit(1)
+      .execute(),
+    db
+      .selectFrom('timeline_gaps')
+      .select(['first_seq', 'start_samples', 'samples'])
+      .where('meeting_id', '=', meetingId)
+      .where('start_samples', '>', from)
+      .where('start_samples', '<', to)
+      .execute(),
+  ]);
+  const spans: Span[] = [];
+  const sources: ChunkSource[] = [];
+  for (const c of [...before, ...inside]) {
+    const start = Number(c.start_samples);
+    const length = c.samples ?? 0;
+    if (start + length <= from && start < from) continue;
+    const heard = length > 0 && !c.undecodable && c.object_key !== null;
+    const audio = heard && c.alive;
+    spans.push({
+      start,
+      length,
+      audio,
+      energy: audio ? decodeEnergy(c.energy) : null,
+      ref: { kind: 'chunk', seq: c.seq },
+    });
+    sources.push({
+      seq: c.seq,
+      start,
+      length,
+      objectKey: audio ? c.object_key : null,
+      deleted: heard && !c.alive,
+    });
+  }
+  for (const g of [...gapBefore, ...gapsInside]) {
+    spans.push({
+      start: Number(g.start_samples),
+      length: Number(g.samples),
+      audio: false,
+      energy: null,
+      ref: { kind: 'gap', seq: g.first_seq },
+    });
+  }
+  spans.sort((a, b) => a.start - b.start);
+  sources.sort((a, b) => a.start - b.start);
+  return { spans, sources };
+}
+
+/** The next free window index of a meeting (indexes identify windows; positions order them). */
+export async function nextWindowIndex(trx: Executor, meetingId: string): Promise<number> {
+  const row = await trx
+    .selectFrom('windows')
+    .select(sql<number | null>`max(index)`.as('max'))
+    .where('meeting_id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return (row.max ?? -1) + 1;
+}
+
+/**
+ * Records cut windows of a live meeting: a window with audio is pending (with its transcription
+ * job when `withJobs`; the close-out transcribes the last stretch itself), one with none settles
+ * as missing at once. Returns their ids.
+ */
+export async function insertLiveWindows(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  windows: CutWindow[],
+  opts: { withJobs: boolean; actor: string },
+): Promise<string[]> {
+  if (windows.length === 0) return [];
+  let index = await nextWindowIndex(trx, meeting.id);
+  const ids: string[] = [];
+  for (const w of windows) {
+    const id = randomUUID();
+    const status = w.audio ? WindowStatus.pending : WindowStatus.missing;
+    await trx
+      .insertInto('windows')
+      .values({
+        id,
+        workspace_id: meeting.workspace_id,
+        meeting_id: meeting.id,
+        index,
+        start_ms: samplesToMs(w.start),
+        end_ms: samplesToMs(w.end),
+        start_samples: w.start,
+        end_samples: w.end,
+        blob_id: null,
+        status,
+        missing_at: w.audio ? null : sql<Date>`now()`,
+      })
+      .execute();
+    if (!w.audio) {
+      await recordAudit(trx, {
+        workspaceId: meeting.workspace_id,
+        subjectType: 'window',
+        subjectId: id,
+        from: null,
+        to: WindowStatus.missing,
+        actor: opts.actor,
+        reason: 'no audio arrived for this stretch',
+      });
+    } else if (opts.withJobs) {
+      await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, id, index, opts.actor);
+    }
+    ids.push(id);
+    index++;
+  }
+  return ids;
+}
+
+export async function insertGap(trx: Tx, meeting: MeetingRow, run: GapRun, arrived: boolean): Promise<void> {
+  await trx
+    .insertInto('timeline_gaps')
+    .values({
+      id: randomUUID(),
+      workspace_id: meeting.workspace_id,
+      meeting_id: meeting.id,
+      first_seq: run.firstSeq,
+      end_seq: run.endSeq,
+      start_samples: run.start,
+      samples: run.samples,
+      arrived_at: arrived ? sql<Date>`now()` : null,
+    })
+    .execute();
+}
+
+/** The reserved run holding `seq`, locked, or undefined. */
+export async function gapHolding(trx: Tx, meetingId: string, seq: number) {
+  return trx
+    .selectFrom('timeline_gaps')
+    .selectAll()
+    .where('meeting_id', '=', meetingId)
+    .where('first_seq', '<=', seq)
+    .orderBy('first_seq', 'desc')
+    .limit(1)
+    .forUpdate()
+    .executeTakeFirst()
+    .then((g) => (g && g.end_seq > seq ? g : undefined));
+}
+
+/** Sequence numbers still reserved as missing (not arrived), at most `limit` of them, and how many. */
+export async function missingChunks(
+  db: Executor,
+  meetingId: string,
+  limit = 1000,
+): Promise<{ seqs: number[]; count: number }> {
+  const runs = await db
+    .selectFrom('timeline_gaps')
+    .select(['first_seq', 'end_seq'])
+    .where('meeting_id', '=', meetingId)
+    .where('arrived_at', 'is', null)
+    .orderBy('first_seq')
+    .execute();
+  const seqs: number[] = [];
+  let count = 0;
+  for (const r of runs) {
+    count += r.end_seq - r.first_seq;
+    for (let s = r.first_seq; s < r.end_seq && seqs.length < limit; s++) seqs.push(s);
+  }
+  return { seqs, count };
+}

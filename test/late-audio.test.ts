@@ -331,7 +331,7 @@ void it('L19: a chunk sent during the close-out, after the last stretch was cut,
       .orderBy('id')
       .execute();
     const repaired = trail.findIndex((a) => a.reason?.startsWith('repair committed'));
-    const deleted = trail.findIndex((a) => a.to_status === 'audio_deleted');
+    const deleted = trail.findIndex((a) => a.to_status === 'audio:deleted');
     assert.ok(repaired >= 0 && deleted > repaired, 'repair, then audio deletion');
   } finally {
     await h.close();
@@ -417,7 +417,7 @@ void it('L19: a chunk sent after the meeting completed is spliced in: revision 1
       'minutes written, then rewritten once',
     );
     const repaired = trail.findIndex((a) => a.reason?.startsWith('repair committed'));
-    const lastDeleted = trail.map((a) => a.to_status).lastIndexOf('audio_deleted');
+    const lastDeleted = trail.map((a) => a.to_status).lastIndexOf('audio:deleted');
     assert.ok(repaired >= 0 && lastDeleted > repaired, 'its audio was deleted after the repair committed');
     await waitFor('the late audio to be deleted', async () => {
       const left = await db

@@ -271,8 +271,16 @@ void it('L19: a WebM piece held back until the timeline went past it is read wit
       assert.equal((await putChunk(h, id, seq, piece, 'audio/webm')).status, 201);
     }
     const gap = await waitFor('piece 2 to be reserved and windows cut past it', async () => {
-      const g = await db.selectFrom('timeline_gaps').selectAll().where('meeting_id', '=', id).executeTakeFirst();
-      const m = await db.selectFrom('meetings').select('cut_samples').where('id', '=', id).executeTakeFirstOrThrow();
+      const g = await db
+        .selectFrom('timeline_gaps')
+        .selectAll()
+        .where('meeting_id', '=', id)
+        .executeTakeFirst();
+      const m = await db
+        .selectFrom('meetings')
+        .select('cut_samples')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
       return g && Number(m.cut_samples) > Number(g.start_samples) + Number(g.samples) ? g : null;
     });
     assert.equal(gap.first_seq, 2);
@@ -289,7 +297,8 @@ void it('L19: a WebM piece held back until the timeline went past it is read wit
     const meeting = await waitForMeeting(h, id);
     assert.deepEqual(meeting.missingChunks, []);
     const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
-    for (const word of ['budget', 'marketing', 'engineers', 'friday']) assert.ok(text.includes(word), `lacks ${word}`);
+    for (const word of ['budget', 'marketing', 'engineers', 'friday'])
+      assert.ok(text.includes(word), `lacks ${word}`);
     // Read again in order, the pieces add up to exactly the stream decoded whole.
     const whole = await new FfmpegAudioDecoder().decode(stream);
     const rows = await db

@@ -82,7 +82,7 @@ export async function deleteMeetingAudio(
         subjectType: 'meeting',
         subjectId: meetingId,
         from: null,
-        to: 'audio_deleted',
+        to: 'audio:deleted',
         actor: 'worker',
         reason: `${handed.length} audio objects handed to cleanup${keep.length > 0 ? `; ${keep.length} kept for late audio` : ''}`,
       });

@@ -110,13 +110,15 @@ void describe('the outbox: what each answer does to a chunk or an End (pure)', (
     assert.equal(chunkOutcome(0, err(429, 'rate.limited')), 'retry');
     assert.equal(chunkOutcome(0, err(503, 'db.transient')), 'retry');
     assert.equal(chunkOutcome(0, err(401, 'auth.invalid_key')), 'sign_in');
+    // L21: a seq too far ahead clears once the chunks before it are stored.
+    assert.equal(chunkOutcome(0, err(409, 'chunk.too_far_ahead')), 'retry');
   });
 
   void it("L1: the server's final refusals of one chunk mark it rejected (its audio is kept)", () => {
     for (const [status, code] of [
       [409, 'chunk.conflict'],
-      [409, 'chunk.settled_missing'],
-      [409, 'meeting.not_recording'],
+      [409, 'chunk.after_end'],
+      [410, 'chunk.too_late'],
       [409, 'meeting.not_live'],
       [400, 'chunk.seq'],
       [400, 'chunk.empty'],
@@ -130,6 +132,12 @@ void describe('the outbox: what each answer does to a chunk or an End (pure)', (
   void it('L3: a pending End is forgotten only when delivered or the meeting is already past recording', () => {
     assert.equal(endOutcome(a(202, null, { status: 'finalizing' })), 'delivered');
     assert.equal(endOutcome(err(409, 'meeting.not_live')), 'delivered');
+    assert.equal(
+      endOutcome(err(409, 'end.chunks_conflict')),
+      'delivered',
+      'ended before, with another count',
+    );
+    assert.equal(endOutcome(err(409, 'end.chunks_below_stored')), 'without_count');
     assert.equal(endOutcome(err(401, 'auth.invalid_key')), 'sign_in');
     assert.equal(endOutcome(err(404, 'meeting.not_found')), 'not_found');
     assert.equal(endOutcome(a(403)), 'retry');

@@ -71,6 +71,49 @@ void describe('web app outbox', () => {
 
   const captured = chunksCaptured;
 
+  void it('L19: a reconnecting tab sends its backlog a few at a time and out of order; every chunk lands and none is kept as refused', async () => {
+    const { apiKey } = await workspaceKey('reconnect');
+    browser = await launchChromium({ microphoneFile: mic });
+    const { page } = browser;
+    const id = await record(page, apiKey, 'Reconnecting');
+    await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
+    await web.stop();
+    await page.locator('[data-testid="outbox"][data-pending="4"]').waitFor({ timeout: 40_000 });
+    const before = await chunkSeqs(id);
+    const first = Math.max(...before) + 1;
+    // The first chunk of the backlog is held on its way until the three after it are stored.
+    let held = false;
+    await page.route(`**/v1/meetings/${id}/chunks/${first}`, async (route) => {
+      held = true;
+      await waitFor('the chunks after the held one to land', async () => {
+        const seqs = await chunkSeqs(id);
+        return [1, 2, 3].every((k) => seqs.includes(first + k));
+      });
+      await route.continue();
+    });
+    await web.start();
+    await waitFor('the held chunk to land', async () => (await chunkSeqs(id)).includes(first), 60_000);
+    assert.ok(held, 'the first chunk of the backlog was held back');
+    const rows = await h.app.database.db
+      .selectFrom('chunks')
+      .select(['seq', 'created_at'])
+      .where('meeting_id', '=', id)
+      .where('seq', 'in', [first, first + 1])
+      .execute();
+    const at = (seq: number) => rows.find((r) => r.seq === seq)!.created_at.getTime();
+    assert.ok(at(first + 1) < at(first), 'the server got the backlog out of order');
+
+    await page.getByRole('button', { name: /End meeting/ }).click();
+    await waitFor('End delivered', async () => (await meetingStatus(id)) === 'finalizing', 60_000);
+    // End went after the last chunk, declaring how many were recorded (L20).
+    const meeting = (await h.request('GET', `/v1/meetings/${id}`, undefined, as(apiKey))).json;
+    const declared = meeting.declaredChunks as number;
+    assert.ok(declared >= first + 4, `End declared ${declared} chunks`);
+    assert.deepEqual(await chunkSeqs(id), [...Array(declared).keys()], 'every sequence number landed');
+    assert.equal(await page.getByTestId('rejected').count(), 0, 'nothing kept as refused');
+    await screenshot(page, 'web-outbox-reconnect');
+  });
+
   void it('L1: chunks refused with 413 storage.quota_exceeded stay in the browser and are delivered once space is freed', async () => {
     // A real refusal: this workspace fills its quota through the API with another meeting's chunks.
     const { apiKey } = await workspaceKey('quota');

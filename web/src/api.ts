@@ -81,14 +81,28 @@ export interface Meeting {
   windows: { total: number; done: number; inFlight: number; exhausted: number; missing: number };
   progress: { stage: string; message: string } | null;
   transcriptComplete: boolean;
+  /** How many times the published transcript was revised with late audio (L19). */
+  revision: number;
   minutes: {
     status: 'none' | 'pending' | 'written' | 'unavailable' | 'failed';
     reason: Reason | null;
     content: Minutes | null;
     writtenAt: string | null;
+    revision: number | null;
+    stale: boolean;
   };
   failure: Reason | null;
+  declaredChunks: number | null;
   missingChunks: number[];
+  missingChunkCount: number;
+  lateAudio: {
+    waitingChunks: number;
+    lateChunks: number;
+    repairing: boolean;
+    lastRepairAt: string | null;
+    failure: Reason | null;
+    message: string | null;
+  };
   untranscribedWhenAudioDeleted: { inFlight: number; exhausted: number } | null;
   createdAt: string;
   finalizingAt: string | null;

@@ -33,15 +33,17 @@ export type ChunkOutcome =
 /**
  * Refusals that are final for one chunk (status and our code must both match: a proxy's 409 or 413
  * without our body is retried). From src/meetings/live.ts, src/api/meeting-routes.ts and the body
- * limit in src/api/server.ts. 413 storage.quota_exceeded is NOT here: it clears when space is freed.
+ * limit in src/api/server.ts (docs/live-meetings.md, Refusals). Not here, so retried: 413
+ * storage.quota_exceeded (it clears when space is freed) and 409 chunk.too_far_ahead (it clears
+ * once the chunks before it are stored). A chunk is never refused for arriving late or after End.
  */
 const FINAL_CHUNK_REFUSALS: ReadonlyArray<readonly [number, string]> = [
   [400, 'chunk.seq'],
   [400, 'chunk.empty'],
   [409, 'chunk.conflict'],
-  [409, 'chunk.settled_missing'],
-  [409, 'meeting.not_recording'],
+  [409, 'chunk.after_end'],
   [409, 'meeting.not_live'],
+  [410, 'chunk.too_late'],
   [413, 'request.too_large'],
   [415, 'chunk.bad_format'],
   [415, 'chunk.format_changed'],
@@ -64,7 +66,14 @@ export function chunkOutcome(seq: number, a: Answer): ChunkOutcome {
 
 export type EndOutcome =
   /** The meeting is ended (202), or was already past recording: forget the pending End. */
-  'delivered' | 'sign_in' | 'not_found' | 'unreachable' | 'retry';
+  | 'delivered'
+  /** The count this browser declared is below a chunk the server has (another device recorded
+   * more): send End again without a count. */
+  | 'without_count'
+  | 'sign_in'
+  | 'not_found'
+  | 'unreachable'
+  | 'retry';
 
 export function endOutcome(a: Answer): EndOutcome {
   if (a.status === 0) return 'unreachable';
@@ -72,9 +81,10 @@ export function endOutcome(a: Answer): EndOutcome {
   if (a.status === 401) return 'sign_in';
   if (a.status === 404 && a.code === 'meeting.not_found') return 'not_found';
   // The server answers 202 for a meeting already finalizing or complete; these 409s also mean that
-  // there is nothing left to end (not a live meeting, or no longer recording).
-  if (a.status === 409 && (a.code === 'meeting.not_live' || a.code === 'meeting.not_recording'))
+  // there is nothing left to end (not a live meeting, or ended before with another count).
+  if (a.status === 409 && (a.code === 'meeting.not_live' || a.code === 'end.chunks_conflict'))
     return 'delivered';
+  if (a.status === 409 && a.code === 'end.chunks_below_stored') return 'without_count';
   return 'retry';
 }
 

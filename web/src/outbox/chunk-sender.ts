@@ -43,22 +43,26 @@ export interface OutboxStatus {
   /** Meetings whose End this page delivered from the outbox. */
   ended: Record<string, boolean>;
   /**
-   * Meetings the server said are no longer live (a chunk answered 409 meeting.not_recording or
-   * not_live, or 404 for a meeting it had acknowledged): a recording of one must stop. Why, in words.
+   * Meetings the server said are no longer recording (a chunk's answer showed the meeting ended, or
+   * 409 chunk.after_end / meeting.not_live, or 404 for a meeting it had acknowledged): a recording
+   * of one must stop. Why, in words.
    */
   closed: Record<string, string>;
 }
 
 type Stop = 'done' | 'failed' | 'stop';
 
+/** Chunks of one meeting in flight at once: a backlog after an outage goes up a few at a time. */
+const PARALLEL = 4;
+
 /**
- * Sends stored chunks, each meeting's in sequence order, one at a time, deleting a chunk only when
- * the server acknowledged that very chunk (answers.ts). A meeting's round stops at its first
- * failure (sending later chunks past a gap would start the server's gap patience against the one
- * that failed) and that meeting waits 1, 2, 4, 8, then 10 s before its next try; other meetings go
- * on, so one chunk that is refused for hours blocks only its own meeting. After a meeting's last
- * chunk is acknowledged its End is delivered, if it was requested. Nothing is sent without a key;
- * a 401 stops everything until the next sign-in. See docs/web-app.md.
+ * Sends stored chunks, a few of a meeting's at a time (the server takes them in any order, L19),
+ * deleting a chunk only when the server acknowledged that very chunk (answers.ts). A chunk that
+ * fails is tried again after the meeting's backoff (1, 2, 4, 8, then 10 s) while the others go on;
+ * other meetings go on too, so one chunk refused for hours holds back only its own meeting's End.
+ * After a meeting's last chunk is acknowledged its End is delivered, if it was requested, with the
+ * number of chunks recorded (L20). Nothing is sent without a key; a 401 or no answer at all stops
+ * the round. See docs/web-app.md.
  */
 export class ChunkSender {
   private running = false;
@@ -242,12 +246,23 @@ export class ChunkSender {
     }
     if (endRequested) {
       const key = apiKey();
-      const a = await answer('POST', `/v1/meetings/${meetingId}/end`);
-      const outcome = endOutcome(a);
+      // L20: the chunks recorded here are 0…nextSeq−1; the server refuses any after them.
+      const count = (await this.store.meeting(meetingId))?.nextSeq ?? null;
+      const body =
+        count === null ? undefined : new TextEncoder().encode(JSON.stringify({ chunks: count })).buffer;
+      let a = await answer('POST', `/v1/meetings/${meetingId}/end`, body, {
+        contentType: 'application/json',
+      });
+      let outcome = endOutcome(a);
+      if (outcome === 'without_count') {
+        a = await answer('POST', `/v1/meetings/${meetingId}/end`);
+        outcome = endOutcome(a);
+      }
       if (outcome !== 'unreachable') this.reachable();
       if (outcome === 'not_found' && key !== null && this.acceptedUnder.get(meetingId) === key)
         return this.deletedOnServer(meetingId);
-      if (outcome !== 'delivered') return this.failed(meetingId, outcome, a, 'End meeting');
+      if (outcome !== 'delivered')
+        return this.failed(meetingId, outcome === 'without_count' ? 'retry' : outcome, a, 'End meeting');
       await this.store.forget(meetingId);
       this.set({ ended: { ...this.state.ended, [meetingId]: true } });
     }
@@ -257,49 +272,73 @@ export class ChunkSender {
     return 'done';
   }
 
-  /** Sends one meeting's chunks in order; null when every one was acknowledged or rejected. */
+  /**
+   * Sends one meeting's chunks, PARALLEL at a time; null when every one was acknowledged or
+   * rejected. A failure leaves that chunk for the next round and the rest are still sent, except
+   * when the server cannot be reached or refuses the key: then the round stops.
+   */
   private async sendChunks(meetingId: string, seqs: number[]): Promise<Stop | null> {
-    for (const seq of seqs) {
-      const chunk = await this.store.get([meetingId, seq]);
-      if (!chunk) continue;
-      const key = apiKey();
-      const a = await answer('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
-        contentType: 'audio/wav',
-        timeoutMs: 15_000,
+    const queue = [...seqs];
+    let result: Stop | null = null;
+    const worst = (next: Stop) => {
+      if (result === 'stop' || (result === 'failed' && next !== 'stop')) return;
+      result = next;
+    };
+    const lane = async () => {
+      for (let seq = queue.shift(); seq !== undefined && result !== 'stop'; seq = queue.shift()) {
+        const failure = await this.sendChunk(meetingId, seq);
+        if (failure) worst(failure);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, lane));
+    return result;
+  }
+
+  /** One chunk: null once acknowledged or finally rejected (its audio kept), else how it failed. */
+  private async sendChunk(meetingId: string, seq: number): Promise<Stop | null> {
+    const chunk = await this.store.get([meetingId, seq]);
+    if (!chunk) return null;
+    const key = apiKey();
+    const a = await answer('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
+      contentType: 'audio/wav',
+      timeoutMs: 15_000,
+    });
+    const outcome = chunkOutcome(seq, a);
+    if (outcome !== 'unreachable') this.reachable();
+    if (outcome === 'acknowledged') {
+      if (key) this.acceptedUnder.set(meetingId, key);
+      await this.store.acknowledge([meetingId, seq]);
+      this.set({
+        pending: {
+          ...this.state.pending,
+          [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1),
+        },
+        acknowledged: {
+          ...this.state.acknowledged,
+          [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
+        },
       });
-      const outcome = chunkOutcome(seq, a);
-      if (outcome !== 'unreachable') this.reachable();
-      if (outcome === 'acknowledged') {
-        if (key) this.acceptedUnder.set(meetingId, key);
-        await this.store.acknowledge([meetingId, seq]);
-        this.set({
-          pending: {
-            ...this.state.pending,
-            [meetingId]: Math.max(0, (this.state.pending[meetingId] ?? 1) - 1),
-          },
-          acknowledged: {
-            ...this.state.acknowledged,
-            [meetingId]: Math.max(this.state.acknowledged[meetingId] ?? -1, seq),
-          },
-        });
-        continue;
+      // The chunk is kept whenever it comes, but a recording of a meeting ended elsewhere stops.
+      const status = (a.body as { meeting?: { status?: unknown } } | null)?.meeting?.status;
+      if (typeof status === 'string' && status !== 'created' && status !== 'recording') {
+        this.close(
+          meetingId,
+          `the server says this meeting is no longer recording (it was ended elsewhere; it is ${status})`,
+        );
       }
-      if (outcome === 'rejected') {
-        // Final for this chunk only: its audio is kept (and shown) and the meeting goes on.
-        await this.store.reject([meetingId, seq], `${a.code ?? a.status}: ${a.message}`);
-        if (a.code === 'meeting.not_recording' || a.code === 'meeting.not_live') {
-          this.close(
-            meetingId,
-            'the server says this meeting is no longer recording (it was ended elsewhere)',
-          );
-        }
-        continue;
-      }
-      if (outcome === 'not_found' && key !== null && this.acceptedUnder.get(meetingId) === key)
-        return this.deletedOnServer(meetingId);
-      return this.failed(meetingId, outcome, a, `Chunk ${seq}`);
+      return null;
     }
-    return null;
+    if (outcome === 'rejected') {
+      // Final for this chunk only: its audio is kept (and shown) and the meeting goes on.
+      await this.store.reject([meetingId, seq], `${a.code ?? a.status}: ${a.message}`);
+      if (a.code === 'chunk.after_end' || a.code === 'meeting.not_live') {
+        this.close(meetingId, 'the server says this meeting is no longer recording (it was ended elsewhere)');
+      }
+      return null;
+    }
+    if (outcome === 'not_found' && key !== null && this.acceptedUnder.get(meetingId) === key)
+      return this.deletedOnServer(meetingId);
+    return this.failed(meetingId, outcome, a, `Chunk ${seq}`);
   }
 
   /** A recording of this meeting must stop: the server no longer takes its audio. */

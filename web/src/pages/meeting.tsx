@@ -46,6 +46,8 @@ export function MeetingPage({ id }: { id: string }) {
   const box = useOutbox();
   const mine = rec?.meetingId === id ? rec : null;
   const pending = box?.pending[id] ?? 0;
+  // A chunk acknowledged (a late one too, L19) wakes polling of a meeting that had settled.
+  const acknowledged = box?.acknowledged[id] ?? -1;
 
   usePoll(
     async () => {
@@ -72,7 +74,8 @@ export function MeetingPage({ id }: { id: string }) {
         setNextSeq(stored?.nextSeq ?? null);
         setEndRequested(stored?.endRequested ?? false);
         const settled = m.status === 'complete' || m.status === 'failed';
-        return !(settled && m.minutes.status !== 'pending');
+        const late = m.lateAudio.lateChunks > 0 || m.lateAudio.repairing;
+        return !(settled && m.minutes.status !== 'pending' && !late);
       } catch (err) {
         if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500))
           setUnreachable(true);
@@ -81,7 +84,7 @@ export function MeetingPage({ id }: { id: string }) {
       }
     },
     1500,
-    [id, endRequested, wake],
+    [id, endRequested, wake, acknowledged],
   );
 
   if (loadError && !meeting) {
@@ -266,6 +269,18 @@ export function MeetingPage({ id }: { id: string }) {
           </p>
         )}
 
+      {meeting.lateAudio.message && (
+        <p
+          role="status"
+          class={meeting.lateAudio.failure && meeting.lateAudio.lateChunks > 0 ? 'warn' : 'muted'}
+          data-testid="late-audio"
+          data-revision={meeting.revision}
+          data-late={meeting.lateAudio.lateChunks}
+        >
+          {meeting.lateAudio.message}
+        </p>
+      )}
+
       <Transcript meeting={meeting} segments={segments} />
     </article>
   );
@@ -340,7 +355,14 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
   return (
     <section class="card" aria-labelledby="minutes-heading" data-minutes-status={minutes.status}>
       <h2 id="minutes-heading">Minutes</h2>
-      {minutes.status === 'written' && minutes.content ? (
+      {minutes.stale && minutes.content && (
+        <p role="status" class="warn" data-testid="minutes-stale">
+          {minutes.status === 'pending'
+            ? 'The transcript was revised with audio that arrived late; the minutes are being rewritten. Below are the minutes of the earlier transcript.'
+            : `These minutes are from an earlier transcript. ${minutes.reason?.plain ?? ''}`}
+        </p>
+      )}
+      {minutes.content && (minutes.status === 'written' || minutes.stale) ? (
         <>
           <p data-testid="minutes-summary">{minutes.content.summary}</p>
           <h3>Decisions</h3>
@@ -422,7 +444,15 @@ function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment
   };
   return (
     <section class="card" aria-labelledby="transcript-heading">
-      <h2 id="transcript-heading">Transcript{meeting.transcriptComplete ? '' : ' (so far)'}</h2>
+      <h2 id="transcript-heading">
+        Transcript{meeting.transcriptComplete ? '' : ' (so far)'}
+        {meeting.revision > 0 && (
+          <span class="muted" data-testid="transcript-revision">
+            {' '}
+            (revision {meeting.revision})
+          </span>
+        )}
+      </h2>
       {segments.length === 0 ? (
         <p class="muted">
           {meeting.status === 'failed'

@@ -310,8 +310,9 @@ void describe('web app outbox: ending and stopping', () => {
       .set({ revoked_at: new Date() })
       .where('id', '=', keyId)
       .execute();
-    await page.unroute('**/v1/meetings/*/end');
+    // Listening before the route is lifted: the outbox may try End again at once.
     const refused = page.waitForResponse((r) => r.url().endsWith('/end') && r.status() === 401);
+    await page.unroute('**/v1/meetings/*/end');
     await online(page);
     await refused;
     const prompt = page.getByTestId('sign-in-again');

@@ -76,10 +76,62 @@ export function openApiDocument(maxUploadBytes: number) {
               },
             },
             transcriptComplete: { type: 'boolean' },
+            revision: {
+              type: 'integer',
+              description:
+                'L19: how many times the published transcript was revised with audio that arrived late (0 until then)',
+            },
+            declaredChunks: {
+              type: ['integer', 'null'],
+              description: 'L20: the number of chunks End declared; a seq at or past it is refused',
+            },
+            missingChunks: {
+              type: 'array',
+              items: { type: 'integer' },
+              description:
+                'Seqs the timeline went past without their chunk (at most 1000 listed); each is still taken if it comes',
+            },
+            missingChunkCount: { type: 'integer' },
+            lateAudio: {
+              type: 'object',
+              description: 'L19: audio stored but not (yet) in the transcript, and repairs, in plain words',
+              properties: {
+                waitingChunks: {
+                  type: 'integer',
+                  description:
+                    'chunks stored ahead of one that has not arrived, waiting for it or the patience',
+                },
+                lateChunks: {
+                  type: 'integer',
+                  description: 'chunks that arrived after the timeline went past them or after the close-out',
+                },
+                repairing: { type: 'boolean' },
+                lastRepairAt: { type: ['string', 'null'], format: 'date-time' },
+                failure: {
+                  type: ['object', 'null'],
+                  description: 'a repair that gave up; POST …/resubmit tries again',
+                  properties: {
+                    code: { type: 'string' },
+                    message: { type: 'string' },
+                    plain: { type: 'string' },
+                  },
+                },
+                message: { type: ['string', 'null'], description: 'one sentence for the screen' },
+              },
+            },
             minutes: {
               type: 'object',
               properties: {
                 status: { enum: ['none', 'pending', 'written', 'unavailable', 'failed'] },
+                revision: {
+                  type: ['integer', 'null'],
+                  description: 'the transcript revision these minutes describe',
+                },
+                stale: {
+                  type: 'boolean',
+                  description:
+                    'the minutes describe an earlier revision of the transcript (being rewritten, or a rewrite failed)',
+                },
                 reason: {
                   type: ['object', 'null'],
                   description: 'why there are no minutes; `plain` says it in plain words',
@@ -183,7 +235,10 @@ export function openApiDocument(maxUploadBytes: number) {
       },
       '/v1/meetings/{id}/chunks/{seq}': {
         put: {
-          summary: 'Store one live chunk; idempotent on (meeting, seq); windows are cut as slots fill',
+          summary:
+            'Store one live chunk, in any order and at any time while the meeting exists (L19); idempotent on (meeting, seq)',
+          description:
+            'A chunk at the frontier is placed and the windows it fills are cut; one ahead of a missing chunk waits; one whose stretch the timeline already went past (or that comes after the close-out or after completion) is added by a repair that re-cuts and re-transcribes the windows it touches. See docs/live-meetings.md.',
           parameters: [
             idParam,
             { name: 'seq', in: 'path', required: true, schema: { type: 'integer', minimum: 0 } },
@@ -195,13 +250,19 @@ export function openApiDocument(maxUploadBytes: number) {
             },
           },
           responses: {
-            '201': { description: 'Stored' },
+            '201': { description: 'Stored; `meeting` is the meeting as it now stands' },
             '200': { description: 'The same chunk was already stored' },
             '409': {
               description:
-                'Other bytes under this seq, the meeting is not recording, or the chunk arrived after its stretch was settled as missing',
+                '`chunk.conflict`: other bytes under this seq; `chunk.after_end`: seq at or past the count End declared; `chunk.too_far_ahead`: seq more than VERBATIM_MAX_SEQ_AHEAD above the highest stored (retryable, with Retry-After; nothing stored); `meeting.not_live`',
+              headers: {
+                'Retry-After': { schema: { type: 'integer' }, description: 'with chunk.too_far_ahead' },
+              },
             },
-            '413': { description: 'Too large' },
+            '410': {
+              description: '`chunk.too_late`: the meeting ended more than VERBATIM_LATE_AUDIO_DAYS ago',
+            },
+            '413': { description: 'Too large, or `storage.quota_exceeded`' },
             '415': {
               description:
                 'Not a 16 kHz mono 16-bit WAV, a WebM chunk 0 without the stream header, or a format other than the meeting’s',
@@ -213,16 +274,30 @@ export function openApiDocument(maxUploadBytes: number) {
       '/v1/meetings/{id}/end': {
         post: {
           summary: 'End a live meeting: finalizing now, close-out after the grace period',
+          description:
+            'L20: with `{"chunks": N}`, seqs 0…N−1 are expected; a missing one is still taken later and repaired, any seq ≥ N is refused. When all N are stored the close-out starts at once (L24). Without a body the count is the highest stored seq + 1 at the close-out, and no chunk is refused for coming after End. Ending an ended meeting changes nothing.',
           parameters: [idParam],
+          requestBody: {
+            required: false,
+            content: {
+              'application/json': {
+                schema: { type: 'object', properties: { chunks: { type: 'integer', minimum: 0 } } },
+              },
+            },
+          },
           responses: {
             '202': { description: 'Accepted', content: { 'application/json': { schema: meeting } } },
+            '409': {
+              description:
+                '`end.chunks_below_stored`: a chunk at or past N is already stored; `end.chunks_conflict`: ended before with another count',
+            },
             ...errors,
           },
         },
       },
       '/v1/meetings/{id}/transcript': {
         get: {
-          summary: 'Transcript segments',
+          summary: 'Transcript segments; JSON carries `revision` (L19)',
           parameters: [
             idParam,
             { name: 'format', in: 'query', schema: { enum: ['json', 'txt', 'vtt', 'srt'] } },

@@ -36,6 +36,7 @@ export async function status(app: App): Promise<number> {
   out(
     `bot recordings overdue ${h.botRecordingsOverdue}, erroring ${h.botRecordingsErroring}; calendar feeds failing ${h.calendarFeedsFailing}`,
   );
+  out(`late chunks being added ${h.lateChunksRepairing}, stuck (repair gave up) ${h.lateChunksStuck}`);
   for (const w of await storedBytesByWorkspace(app.database.db)) {
     out(`stored bytes  workspace ${w.workspaceId}  ${w.bytes}`);
   }
@@ -62,6 +63,7 @@ export async function inspect(app: App, id: string): Promise<number> {
       .selectFrom('windows')
       .selectAll()
       .where('meeting_id', '=', id)
+      .orderBy('start_ms')
       .orderBy('index')
       .execute();
     out(`windows (${windows.length}):`);

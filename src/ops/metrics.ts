@@ -77,6 +77,16 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
       'Pending bot recordings whose last create the provider refused or failed (out of credit, bad key, outage)',
     ],
     ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
+    [
+      'lateChunksRepairing',
+      'verbatim_late_chunks_pending',
+      'Chunks that arrived after the timeline went past them, not yet in the transcript (L19)',
+    ],
+    [
+      'lateChunksStuck',
+      'verbatim_late_chunks_stuck',
+      'Late chunks whose repair gave up (no repair job queued): resubmit the meeting once the cause is fixed',
+    ],
   ];
   const storedBytes = new Gauge({
     name: 'verbatim_stored_bytes',

@@ -48,6 +48,8 @@ export interface HealthFigures {
   botRecordingsOverdue: number;
   botRecordingsErroring: number;
   calendarFeedsFailing: number;
+  lateChunksRepairing: number;
+  lateChunksStuck: number;
 }
 
 /** B9: stored bytes per workspace, pending deletions included (what the quotas count). */
@@ -87,9 +89,11 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
         as "botRecordingsOverdue",
       (select count(*) from bot_recordings where status = 'pending' and last_error is not null)::int
         as "botRecordingsErroring",
-      (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing"`.execute(
-    db,
-  );
+      (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing",
+      (select count(*) from timeline_gaps where arrived_at is not null)::int as "lateChunksRepairing",
+      (select count(*) from timeline_gaps g where g.arrived_at is not null and not exists (
+          select 1 from jobs j where j.subject_id = g.meeting_id and j.kind = 'repair-timeline'
+             and j.status in ('pending', 'running')))::int as "lateChunksStuck"`.execute(db);
   const row = result.rows[0];
   if (!row) throw new Error('health figures query returned no row');
   return row;

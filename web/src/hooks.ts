@@ -16,19 +16,23 @@ export function navigate(route: string): void {
   window.location.hash = route;
 }
 
-/** Calls `fn` now and every `ms` while mounted; `fn` returning false stops the polling. */
-export function usePoll(fn: () => Promise<boolean | void>, ms: number, deps: unknown[]): void {
+/**
+ * Calls `fn` now and every `ms` while mounted; `fn` returning false stops the polling, a number
+ * waits that many milliseconds before the next call instead.
+ */
+export function usePoll(fn: () => Promise<boolean | number | void>, ms: number, deps: unknown[]): void {
   useEffect(() => {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const tick = async () => {
-      let again: boolean | void = true;
+      let again: boolean | number | void = true;
       try {
         again = await fn();
       } catch {
         again = true;
       }
-      if (!stopped && again !== false) timer = setTimeout(() => void tick(), ms);
+      if (!stopped && again !== false)
+        timer = setTimeout(() => void tick(), typeof again === 'number' ? again : ms);
     };
     void tick();
     return () => {

@@ -30,6 +30,9 @@ function useSession(): SessionState | null {
   return s;
 }
 
+/** How often a settled live meeting is looked at again, for audio that arrives late. */
+const SETTLED_POLL_MS = 10_000;
+
 export function MeetingPage({ id }: { id: string }) {
   const [meeting, setMeeting] = useState<Meeting | null>(null);
   const [segments, setSegments] = useState<Segment[]>([]);
@@ -75,7 +78,10 @@ export function MeetingPage({ id }: { id: string }) {
         setEndRequested(stored?.endRequested ?? false);
         const settled = m.status === 'complete' || m.status === 'failed';
         const late = m.lateAudio.lateChunks > 0 || m.lateAudio.repairing;
-        return !(settled && m.minutes.status !== 'pending' && !late);
+        if (!settled || m.minutes.status === 'pending' || late) return true;
+        // L19: a live meeting can still get late audio (from this tab's outbox or another client):
+        // look now and then, so a repair that lands shows without a reload.
+        return m.source === 'live' ? SETTLED_POLL_MS : false;
       } catch (err) {
         if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500))
           setUnreachable(true);

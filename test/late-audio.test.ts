@@ -268,6 +268,51 @@ void describe('late and out-of-order audio', () => {
     );
   });
 
+  void it('L19: without a count, chunks sent after completion past the last one are added at the end, the seqs between reported missing', async () => {
+    const id = await createLive(h);
+    await putAll(h, id, [...Array(6).keys()]);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
+    await waitForMeeting(h, id);
+    assert.equal((await put(h, id, 6)).status, 201);
+    await waitFor(
+      'revision 1',
+      async () => (await h.request('GET', `/v1/meetings/${id}`)).json.revision === 1,
+    );
+    await waitForRepairs(h, id);
+    await assertEveryChunkOnce(h, id, 7);
+    assert.equal((await put(h, id, 9)).status, 201);
+    const m = await waitFor('revision 2', async () => {
+      const v = (await h.request('GET', `/v1/meetings/${id}`)).json;
+      return v.revision === 2 && v.lateAudio.lateChunks === 0 && !v.lateAudio.repairing ? v : null;
+    });
+    assert.deepEqual(m.missingChunks, [7, 8]);
+    const { samples, order } = coverage(await segments(h, id));
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 9]);
+    assert.equal(samples.get(9), lengthOf(9));
+    await assertTimeline(h.app.database.db, id, { settled: true });
+  });
+
+  void it('L21: seven tiny chunks just below seq 60,000 (within End’s count) make a few rows, not thousands of windows', async () => {
+    const id = await createLive(h);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: 60_000 })).status, 202);
+    for (let seq = 59_993; seq < 60_000; seq++) {
+      const res = await h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, markedChunk(seq % 400, 1_600), {
+        'content-type': 'audio/wav',
+      });
+      assert.equal(res.status, 201, res.text);
+    }
+    const done = await waitForMeeting(h, id);
+    await waitForRepairs(h, id);
+    assert.equal(done.missingChunkCount, 59_993);
+    assert.equal(done.missingChunks.length, 1000, 'the list is capped; the count is whole');
+    const db = h.app.database.db;
+    const windows = await db.selectFrom('windows').select('id').where('meeting_id', '=', id).execute();
+    const gaps = await db.selectFrom('timeline_gaps').select('id').where('meeting_id', '=', id).execute();
+    assert.ok(windows.length <= 10, `${windows.length} windows`);
+    assert.ok(gaps.length <= 3, `${gaps.length} gap rows`);
+    await assertTimeline(db, id, { settled: true });
+  });
+
   void it('L21: a seq far ahead of the highest stored is refused with Retry-After, storing nothing', async () => {
     const id = await createLive(h);
     const res = await put(h, id, 10_000);

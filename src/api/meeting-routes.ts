@@ -5,7 +5,7 @@ import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { meetingProgress, plainReason } from '../domain/meeting-progress.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
-import { endMeeting, storeChunk, type ChunkFormat } from '../meetings/live.ts';
+import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
@@ -237,8 +237,11 @@ function declaredChunks(body: unknown): number | null {
   }
   const chunks = (body as Record<string, unknown>).chunks;
   if (chunks === undefined || chunks === null) return null;
-  if (typeof chunks !== 'number' || !Number.isInteger(chunks) || chunks < 0 || chunks > 1_000_001) {
-    throw invalid('end.chunks', 'chunks must be the number of chunks recorded, a whole number from 0');
+  if (typeof chunks !== 'number' || !Number.isInteger(chunks) || chunks < 0 || chunks > MAX_SEQ + 1) {
+    throw invalid(
+      'end.chunks',
+      `chunks must be the number of chunks recorded, a whole number from 0 to ${MAX_SEQ + 1}`,
+    );
   }
   return chunks;
 }

@@ -19,7 +19,11 @@ import {
 } from './timeline-rows.ts';
 
 const SAMPLE_RATE = 16_000;
-const MAX_SEQ = 1_000_000;
+/**
+ * The highest seq: 200,000 chunks of 5 s are 11 days, and keep every position in milliseconds within
+ * the integer columns of windows and segments.
+ */
+export const MAX_SEQ = 200_000;
 /** WebM pieces read in one go when the frontier reaches pieces not yet decoded. */
 const DECODE_BATCH = 20;
 /** How long a client is asked to wait before sending a chunk that ran too far ahead. */

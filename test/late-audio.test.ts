@@ -529,3 +529,60 @@ void it('L19: a worker SIGKILLed during a repair: the repair is redone and the t
     await recognizer.close();
   }
 });
+
+void it('L19/X2: a repair that gives up leaves its late chunk stored and counted as stuck, said in plain words; a resubmission adds it', async () => {
+  const recognizer = await startChunkRecognizer();
+  const h = await startHarness({ env: lateEnv(recognizer) });
+  try {
+    const broken = [
+      {
+        at: 'repair-timeline.before-commit',
+        action: 'throw',
+        kind: 'permanent',
+        code: 'asr.bad_request',
+        times: 1,
+      },
+    ];
+    const worker = h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(broken) });
+    const id = await createLive(h);
+    await putAll(
+      h,
+      id,
+      [...Array(10).keys()].filter((s) => s !== 4),
+    );
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: 10 })).status, 202);
+    await waitForMeeting(h, id);
+    assert.equal((await put(h, id, 4)).status, 201);
+    const stuck = await waitFor('the repair to give up', async () => {
+      const m = (await h.request('GET', `/v1/meetings/${id}`)).json;
+      return m.lateAudio.failure && !m.lateAudio.repairing ? m : null;
+    });
+    assert.equal(stuck.lateAudio.lateChunks, 1);
+    assert.match(stuck.lateAudio.message, /could not be added to the transcript yet/);
+    const metrics = await h.api.inject({
+      method: 'GET',
+      url: '/metrics',
+      headers: { authorization: `Bearer ${h.apiKey}` },
+    });
+    assert.match(metrics.body, /verbatim_late_chunks_stuck 1/);
+    const kept = await h.app.database.db
+      .selectFrom('chunks')
+      .innerJoin('blobs', 'blobs.id', 'chunks.blob_id')
+      .select('blobs.deleted_at')
+      .where('chunks.meeting_id', '=', id)
+      .where('chunks.seq', '=', 4)
+      .executeTakeFirstOrThrow();
+    assert.equal(kept.deleted_at, null, 'its audio is kept');
+
+    const again = await h.request('POST', `/v1/meetings/${id}/resubmit`);
+    assert.equal(again.status, 202, again.text);
+    const fixed = await waitForRepairs(h, id);
+    assert.equal(fixed.revision, 1);
+    assert.equal(fixed.lateAudio.failure, null);
+    await assertEveryChunkOnce(h, id, 10);
+    await worker.stop();
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});

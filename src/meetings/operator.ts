@@ -171,21 +171,11 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
     await deps.meetings.get(workspaceId, meetingId, trx);
     const superseded = await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     const meeting = await deps.meetings.lock(trx, meetingId);
-    // L19: late audio whose repair gave up is still stored: a resubmission tries it again.
-    if (meeting.source === MeetingSource.live && (await hasRepairWork(trx, meetingId))) {
-      await ensureRepairJob(deps, trx, meeting, actor);
-      await recordAudit(trx, {
-        workspaceId,
-        subjectType: 'meeting',
-        subjectId: meetingId,
-        from: meeting.status,
-        to: meeting.status,
-        actor,
-        reason: `resubmitted: ${superseded} active jobs superseded, late audio repair created`,
-      });
-      if (ENDED.includes(meeting.status) || meeting.audio_deleted_at) return { superseded, created: 1 };
-    }
-    if (ENDED.includes(meeting.status) || meeting.audio_deleted_at) {
+    // L19: late audio whose repair gave up is still stored: a resubmission tries it again, also
+    // for a meeting that ended (its late audio is kept until repaired).
+    const repair = meeting.source === MeetingSource.live && (await hasRepairWork(trx, meetingId));
+    const ended = ENDED.includes(meeting.status) || meeting.audio_deleted_at !== null;
+    if (ended && !repair) {
       throw new AppError(
         ErrorKind.conflict,
         'meeting.audio_deleted',
@@ -195,14 +185,15 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
             : ''),
       );
     }
-    if (meeting.status === MeetingStatus.created || meeting.status === MeetingStatus.recording) {
+    if (!ended && (meeting.status === MeetingStatus.created || meeting.status === MeetingStatus.recording)) {
       throw new AppError(
         ErrorKind.conflict,
         'meeting.not_started',
         `meeting ${meetingId} is ${meeting.status}`,
       );
     }
-    const created = await recreateWork(deps, trx, meeting, actor);
+    if (repair) await ensureRepairJob(deps, trx, meeting, actor);
+    const created = (ended ? 0 : await recreateWork(deps, trx, meeting, actor)) + (repair ? 1 : 0);
     await recordAudit(trx, {
       workspaceId,
       subjectType: 'meeting',
@@ -210,7 +201,7 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
       from: meeting.status,
       to: meeting.status,
       actor,
-      reason: `resubmitted: ${superseded} active jobs superseded, ${created} created`,
+      reason: `resubmitted: ${superseded} active jobs superseded, ${created} created${repair ? ' (a repair of late audio)' : ''}`,
     });
     return { superseded, created };
   });

@@ -61,7 +61,19 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition {
         const recognised = new Map<number, TranscriptSegment[]>();
         for (const [i, w] of prepared.plan.create.entries()) {
           if (w.kind !== 'transcribe') continue;
-          const wav = await stretchAudio(deps, prepared.sources, w.start, w.end);
+          let wav: Buffer;
+          try {
+            wav = await stretchAudio(deps, prepared.sources, w.start, w.end);
+          } catch (err) {
+            // The close-out deleted the meeting's audio after this plan was made: the plan's
+            // neighbours are gone, so plan again, as a splice around the late audio (kept).
+            if (!snapshot.meeting.audio_deleted_at && (await audioDeleted(deps, meetingId))) {
+              await ctx.requeue(0, 'the meeting audio was deleted while repairing; planning again');
+              await compensate(deps, stagedOf(decoded), err);
+              return;
+            }
+            throw err;
+          }
           const language = snapshot.meeting.language;
           recognised.set(i, await deps.transcriber.transcribe({ wav, language, signal: ctx.signal }));
         }
@@ -141,6 +153,15 @@ async function settle(
   }
   if (audioDeleted) await deleteMeetingAudio(deps, meetingId);
   return 'done';
+}
+
+async function audioDeleted(deps: MeetingDeps, meetingId: string): Promise<boolean> {
+  const m = await deps.db
+    .selectFrom('meetings')
+    .select('audio_deleted_at')
+    .where('id', '=', meetingId)
+    .executeTakeFirst();
+  return !m || m.audio_deleted_at !== null;
 }
 
 /** Work for the repair job: chunks that arrived for reserved stretches, or audio after a closed cut. */

@@ -586,3 +586,32 @@ void it('L19/X2: a repair that gives up leaves its late chunk stored and counted
     await recognizer.close();
   }
 });
+
+void it('L19: two chunks that arrive after completion, in windows far apart, are spliced in one repair; every sample once and in order', async () => {
+  const recognizer = await startChunkRecognizer();
+  const h = await startHarness({ env: lateEnv(recognizer) });
+  try {
+    let worker = h.spawnWorker();
+    const id = await createLive(h);
+    const late = [5, 20];
+    await putAll(
+      h,
+      id,
+      [...Array(CHUNKS).keys()].filter((s) => !late.includes(s)),
+    );
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: CHUNKS })).status, 202);
+    assert.ok((await waitForMeeting(h, id)).audioDeletedAt);
+    // With no worker running, both wait for the same repair run.
+    await worker.stop();
+    for (const seq of late) assert.equal((await put(h, id, seq)).status, 201);
+    worker = h.spawnWorker();
+    const m = await waitForRepairs(h, id);
+    assert.equal(m.revision, 1, 'one repair, one revision');
+    await assertEveryChunkOnce(h, id);
+    await assertTimeline(h.app.database.db, id, { settled: true });
+    await worker.stop();
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});

@@ -352,6 +352,109 @@ async function closeOutJob(h: Harness, meetingId: string) {
   return { job: jobs[0]!, attempts: attempts.map((a) => a.status) };
 }
 
+/**
+ * WebM pieces of a real stream, at these byte offsets and then every `every` bytes. Cuts close
+ * together give pieces that hold no cluster start, and pieces that complete no block at all.
+ */
+function piecesOf(stream: Buffer, cuts: number[], every: number): Buffer[] {
+  const pieces: Buffer[] = [];
+  let at = 0;
+  for (const c of cuts) {
+    pieces.push(stream.subarray(at, c));
+    at = c;
+  }
+  for (let i = at; i < stream.length; i += every) pieces.push(stream.subarray(i, i + every));
+  return pieces;
+}
+
+/** Sends all pieces but `held`, waits until the timeline went past it, then sends it, and ends. */
+async function holdBackPiece(h: Harness, pieces: Buffer[], held: number): Promise<string> {
+  const id = await createLive(h);
+  const db = h.app.database.db;
+  for (const [seq, piece] of pieces.entries()) {
+    if (seq !== held) assert.equal((await putChunk(h, id, seq, piece, 'audio/webm')).status, 201);
+  }
+  await waitFor('every piece but the held one to be placed', async () => {
+    const m = await db
+      .selectFrom('meetings')
+      .select('next_seq')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    return m.next_seq === pieces.length;
+  });
+  assert.equal((await putChunk(h, id, held, pieces[held]!, 'audio/webm')).status, 201);
+  assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: pieces.length })).status, 202);
+  await waitForMeeting(h, id);
+  return id;
+}
+
+/** Read piece by piece after the repairs, the pieces hold exactly the stream decoded whole. */
+async function assertWholeStream(h: Harness, id: string, stream: Buffer): Promise<void> {
+  const whole = await new FfmpegAudioDecoder().decode(stream);
+  const rows = await h.app.database.db
+    .selectFrom('chunks')
+    .select(['samples', 'decoded_after_gap'])
+    .where('meeting_id', '=', id)
+    .execute();
+  assert.equal(
+    rows.reduce((n, r) => n + (r.samples ?? 0), 0),
+    whole.samples.length,
+    'no sample of the stream lost or doubled',
+  );
+  assert.ok(
+    rows.every((r) => !r.decoded_after_gap),
+    'every piece read in full in the end',
+  );
+  await assertTimeline(h.app.database.db, id, { settled: true });
+}
+
+void it('L19: WebM pieces that hold no cluster start or no whole block, after a late piece, are read again in full and keep their places', async () => {
+  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_GAP_PATIENCE_SECONDS: '0' } });
+  try {
+    h.spawnWorker();
+    const stream = webmOpus(speechWav(`${SPEECH} ${SPEECH}`));
+    // Piece 0 (the stream header) late: every piece after it is read as nothing until it comes.
+    const first = await holdBackPiece(h, piecesOf(stream, [], 8000), 0);
+    await assertWholeStream(h, first, stream);
+    // Piece 2 late, pieces 3 and 4 too short to hold a cluster start.
+    const second = await holdBackPiece(h, piecesOf(stream, [2000, 4400, 5400, 6400, 7400, 9000], 5000), 2);
+    await assertWholeStream(h, second, stream);
+    const text = (await h.request('GET', `/v1/meetings/${second}/transcript?format=txt`)).text.toLowerCase();
+    for (const word of ['budget', 'engineers', 'friday']) assert.ok(text.includes(word), `lacks ${word}`);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L19: a WebM piece that arrives after its meeting completed is spliced in without losing the words after it', async () => {
+  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_GAP_PATIENCE_SECONDS: '0' } });
+  try {
+    h.spawnWorker();
+    const stream = webmOpus(speechWav(`${SPEECH} ${SPEECH}`));
+    const pieces = piecesOf(stream, [], 8000);
+    const id = await createLive(h);
+    for (const [seq, piece] of pieces.entries()) {
+      if (seq !== 2) assert.equal((await putChunk(h, id, seq, piece, 'audio/webm')).status, 201);
+    }
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: pieces.length })).status, 202);
+    await waitForMeeting(h, id);
+    const before = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    assert.equal((await putChunk(h, id, 2, pieces[2]!, 'audio/webm')).status, 201);
+    await waitFor('the late piece spliced in', async () => {
+      const m = (await h.request('GET', `/v1/meetings/${id}`)).json;
+      return m.revision === 1 && !m.lateAudio.repairing && m.lateAudio.lateChunks === 0;
+    });
+    const after = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    // The words heard before stay (the audio around the piece is gone, so they cannot be heard again).
+    for (const word of ['finance', 'friday', 'marketing']) {
+      if (before.includes(word)) assert.ok(after.includes(word), `${word} was lost by the splice`);
+    }
+    await assertTimeline(h.app.database.db, id, { settled: true });
+  } finally {
+    await h.close();
+  }
+});
+
 void it('L10: a close-out worker killed after the last stretch is reclaimed as the same job and completes', async () => {
   const h = await startHarness({ env: LIVE_ENV });
   try {

@@ -164,14 +164,14 @@ void describe('timeline rules (pure)', () => {
         start: 0,
         end: 15 * S,
         kind: 'keep',
-        keep: { windowId: 'w', status: 'transcribed', from: 0, to: 15 * S },
+        keep: { windowId: 'w', status: 'transcribed', from: 0, to: 15 * S, straddleFrom: null },
       },
       { start: 15 * S, end: 21 * S, kind: 'transcribe' },
       {
         start: 21 * S,
         end: 60 * S,
         kind: 'keep',
-        keep: { windowId: 'w', status: 'transcribed', from: 20 * S, to: 59 * S },
+        keep: { windowId: 'w', status: 'transcribed', from: 20 * S, to: 59 * S, straddleFrom: 15 * S },
       },
     ]);
     assert.equal(plan.cut, 60 * S);

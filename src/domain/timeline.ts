@@ -289,7 +289,18 @@ export interface PlannedWindow {
   /** transcribe: recognise its audio; silent: no audio, settles missing; keep: segments moved. */
   kind: 'transcribe' | 'silent' | 'keep';
   /** For keep: the old window and the stretch of it (old positions) whose segments move here. */
-  keep?: { windowId: string; status: string; from: number; to: number };
+  keep?: {
+    windowId: string;
+    status: string;
+    from: number;
+    to: number;
+    /**
+     * Where the spliced stretch before this piece began: a segment that starts in it and ends
+     * after it holds words of this piece too (word times are not known), so it is kept here
+     * rather than lost.
+     */
+    straddleFrom: number | null;
+  };
 }
 
 export interface RepairPlan {
@@ -395,11 +406,13 @@ export function planRepair(input: RepairInput, spans: readonly Span[], options: 
     if (inside.length === 0) continue;
     supersede.add(w.id);
     let at = w.start;
+    let straddleFrom: number | null = null;
     for (const r of inside) {
-      if (r.from > at) keepPiece(create, map, w, at, r.from);
+      if (r.from > at) keepPiece(create, map, w, at, r.from, straddleFrom);
       at = Math.max(at, r.to);
+      straddleFrom = r.from;
     }
-    if (at < w.end) keepPiece(create, map, w, at, w.end);
+    if (at < w.end) keepPiece(create, map, w, at, w.end, straddleFrom);
   }
   if (cutEnd === null) throw new Error('the cut ends inside a resized stretch');
   return { supersede: [...supersede].sort(), create: create.sort((a, b) => a.start - b.start), cut: cutEnd };
@@ -411,9 +424,15 @@ function keepPiece(
   w: RegionWindow,
   from: number,
   to: number,
+  straddleFrom: number | null,
 ): void {
   const start = map(from);
   const end = map(to);
   if (start === null || end === null || end <= start) return;
-  create.push({ start, end, kind: 'keep', keep: { windowId: w.id, status: w.status, from, to } });
+  create.push({
+    start,
+    end,
+    kind: 'keep',
+    keep: { windowId: w.id, status: w.status, from, to, straddleFrom },
+  });
 }

@@ -444,9 +444,12 @@ export class PgJobStore {
     actor: string,
     reason: string,
   ): Promise<number> {
+    // One order for locking several jobs of a meeting: its repair job first (a repair commit holds
+    // it, then locks the window jobs it supersedes), then by id.
     const active = await filter(
       trx.selectFrom('jobs').selectAll().where('status', 'in', JobTransitions.supersedeJob.from),
     )
+      .orderBy(sql`kind = 'repair-timeline'`, 'desc')
       .orderBy('id')
       .forNoKeyUpdate()
       .execute();

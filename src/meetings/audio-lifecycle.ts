@@ -69,7 +69,18 @@ export async function deleteMeetingAudio(
       .forNoKeyUpdate()
       .executeTakeFirst();
     if (!meeting) return [];
-    const keep = opts.keepNothing ? [] : await pinnedBlobIds(trx, meetingId);
+    // Past the late-audio bound nothing is kept, unless a late chunk taken just before it is being
+    // repaired right now (checked under the meeting lock, which a chunk's store takes too).
+    const repairing =
+      opts.keepNothing &&
+      (await trx
+        .selectFrom('jobs')
+        .select('id')
+        .where('subject_id', '=', meetingId)
+        .where('kind', '=', 'repair-timeline')
+        .where('status', 'in', ['pending', 'running'])
+        .executeTakeFirst()) !== undefined;
+    const keep = opts.keepNothing && !repairing ? [] : await pinnedBlobIds(trx, meetingId);
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted', keep);
     await trx
       .updateTable('meetings')

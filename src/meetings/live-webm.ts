@@ -81,7 +81,9 @@ export async function basisOf(db: Executor, meetingId: string, seq: number): Pro
     .executeTakeFirst();
   if (!prev || prev.samples === null || prev.undecodable || prev.stream_state === null)
     return { key: prev ? `reset:${seq - 1}` : 'gap', state: null };
-  return { key: stateKey(seq - 1, prev.stream_state), state: decodeState(prev.stream_state) };
+  // A piece before it that held no cluster start left the reader nowhere: read from a cluster.
+  const state = decodeState(prev.stream_state);
+  return { key: stateKey(seq - 1, prev.stream_state), state: state.read ? state : null };
 }
 
 /** One piece, read: what it decoded to and the reader's state after it. */
@@ -114,7 +116,8 @@ export async function decodePieces(
   let state: StreamState | null = basis.state;
   let key = basis.key;
   for (const piece of pieces) {
-    const afterGap = piece.seq > 0 && state === null;
+    // Read without the reader's place in the stream: from the piece's next cluster.
+    const afterGap = piece.seq > 0 && !state?.read;
     let decoded: DecodedPiece;
     try {
       let blocks: WebmBlock[];

@@ -10,6 +10,7 @@ import { compensate, referenceStaged, stageAndPut, type StagedObject } from '../
 import type { MeetingDeps } from './deps.ts';
 import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type DecodedPiece } from './live-webm.ts';
 import {
+  closedTimeline,
   cutOptions,
   gapHolding,
   insertGap,
@@ -68,7 +69,15 @@ export async function storeChunk(
   await assertAcceptable(deps, meeting, seq, format);
   const audio = chunkAudio(format, seq, data);
   const sha256 = createHash('sha256').update(data).digest('hex');
-  if (await sameChunk(deps, meetingId, seq, sha256)) return { meeting, created: false };
+  const existing = await sameChunk(deps, meetingId, seq, sha256);
+  if (existing) {
+    // A retry of a chunk stored but not placed (its request died before it could read a WebM
+    // piece): it moves the timeline on now, or hands it to the repair job.
+    if (!existing.placed && (closedTimeline(meeting) || seq === meeting.next_seq)) {
+      await advanceTimeline(deps, meetingId, `user:${workspaceId}`, { final: false });
+    }
+    return { meeting, created: false };
+  }
 
   const staged = await stageAndPut(deps, { workspaceId, meetingId, kind: `chunk-${seq}`, data, admit: true });
   let stored: { meeting: MeetingRow; needsDecode: boolean };
@@ -127,27 +136,26 @@ export async function storeChunk(
   }
   // WebM pieces the frontier reached are decoded outside the transaction, then placed.
   if (!stored.needsDecode) return { meeting: stored.meeting, created: true };
-  return {
-    meeting: await advanceTimeline(deps, meetingId, `user:${workspaceId}`, { final: false }),
-    created: true,
-  };
+  const advanced = await advanceTimeline(deps, meetingId, `user:${workspaceId}`, { final: false });
+  return { meeting: advanced ?? stored.meeting, created: true };
 }
 
 class ChunkRace extends Error {}
 
+/** The chunk already stored under this seq (and whether it is placed), if it is the same chunk. */
 async function sameChunk(
   deps: MeetingDeps,
   meetingId: string,
   seq: number,
   sha256: string,
-): Promise<boolean> {
+): Promise<{ placed: boolean } | null> {
   const existing = await deps.db
     .selectFrom('chunks')
-    .select('sha256')
+    .select(['sha256', 'start_samples'])
     .where('meeting_id', '=', meetingId)
     .where('seq', '=', seq)
     .executeTakeFirst();
-  if (!existing) return false;
+  if (!existing) return null;
   if (existing.sha256 !== sha256) {
     throw new AppError(
       ErrorKind.conflict,
@@ -155,7 +163,7 @@ async function sameChunk(
       `chunk ${seq} was already stored with other bytes`,
     );
   }
-  return true;
+  return { placed: existing.start_samples !== null };
 }
 
 /**
@@ -323,9 +331,13 @@ export async function advanceTimeline(
   deps: MeetingDeps,
   meetingId: string,
   actor: string,
-  opts: { final: boolean; runTx?: TxRunner },
-): Promise<MeetingRow> {
+  opts: { final: boolean; runTx?: TxRunner; onlyClosed?: boolean; untilDone?: boolean },
+): Promise<MeetingRow | null> {
   const runTx: TxRunner = opts.runTx ?? ((fn) => deps.db.transaction().execute(fn));
+  if (opts.onlyClosed) {
+    const m = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirst();
+    if (!m || m.source !== MeetingSource.live || !closedTimeline(m)) return null;
+  }
   let decoded = new Map<number, DecodedPiece>();
   for (let pass = 0; ; pass++) {
     let result: FrontierResult;
@@ -337,8 +349,9 @@ export async function advanceTimeline(
     }
     const unused = [...decoded.values()].filter((d) => !result.applied.has(d.seq));
     if (unused.length > 0) await compensate(deps, stagedOf(unused), new Error('decoded piece not applied'));
-    // Another request may be decoding the same pieces; the close-out keeps going until it is done.
-    if (!result.needs || (!opts.final && pass >= 3)) return result.meeting;
+    // Another request may be decoding the same pieces; the close-out and the repair job keep going
+    // until it is done, a request gives up after a few passes (the repair job takes over).
+    if (!result.needs || (!opts.final && !opts.untilDone && pass >= 3)) return result.meeting;
     const basis = await basisOf(deps.db, meetingId, result.needs.seq);
     const pieces = await readPieces(deps, meetingId, result.needs.seqs);
     decoded = new Map((await decodePieces(deps, result.meeting, basis, pieces)).map((d) => [d.seq, d]));
@@ -357,7 +370,7 @@ export async function advanceInTx(
   const locked = await deps.meetings.lock(trx, meetingId);
   const result = await advanceFrontier(deps, trx, locked, final, decoded);
   let meeting = result.meeting;
-  if (!meeting.timeline_closed_at) {
+  if (!closedTimeline(meeting)) {
     meeting = await cutOpenTimeline(deps, trx, meeting, actor, final);
     if (final && !result.needs) {
       meeting = await trx
@@ -367,7 +380,8 @@ export async function advanceInTx(
         .returningAll()
         .executeTakeFirstOrThrow();
     }
-  } else if (Number(meeting.placed_samples) > Number(meeting.cut_samples)) {
+  } else if (Number(meeting.placed_samples) > Number(meeting.cut_samples) || result.needs) {
+    // New audio after the close-out (or WebM pieces still to decode): the repair job takes it.
     await ensureRepairJob(deps, trx, meeting, actor);
   }
   return { ...result, meeting };
@@ -396,7 +410,7 @@ async function advanceFrontier(
   let placed = Number(meeting.placed_samples);
   const applied = new Set<number>();
   let needs: FrontierResult['needs'] = null;
-  const closing = final || meeting.timeline_closed_at !== null;
+  const closing = final || closedTimeline(meeting);
   const waited = await sql<{
     ms: number | null;
   }>`select extract(epoch from now() - ${meeting.frontier_blocked_at}::timestamptz) * 1000 as ms`.execute(

@@ -168,8 +168,11 @@ export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchI
 export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, meetingId: string) {
   const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
-    await deps.meetings.get(workspaceId, meetingId, trx);
-    const superseded = await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
+    const before = await deps.meetings.get(workspaceId, meetingId, trx);
+    // An ended meeting's jobs are left alone (minutes being written go on); only its late audio is
+    // tried again below. Job rows before the meeting row, as everywhere else.
+    const endedBefore = ENDED.includes(before.status) || before.audio_deleted_at !== null;
+    const superseded = endedBefore ? 0 : await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     const meeting = await deps.meetings.lock(trx, meetingId);
     // L19: late audio whose repair gave up is still stored: a resubmission tries it again, also
     // for a meeting that ended (its late audio is kept until repaired).

@@ -28,8 +28,16 @@ import type { TranscriptSegment } from '../ports.ts';
 import { compensate } from '../storage/objects.ts';
 import { deleteMeetingAudio } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
+import { advanceTimeline } from './live.ts';
 import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type DecodedPiece } from './live-webm.ts';
-import { cutOptions, loadStretch, nextWindowIndex, samplesToMs, type ChunkSource } from './timeline-rows.ts';
+import {
+  closedTimeline,
+  cutOptions,
+  loadStretch,
+  nextWindowIndex,
+  samplesToMs,
+  type ChunkSource,
+} from './timeline-rows.ts';
 import { segmentRows } from './transcription.ts';
 import { stretchAudio } from './window-audio.ts';
 
@@ -50,6 +58,9 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition {
     kind: JobKind.repairTimeline,
     run: async (ctx) => {
       const meetingId = String(ctx.job.payload.meetingId);
+      // After the close-out, new audio is placed as it comes; WebM pieces a request could not
+      // decode in time are decoded and placed here first.
+      await advanceTimeline(deps, meetingId, ctx.actor, { final: false, onlyClosed: true, untilDone: true });
       const snapshot = await loadRepair(deps, deps.db, meetingId, null);
       if (!snapshot || snapshot.empty) {
         await settle(deps, ctx, meetingId, null);
@@ -164,7 +175,10 @@ async function audioDeleted(deps: MeetingDeps, meetingId: string): Promise<boole
   return !m || m.audio_deleted_at !== null;
 }
 
-/** Work for the repair job: chunks that arrived for reserved stretches, or audio after a closed cut. */
+/**
+ * Work for the repair job: chunks that arrived for reserved stretches, audio after the cut of a
+ * closed timeline, or chunks stored on a closed timeline and not placed yet (WebM pieces to read).
+ */
 export async function hasRepairWork(db: Executor, meetingId: string): Promise<boolean> {
   const arrived = await db
     .selectFrom('timeline_gaps')
@@ -174,50 +188,65 @@ export async function hasRepairWork(db: Executor, meetingId: string): Promise<bo
     .limit(1)
     .executeTakeFirst();
   if (arrived) return true;
-  const m = await db
-    .selectFrom('meetings')
-    .select(['timeline_closed_at', 'cut_samples', 'placed_samples', 'audio_deleted_at', 'source'])
-    .where('id', '=', meetingId)
+  const m = await db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirst();
+  if (!m || m.source !== MeetingSource.live || !closedTimeline(m)) return false;
+  if (Number(m.placed_samples) > Number(m.cut_samples)) return true;
+  const waiting = await db
+    .selectFrom('chunks')
+    .select('seq')
+    .where('meeting_id', '=', meetingId)
+    .where('start_samples', 'is', null)
+    .limit(1)
     .executeTakeFirst();
-  return (
-    !!m &&
-    (m.timeline_closed_at !== null || m.audio_deleted_at !== null) &&
-    Number(m.placed_samples) > Number(m.cut_samples)
-  );
+  return waiting !== undefined;
 }
 
-interface ArrivedGap {
-  id: string;
+/**
+ * One sequence number a repair places or reads again: a chunk that arrived for a reserved stretch,
+ * or a WebM piece after it that was read without it (its follower).
+ */
+interface Member {
   seq: number;
-  start: number;
-  samples: number;
-  length: number | null;
-  format: 'wav' | 'webm';
-  energy: Buffer | null;
-}
-
-/** A WebM piece after a late one, read again from its new basis. */
-interface Follower {
-  seq: number;
+  kind: 'late' | 'follower';
+  /** Old position and length (the reserved stretch, or the piece as it was read). */
   start: number;
   oldLength: number;
-  basisKey: string;
+  /** A late WAV chunk's length; WebM lengths come from reading the pieces again. */
+  length: number | null;
+  energy: Buffer | null;
+  gapId: string | null;
+  /** What a follower was read from before (compared at commit). */
+  basisKey: string | null;
+}
+
+/**
+ * Consecutive members: one resize of the timeline. Its old stretch always holds a reserved gap, so
+ * it is never empty, and a piece that read to nothing cannot make two stretches start at one place.
+ */
+interface Chain {
+  members: Member[];
+  start: number;
+  oldLength: number;
 }
 
 interface RepairSnapshot {
   meeting: MeetingRow;
   empty: boolean;
   input: RepairInput;
-  gaps: ArrivedGap[];
-  followers: Follower[];
+  chains: Chain[];
+  /** Chunks placed after the cut of a closed timeline: new audio the tail region takes in. */
+  tailSeqs: number[];
   /** Everything the plan depends on, compared again at commit. */
   fingerprint: string;
 }
 
+const lateSeqs = (snapshot: RepairSnapshot) =>
+  snapshot.chains.flatMap((c) => c.members.filter((m) => m.kind === 'late').map((m) => m.seq));
+
 /**
- * What a repair run works on, read in one snapshot: arrived gaps (all of them up to a batch, or at
- * commit the same ones again), the WebM pieces after them that were read without them, the live
- * windows around each stretch, and the cut. With `gapIds` it reloads exactly those gaps.
+ * What a repair run works on, read in one snapshot: arrived gaps (up to a batch; at commit the same
+ * ones again), the WebM pieces after them that were read without them, the live windows around
+ * each stretch, and the cut. With `gapIds` it reloads exactly those gaps.
  */
 async function loadRepair(
   deps: MeetingDeps,
@@ -232,6 +261,7 @@ async function loadRepair(
       .where('id', '=', meetingId)
       .executeTakeFirst();
     if (!meeting || meeting.source !== MeetingSource.live) return null;
+    const mode = meeting.audio_deleted_at ? 'splice' : 'recut';
     let q = trx
       .selectFrom('timeline_gaps as g')
       .innerJoin('chunks as c', (j) =>
@@ -251,59 +281,84 @@ async function loadRepair(
       .orderBy('g.first_seq')
       .limit(BATCH);
     if (gapIds) q = gapIds.length > 0 ? q.where('g.id', 'in', gapIds) : q.where(sql<boolean>`false`);
-    const gaps: ArrivedGap[] = (await q.execute()).map((g) => ({
-      id: g.id,
+    const members: Member[] = (await q.execute()).map((g) => ({
       seq: g.first_seq,
+      kind: 'late',
       start: Number(g.start_samples),
-      samples: Number(g.reserved),
-      length: g.samples,
-      format: g.format,
+      oldLength: Number(g.reserved),
+      length: g.format === 'wav' ? (g.samples ?? 0) : null,
       energy: g.energy,
+      gapId: g.id,
+      basisKey: null,
     }));
-    const followers: Follower[] = [];
     if (meeting.chunk_format === 'webm') {
-      for (const g of gaps) {
-        // The pieces read after this gap began at their next cluster; read again from the late one.
-        for (let seq = g.seq + 1; ; seq++) {
-          if (gaps.some((o) => o.seq === seq)) break;
+      const late = new Set(members.map((m) => m.seq));
+      for (const g of members.filter((m) => m.kind === 'late')) {
+        // The pieces read after it without it (from their next cluster) are read again, up to the
+        // first that had been read normally, whose reader state carries over from them.
+        for (let seq = g.seq + 1; !late.has(seq); seq++) {
           const c = await trx
-            .selectFrom('chunks')
-            .select(['start_samples', 'samples', 'decoded_after_gap'])
-            .where('meeting_id', '=', meetingId)
-            .where('seq', '=', seq)
+            .selectFrom('chunks as c')
+            .innerJoin('blobs as b', 'b.id', 'c.blob_id')
+            .select(['c.start_samples', 'c.samples', 'c.decoded_after_gap', 'b.deleted_at'])
+            .where('c.meeting_id', '=', meetingId)
+            .where('c.seq', '=', seq)
             .executeTakeFirst();
-          if (!c || c.start_samples === null || c.samples === null) break;
-          followers.push({
+          // A piece whose bytes are gone keeps what it was read as (and its segments).
+          if (!c || c.start_samples === null || c.samples === null || c.deleted_at !== null) break;
+          members.push({
             seq,
+            kind: 'follower',
             start: Number(c.start_samples),
             oldLength: c.samples,
+            length: null,
+            energy: null,
+            gapId: null,
             basisKey: (await basisOf(trx, meetingId, seq)).key,
           });
           if (!c.decoded_after_gap) break;
         }
       }
     }
-    const resizes: Resize[] = [
-      ...gaps.map((g) => ({ seq: g.seq, start: g.start, oldLength: g.samples, newLength: g.length ?? 0 })),
-      ...followers.map((f) => ({
-        seq: f.seq,
-        start: f.start,
-        oldLength: f.oldLength,
-        newLength: f.oldLength,
-      })),
-    ].sort((a, b) => a.start - b.start);
-    const mode = meeting.audio_deleted_at ? 'splice' : 'recut';
-    const closed = meeting.timeline_closed_at !== null;
+    members.sort((a, b) => a.seq - b.seq);
+    const chains: Chain[] = [];
+    for (const m of members) {
+      const last = chains.at(-1);
+      const lastMember = last?.members.at(-1);
+      if (last && lastMember && lastMember.seq + 1 === m.seq) {
+        last.members.push(m);
+        last.oldLength += m.oldLength;
+      } else {
+        chains.push({ members: [m], start: m.start, oldLength: m.oldLength });
+      }
+    }
+    const resizes: Resize[] = chains.map((c) => ({
+      seq: c.members[0]!.seq,
+      start: c.start,
+      oldLength: c.oldLength,
+      newLength: c.members.reduce((n, m) => n + (m.length ?? m.oldLength), 0),
+    }));
+    const closed = closedTimeline(meeting);
     const cut = Number(meeting.cut_samples);
     const placed = Number(meeting.placed_samples);
     const tail = (closed || mode === 'splice') && placed > cut;
+    const tailSeqs = tail
+      ? (
+          await trx
+            .selectFrom('chunks')
+            .select('seq')
+            .where('meeting_id', '=', meetingId)
+            .where('start_samples', '>=', cut)
+            .orderBy('seq')
+            .execute()
+        ).map((c) => c.seq)
+      : [];
     const windows = new Map<string, RegionWindow>();
     const touching = async (from: number, to: number) => {
-      const cols = ['id', 'start_samples', 'end_samples', 'status'] as const;
       const base = () =>
         trx
           .selectFrom('windows')
-          .select(cols)
+          .select(['id', 'start_samples', 'end_samples', 'status'])
           .where('meeting_id', '=', meetingId)
           .where('status', '<>', WindowStatus.superseded)
           .where('start_samples', 'is not', null);
@@ -340,11 +395,10 @@ async function loadRepair(
       closed,
       cut: closed || mode === 'splice' ? cut : null,
       placed: tail ? placed : null,
-      gaps: gaps.map((g) => [g.id, g.start, g.samples, g.length]),
-      followers: followers.map((f) => [f.seq, f.start, f.oldLength, f.basisKey]),
+      members: members.map((m) => [m.seq, m.gapId, m.start, m.oldLength, m.length, m.basisKey]),
       windows: input.windows.map((w) => [w.id, w.start, w.end]),
     });
-    return { meeting, empty: resizes.length === 0 && !tail, input, gaps, followers, fingerprint };
+    return { meeting, empty: resizes.length === 0 && !tail, input, chains, tailSeqs, fingerprint };
   };
   if (db === deps.db) {
     return deps.db
@@ -356,37 +410,39 @@ async function loadRepair(
   return read(db);
 }
 
-/** Late WebM pieces and the pieces after them, read (decoded) from their new basis, outside locks. */
+/** Late WebM pieces and their followers, read (decoded) from their new basis, outside locks. */
 async function decodeResized(deps: MeetingDeps, snapshot: RepairSnapshot): Promise<DecodedPiece[]> {
   if (snapshot.meeting.chunk_format !== 'webm') return [];
   const out: DecodedPiece[] = [];
-  // Runs of consecutive pieces: a late piece and the pieces read after it.
-  const seqs = [...snapshot.gaps.map((g) => g.seq), ...snapshot.followers.map((f) => f.seq)].sort(
-    (a, b) => a - b,
-  );
-  let i = 0;
-  while (i < seqs.length) {
-    const run = [seqs[i]!];
-    while (i + run.length < seqs.length && seqs[i + run.length] === run.at(-1)! + 1)
-      run.push(seqs[i + run.length]!);
-    const basis = await basisOf(deps.db, snapshot.meeting.id, run[0]!);
-    const pieces = await readPieces(deps, snapshot.meeting.id, run);
+  for (const chain of snapshot.chains) {
+    const seqs = chain.members.map((m) => m.seq);
+    const basis = await basisOf(deps.db, snapshot.meeting.id, seqs[0]!);
+    const pieces = await readPieces(deps, snapshot.meeting.id, seqs);
+    if (pieces.length !== seqs.length) throw new Replan();
     out.push(...(await decodePieces(deps, snapshot.meeting, basis, pieces)));
-    i += run.length;
   }
   return out;
+}
+
+/** A chain member on the repaired timeline: where it starts and how long it is now. */
+interface Placement {
+  member: Member;
+  start: number;
+  length: number;
 }
 
 interface Prepared {
   plan: RepairPlan;
   resizes: Resize[];
+  placements: Placement[];
   /** The chunks' audio on the repaired timeline (new positions), for recognition. */
   sources: ChunkSource[];
 }
 
 /**
- * The plan over the timeline as it will be: resized stretches at their real lengths, everything
- * after them moved. Audio that was deleted counts as silence (splice mode plans around it).
+ * The plan over the timeline as it will be: each chain at its real length, its members one after
+ * the other, everything after it moved. Audio that was deleted counts as silence (splice mode
+ * plans around it).
  */
 async function prepare(
   deps: MeetingDeps,
@@ -394,43 +450,52 @@ async function prepare(
   decoded: DecodedPiece[],
 ): Promise<Prepared> {
   const byDecoded = new Map(decoded.map((d) => [d.seq, d]));
-  const resizes = snapshot.input.resizes.map((r) => ({
-    ...r,
-    newLength: byDecoded.get(r.seq)?.samples ?? r.newLength,
-  }));
+  const lengthOf = (m: Member) => byDecoded.get(m.seq)?.samples ?? m.length ?? m.oldLength;
+  const placements: Placement[] = [];
+  const resizes: Resize[] = [];
+  let shift = 0;
+  for (const chain of snapshot.chains) {
+    let at = chain.start + shift;
+    let newLength = 0;
+    for (const m of chain.members) {
+      placements.push({ member: m, start: at, length: lengthOf(m) });
+      at += lengthOf(m);
+      newLength += lengthOf(m);
+    }
+    resizes.push({ seq: chain.members[0]!.seq, start: chain.start, oldLength: chain.oldLength, newLength });
+    shift += newLength - chain.oldLength;
+  }
   const input: RepairInput = { ...snapshot.input, resizes };
-  const regions = repairRegions(input);
+  const placed = new Set(placements.map((p) => p.member.seq));
   const spans: Span[] = [];
   const sources: ChunkSource[] = [];
   const map = (p: number) => mapPosition(resizes, p);
-  const resizedSeqs = new Set(resizes.map((r) => r.seq));
-  for (const region of regions) {
+  for (const region of repairRegions(input)) {
     const stretch = await loadStretch(deps.db, snapshot.meeting.id, region.from, region.to);
     for (const s of stretch.spans) {
-      if (s.ref !== undefined && resizedSeqs.has(s.ref.seq)) continue;
+      if (s.ref !== undefined && placed.has(s.ref.seq)) continue;
       const at = map(s.start);
-      if (at === null) continue;
-      spans.push({ ...s, start: at });
+      if (at !== null) spans.push({ ...s, start: at });
     }
     for (const src of stretch.sources) {
-      if (resizedSeqs.has(src.seq)) continue;
+      if (placed.has(src.seq)) continue;
       const at = map(src.start);
-      if (at === null) continue;
-      sources.push({ ...src, start: at, deleted: false, objectKey: src.deleted ? null : src.objectKey });
+      if (at !== null)
+        sources.push({ ...src, start: at, deleted: false, objectKey: src.deleted ? null : src.objectKey });
     }
   }
-  for (const r of resizes) {
-    const start = startAfter(resizes, r);
-    const d = byDecoded.get(r.seq);
-    const gap = snapshot.gaps.find((g) => g.seq === r.seq);
-    const energy = d ? decodeEnergy(d.energy) : decodeEnergy(gap?.energy ?? null);
-    const objectKey = d ? (d.pcm?.key ?? null) : await chunkObjectKey(deps.db, snapshot.meeting.id, r.seq);
-    const audio = r.newLength > 0 && objectKey !== null;
-    spans.push({ start, length: r.newLength, audio, energy: audio ? energy : null });
+  for (const p of placements) {
+    const d = byDecoded.get(p.member.seq);
+    const energy = d ? decodeEnergy(d.energy) : decodeEnergy(p.member.energy);
+    const objectKey = d
+      ? (d.pcm?.key ?? null)
+      : await chunkObjectKey(deps.db, snapshot.meeting.id, p.member.seq);
+    const audio = p.length > 0 && objectKey !== null;
+    spans.push({ start: p.start, length: p.length, audio, energy: audio ? energy : null });
     sources.push({
-      seq: r.seq,
-      start,
-      length: r.newLength,
+      seq: p.member.seq,
+      start: p.start,
+      length: p.length,
       objectKey: audio ? objectKey : null,
       deleted: false,
     });
@@ -442,14 +507,7 @@ async function prepare(
     (a, b) => a.start - b.start,
   );
   const plan = planRepair(input, sortedSpans, cutOptions(deps, snapshot.meeting));
-  return { plan, resizes, sources: sortedSources };
-}
-
-/** Where a resized stretch starts once the resizes before it are applied. */
-function startAfter(resizes: readonly Resize[], r: Resize): number {
-  let shift = 0;
-  for (const o of resizes) if (o.start < r.start) shift += o.newLength - o.oldLength;
-  return r.start + shift;
+  return { plan, resizes, placements, sources: sortedSources };
 }
 
 async function chunkObjectKey(db: Executor, meetingId: string, seq: number): Promise<string | null> {
@@ -465,8 +523,10 @@ async function chunkObjectKey(db: Executor, meetingId: string, seq: number): Pro
 
 /**
  * The repair's one transaction (J5): the active jobs of the windows it replaces are locked before
- * the meeting (lock order: job, then window or meeting), the snapshot is checked, then positions
- * move, old windows are superseded and new ones committed, and the revision is published.
+ * the meeting (lock order: job, then window or meeting), the snapshot is checked, the old windows
+ * are superseded (so nothing below moves them), everything after each chain moves, the chain's
+ * chunks take their places, split windows' segments move to their pieces, and the new windows
+ * are committed with their segments; a published transcript gets its revision.
  */
 async function commitRepair(
   deps: MeetingDeps,
@@ -489,46 +549,66 @@ async function commitRepair(
       .forNoKeyUpdate()
       .execute();
   }
-  const meeting = await deps.meetings.lock(trx, meetingId);
-  const now = await loadRepair(
-    deps,
-    trx,
-    meetingId,
-    snapshot.gaps.map((g) => g.id),
-  );
+  const meeting = await trx
+    .selectFrom('meetings')
+    .selectAll()
+    .where('id', '=', meetingId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!meeting) throw new Replan();
+  const gapIds = snapshot.chains.flatMap((c) => c.members.flatMap((m) => (m.gapId ? [m.gapId] : [])));
+  const now = await loadRepair(deps, trx, meetingId, gapIds);
   if (!now || now.fingerprint !== snapshot.fingerprint) throw new Replan();
 
-  // Chunks take their places and decoded pieces their new lengths, then everything after moves.
-  for (const g of snapshot.gaps) {
-    await trx
-      .updateTable('chunks')
-      .set({ start_samples: g.start })
-      .where('meeting_id', '=', meetingId)
-      .where('seq', '=', g.seq)
-      .execute();
-    await trx.deleteFrom('timeline_gaps').where('id', '=', g.id).execute();
-  }
-  for (const d of decoded) {
-    const old = await trx
-      .selectFrom('chunks')
-      .select('pcm_blob_id')
-      .where('meeting_id', '=', meetingId)
-      .where('seq', '=', d.seq)
-      .executeTakeFirstOrThrow();
-    await applyDecoded(trx, meeting, d);
-    if (old.pcm_blob_id) await retireBlob(trx, old.pcm_blob_id);
-  }
-  for (const r of [...prepared.resizes].sort((a, b) => b.start - a.start)) {
-    const delta = r.newLength - r.oldLength;
-    if (delta !== 0) await shiftAfter(trx, meetingId, r.start + r.oldLength, delta);
-  }
-
-  // Old windows out, new windows in, with the segments they keep or were given.
-  const newIds = plan.create.map(() => randomUUID());
-  let index = await nextWindowIndex(trx, meetingId);
+  // 1. The windows replaced leave the live timeline first: nothing below moves them or their
+  //    segments, which the pieces of a split window take by their old times.
   const oldRows = plan.supersede.length
     ? await trx.selectFrom('windows').selectAll().where('id', 'in', plan.supersede).execute()
     : [];
+  for (const old of oldRows) {
+    // J13: its transcription, if still active, is superseded; its attempt can no longer commit.
+    await deps.jobs.supersedeActiveJobs(trx, old.id, JobKind.transcribeWindow, actor);
+    const t = WindowTransitions.supersedeWindow;
+    await trx
+      .updateTable('windows')
+      .set({ status: t.to, superseded_at: sql<Date>`now()` })
+      .where('id', '=', old.id)
+      .where('status', 'in', t.from)
+      .execute();
+  }
+
+  // 2. Everything after each chain moves by its change in length (last chain first, so each
+  //    threshold is still in old positions), then the chain's chunks take their new places.
+  for (const [i, chain] of [...snapshot.chains.entries()].reverse()) {
+    const r = prepared.resizes[i]!;
+    const delta = r.newLength - r.oldLength;
+    if (delta !== 0)
+      await shiftAfter(trx, meetingId, chain.members.at(-1)!.seq, r.start + r.oldLength, delta);
+  }
+  const byDecoded = new Map(decoded.map((d) => [d.seq, d]));
+  for (const p of prepared.placements) {
+    const d = byDecoded.get(p.member.seq);
+    if (d) {
+      const old = await trx
+        .selectFrom('chunks')
+        .select('pcm_blob_id')
+        .where('meeting_id', '=', meetingId)
+        .where('seq', '=', d.seq)
+        .executeTakeFirstOrThrow();
+      await applyDecoded(trx, meeting, d);
+      if (old.pcm_blob_id) await retireBlob(trx, old.pcm_blob_id);
+    }
+    await trx
+      .updateTable('chunks')
+      .set({ start_samples: p.start })
+      .where('meeting_id', '=', meetingId)
+      .where('seq', '=', p.member.seq)
+      .execute();
+    if (p.member.gapId) await trx.deleteFrom('timeline_gaps').where('id', '=', p.member.gapId).execute();
+  }
+
+  // 3. New windows, with the segments they were given or keep.
+  let index = await nextWindowIndex(trx, meetingId);
   for (const [i, w] of plan.create.entries()) {
     const old = w.keep ? oldRows.find((o) => o.id === w.keep!.windowId) : undefined;
     const status =
@@ -539,9 +619,8 @@ async function commitRepair(
           : old && old.status !== WindowStatus.pending
             ? old.status
             : WindowStatus.failed;
-    const segments = recognised.get(i) ?? [];
     const row = {
-      id: newIds[i]!,
+      id: randomUUID(),
       workspace_id: meeting.workspace_id,
       meeting_id: meetingId,
       index: index++,
@@ -561,18 +640,19 @@ async function commitRepair(
       failed_at: status === WindowStatus.failed ? sql<Date>`now()` : null,
     };
     await trx.insertInto('windows').values(row).execute();
+    let count = 0;
     if (w.kind === 'transcribe') {
-      const rows = segmentRows(row, segments).map((s) => ({
+      const rows = segmentRows(row, recognised.get(i) ?? []).map((seg) => ({
         workspace_id: meeting.workspace_id,
         meeting_id: meetingId,
         window_id: row.id,
-        seq: s.seq,
-        start_ms: row.start_ms + s.start_ms,
-        end_ms: row.start_ms + s.end_ms,
-        text: s.text,
+        seq: seg.seq,
+        start_ms: row.start_ms + seg.start_ms,
+        end_ms: row.start_ms + seg.end_ms,
+        text: seg.text,
       }));
       if (rows.length > 0) await trx.insertInto('segments').values(rows).execute();
-      await trx.updateTable('windows').set({ segment_count: rows.length }).where('id', '=', row.id).execute();
+      count = rows.length;
     } else if (w.kind === 'keep' && w.keep) {
       // The old window's segments in this piece move here, by the piece's own shift.
       const fromMs = samplesToMs(w.keep.from);
@@ -582,19 +662,27 @@ async function commitRepair(
         .updateTable('segments')
         .set({
           window_id: row.id,
-          start_ms: sql<number>`greatest(${row.start_ms}::int, start_ms + ${shiftMs}::int)`,
+          start_ms: sql<number>`greatest(${row.start_ms}::int, least(${row.end_ms}::int, start_ms + ${shiftMs}::int))`,
           end_ms: sql<number>`least(${row.end_ms}::int, greatest(${row.start_ms}::int, end_ms + ${shiftMs}::int))`,
         })
         .where('window_id', '=', w.keep.windowId)
-        .where('start_ms', '>=', fromMs)
-        .where('start_ms', '<', toMs)
+        .where((eb) => {
+          const inPiece = eb.and([eb('start_ms', '>=', fromMs), eb('start_ms', '<', toMs)]);
+          if (w.keep!.straddleFrom === null) return inPiece;
+          // A segment from the spliced stretch running on into this piece keeps its words here.
+          return eb.or([
+            inPiece,
+            eb.and([
+              eb('start_ms', '>=', samplesToMs(w.keep!.straddleFrom)),
+              eb('start_ms', '<', fromMs),
+              eb('end_ms', '>', fromMs),
+            ]),
+          ]);
+        })
         .executeTakeFirst();
-      await trx
-        .updateTable('windows')
-        .set({ segment_count: Number(moved.numUpdatedRows) })
-        .where('id', '=', row.id)
-        .execute();
+      count = Number(moved.numUpdatedRows);
     }
+    await trx.updateTable('windows').set({ segment_count: count }).where('id', '=', row.id).execute();
     await recordAudit(trx, {
       workspaceId: meeting.workspace_id,
       subjectType: 'window',
@@ -606,22 +694,13 @@ async function commitRepair(
     });
   }
   for (const old of oldRows) {
-    // J13: its transcription, if still active, is superseded; its attempt can no longer commit.
-    await deps.jobs.supersedeActiveJobs(trx, old.id, JobKind.transcribeWindow, actor);
-    const t = WindowTransitions.supersedeWindow;
-    await trx
-      .updateTable('windows')
-      .set({ status: t.to, superseded_at: sql<Date>`now()` })
-      .where('id', '=', old.id)
-      .where('status', 'in', t.from)
-      .execute();
     const dropped = await trx.deleteFrom('segments').where('window_id', '=', old.id).executeTakeFirst();
     await recordAudit(trx, {
       workspaceId: meeting.workspace_id,
       subjectType: 'window',
       subjectId: old.id,
       from: old.status,
-      to: t.to,
+      to: WindowStatus.superseded,
       actor,
       reason: `repair: late audio re-cut this stretch (${Number(dropped.numDeletedRows)} segments replaced)`,
     });
@@ -631,7 +710,7 @@ async function commitRepair(
   );
 
   // A published transcript changed: a new revision, the event, and minutes to be rewritten (L19).
-  const seqs = snapshot.gaps.map((g) => g.seq);
+  const seqs = [...lateSeqs(snapshot), ...snapshot.tailSeqs];
   const published = meeting.transcript_completed_at !== null;
   const updated = await trx
     .updateTable('meetings')
@@ -673,12 +752,24 @@ async function commitRepair(
   return { again: await hasRepairWork(trx, meetingId), audioDeleted: meeting.audio_deleted_at !== null };
 }
 
-/** Everything at or after `at` moves by `delta`: chunks, gaps, live windows and their segments. */
-async function shiftAfter(trx: Tx, meetingId: string, at: number, delta: number): Promise<void> {
+/**
+ * Everything after a chain moves by `delta`: chunks and gaps after its last sequence number (by
+ * seq, so a piece that read to nothing at the chain's end moves with what follows it), live
+ * windows from `at` on, with their segments, and the cut and the frontier's end.
+ */
+async function shiftAfter(
+  trx: Tx,
+  meetingId: string,
+  afterSeq: number,
+  at: number,
+  delta: number,
+): Promise<void> {
   await sql`update chunks set start_samples = start_samples + ${delta}::bigint
-             where meeting_id = ${meetingId}::uuid and start_samples >= ${at}::bigint`.execute(trx);
+             where meeting_id = ${meetingId}::uuid and seq > ${afterSeq}::int and start_samples is not null`.execute(
+    trx,
+  );
   await sql`update timeline_gaps set start_samples = start_samples + ${delta}::bigint
-             where meeting_id = ${meetingId}::uuid and start_samples >= ${at}::bigint`.execute(trx);
+             where meeting_id = ${meetingId}::uuid and first_seq > ${afterSeq}::int`.execute(trx);
   // Windows first (a window's commit in flight is waited for), then their segments, by each
   // window's own move in milliseconds, in a statement that sees that commit.
   const moved = await sql<{ id: string; delta_ms: number; start_ms: number; end_ms: number }>`

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Executor, MeetingRow, Tx } from '../db/schema.ts';
-import { WindowStatus } from '../domain/status.ts';
+import { MeetingStatus, WindowStatus } from '../domain/status.ts';
 import {
   decodeEnergy,
   SAMPLE_RATE,
@@ -33,6 +33,19 @@ export interface ChunkSource {
 export interface TimelineStretch {
   spans: Span[];
   sources: ChunkSource[];
+}
+
+/**
+ * A meeting that ended, or whose close-out cut the last stretch: new audio is placed as it comes
+ * and cut by its repair job, never by the request that stored it.
+ */
+export function closedTimeline(m: MeetingRow): boolean {
+  return (
+    m.timeline_closed_at !== null ||
+    m.audio_deleted_at !== null ||
+    m.status === MeetingStatus.complete ||
+    m.status === MeetingStatus.failed
+  );
 }
 
 export function cutOptions(deps: MeetingDeps, meeting: { window_ms: number }): CutOptions {

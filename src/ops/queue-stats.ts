@@ -91,9 +91,17 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
         as "botRecordingsErroring",
       (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing",
       (select count(*) from timeline_gaps where arrived_at is not null)::int as "lateChunksRepairing",
-      (select count(*) from timeline_gaps g where g.arrived_at is not null and not exists (
+      ((select count(*) from timeline_gaps g where g.arrived_at is not null and not exists (
           select 1 from jobs j where j.subject_id = g.meeting_id and j.kind = 'repair-timeline'
-             and j.status in ('pending', 'running')))::int as "lateChunksStuck"`.execute(db);
+             and j.status in ('pending', 'running')))
+       + (select count(*) from chunks c join meetings m on m.id = c.meeting_id
+           where c.start_samples is null and c.seq >= m.next_seq
+             and (m.timeline_closed_at is not null or m.audio_deleted_at is not null
+                  or m.status in ('complete', 'failed'))
+             and not exists (select 1 from jobs j where j.subject_id = m.id and j.kind = 'repair-timeline'
+                               and j.status in ('pending', 'running'))))::int as "lateChunksStuck"`.execute(
+    db,
+  );
   const row = result.rows[0];
   if (!row) throw new Error('health figures query returned no row');
   return row;

@@ -615,3 +615,74 @@ void it('L19: two chunks that arrive after completion, in windows far apart, are
     await recognizer.close();
   }
 });
+
+void it('L19: a late chunk shorter than the 5 s reserved for it, where the cut had stopped inside its gap, loses nothing after it', async () => {
+  const recognizer = await startChunkRecognizer();
+  const h = await startHarness({ env: lateEnv(recognizer) });
+  try {
+    h.spawnWorker();
+    const id = await createLive(h);
+    const send = (seq: number, samples: number) =>
+      h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, markedChunk(seq, samples), {
+        'content-type': 'audio/wav',
+      });
+    for (const seq of [0, 1, 2, 4, 5]) assert.equal((await send(seq, 80_000)).status, 201);
+    const db = h.app.database.db;
+    // The quietest place near the end of the first 20 s slot is the silence reserved for chunk 3.
+    await waitFor('the cut to stop inside chunk 3’s gap', async () => {
+      const gap = await db
+        .selectFrom('timeline_gaps')
+        .selectAll()
+        .where('meeting_id', '=', id)
+        .executeTakeFirst();
+      const m = await db
+        .selectFrom('meetings')
+        .select('cut_samples')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      const cut = Number(m.cut_samples);
+      return gap && cut > Number(gap.start_samples) && cut < Number(gap.start_samples) + Number(gap.samples);
+    });
+    assert.equal((await send(3, 16_000)).status, 201, 'one second, not five');
+    await waitForRepairs(h, id);
+    await assertTimeline(db, id, { settled: false });
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: 6 })).status, 202);
+    await waitForMeeting(h, id);
+    const { samples, order } = coverage(await segments(h, id));
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5]);
+    for (const seq of [0, 1, 2, 4, 5]) assert.equal(samples.get(seq), 80_000, `chunk ${seq} whole`);
+    assert.equal(samples.get(3), 16_000);
+    await assertTimeline(db, id, { settled: true });
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});
+
+void it('L19: chunks that arrive after a close-out that had no audio to cut, one of them late, are all transcribed', async () => {
+  const recognizer = await startChunkRecognizer();
+  const h = await startHarness({ env: lateEnv(recognizer) });
+  try {
+    // The close-out stops after cutting (nothing), its audio not yet deleted; another worker repairs.
+    const stop = [{ at: 'close-out-meeting.after-last-stretch', action: 'stop', times: 1 }];
+    const closer = h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(stop) });
+    const id = await createLive(h);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
+    await waitFor(
+      'the close-out to stop after the last stretch',
+      async () => processState(closer.pid) === 'T',
+    );
+    const repairer = h.spawnWorker();
+    for (const seq of [0, 2, 1]) assert.equal((await put(h, id, seq)).status, 201);
+    await waitForRepairs(h, id);
+    await assertEveryChunkOnce(h, id, 3);
+    process.kill(closer.pid, 'SIGCONT');
+    await waitForMeeting(h, id);
+    await assertEveryChunkOnce(h, id, 3);
+    await assertTimeline(h.app.database.db, id, { settled: true });
+    await repairer.stop();
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});

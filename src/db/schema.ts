@@ -54,6 +54,7 @@ export interface MeetingsTable {
   updated_at: Timestamp;
   cut_samples: ColumnType<number, number | undefined, number>;
   next_seq: ColumnType<number, number | undefined, number>;
+  missing_count: ColumnType<number, number | undefined, number>;
   placed_samples: ColumnType<number, number | undefined, number>;
   frontier_blocked_at: NullableTimestamp;
   declared_chunks: number | null;

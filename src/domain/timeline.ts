@@ -340,8 +340,10 @@ export function repairRegions(input: RepairInput): RepairRegion[] {
       regions.push({ from, to, kind: 'recut' });
       if (end > tailFrom) tailFrom = end;
     }
-    if (cutsTail && input.placed > tailFrom) {
-      let from = tailFrom;
+    if (cutsTail && input.placed > cut) {
+      // Everything from the cut on (with the last window, to cut it again with what follows it);
+      // chains beyond the cut fall inside and merge with it.
+      let from = cut;
       for (const w of windows) if (w.end === cut) from = Math.min(from, w.start);
       regions.push({ from, to: input.placed, kind: 'recut' });
     }

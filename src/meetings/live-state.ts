@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor, MeetingRow } from '../db/schema.ts';
 import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
-import { missingChunks } from './timeline-rows.ts';
+import { closedTimeline, missingChunks } from './timeline-rows.ts';
 
 /** What a person needs to know about a live meeting's audio that is not (yet) in the transcript. */
 export interface LiveState {
@@ -25,7 +25,7 @@ export const NO_LIVE_STATE: LiveState = {
 /** Index reads only: the cost follows the chunks waiting or late, not the meeting's length. */
 export async function liveState(db: Executor, m: MeetingRow): Promise<LiveState> {
   if (m.source !== MeetingSource.live) return NO_LIVE_STATE;
-  const closed = m.timeline_closed_at !== null || m.audio_deleted_at !== null;
+  const closed = closedTimeline(m);
   const row = await sql<{ waiting: number; arrived: number; tail: number; repairing: boolean }>`
     select
       (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid and c.start_samples is null
@@ -37,7 +37,7 @@ export async function liveState(db: Executor, m: MeetingRow): Promise<LiveState>
           and j.status in (${JobStatus.pending}, ${JobStatus.running})) as repairing`.execute(db);
   const r = row.rows[0]!;
   return {
-    missing: await missingChunks(db, m.id),
+    missing: await missingChunks(db, m),
     waiting: closed ? 0 : r.waiting,
     late: r.arrived + r.tail + (closed ? r.waiting : 0),
     repairing: r.repairing,

@@ -109,7 +109,7 @@ export async function decodePieces(
   deps: MeetingDeps,
   meeting: MeetingRow,
   basis: PieceBasis,
-  pieces: Array<{ seq: number; data: Buffer }>,
+  pieces: Array<{ seq: number; data: Buffer | null }>,
 ): Promise<DecodedPiece[]> {
   const out: DecodedPiece[] = [];
   let header = meeting.stream_header;
@@ -123,6 +123,7 @@ export async function decodePieces(
       let blocks: WebmBlock[];
       let read: WebmReadState | null;
       let pieceHeader: Buffer | null = null;
+      if (!piece.data) throw new WebmFormatError('its bytes were deleted');
       if (piece.seq === 0) {
         const start = readStreamHeader(piece.data);
         pieceHeader = header = start.header;
@@ -237,12 +238,15 @@ function stagePcm(
   });
 }
 
-/** The original bytes of stored pieces, in order. */
+/**
+ * The original bytes of stored pieces, in order; null for a piece whose bytes are gone (deleted past
+ * the late-audio bound): it reads as undecodable, so the timeline still moves on.
+ */
 export async function readPieces(
   deps: MeetingDeps,
   meetingId: string,
   seqs: number[],
-): Promise<Array<{ seq: number; data: Buffer }>> {
+): Promise<Array<{ seq: number; data: Buffer | null }>> {
   if (seqs.length === 0) return [];
   const rows = await deps.db
     .selectFrom('chunks')
@@ -252,10 +256,8 @@ export async function readPieces(
     .where('chunks.seq', 'in', seqs)
     .orderBy('chunks.seq')
     .execute();
-  const out: Array<{ seq: number; data: Buffer }> = [];
-  for (const r of rows) {
-    if (r.deleted_at) break;
-    out.push({ seq: r.seq, data: await deps.blobs.get(r.object_key) });
-  }
+  const out: Array<{ seq: number; data: Buffer | null }> = [];
+  for (const r of rows)
+    out.push({ seq: r.seq, data: r.deleted_at ? null : await deps.blobs.get(r.object_key) });
   return out;
 }

@@ -269,6 +269,12 @@ async function markArrived(trx: Tx, meeting: MeetingRow, seq: number): Promise<v
   const run = await gapHolding(trx, meeting.id, seq);
   if (!run) throw new Error(`seq ${seq} is behind the frontier but in no reserved gap`);
   if (run.arrived_at !== null) return;
+  // The run leaves the missing count; what is left of it before and after comes back in.
+  await trx
+    .updateTable('meetings')
+    .set({ missing_count: sql<number>`missing_count - ${run.end_seq - run.first_seq}::int` })
+    .where('id', '=', meeting.id)
+    .execute();
   const parts = splitGap(
     {
       firstSeq: run.first_seq,
@@ -331,7 +337,7 @@ export async function advanceTimeline(
   deps: MeetingDeps,
   meetingId: string,
   actor: string,
-  opts: { final: boolean; runTx?: TxRunner; onlyClosed?: boolean; untilDone?: boolean },
+  opts: { final: boolean; runTx?: TxRunner; onlyClosed?: boolean; untilDone?: boolean; signal?: AbortSignal },
 ): Promise<MeetingRow | null> {
   const runTx: TxRunner = opts.runTx ?? ((fn) => deps.db.transaction().execute(fn));
   if (opts.onlyClosed) {
@@ -340,6 +346,7 @@ export async function advanceTimeline(
   }
   let decoded = new Map<number, DecodedPiece>();
   for (let pass = 0; ; pass++) {
+    opts.signal?.throwIfAborted();
     let result: FrontierResult;
     try {
       result = await runTx((trx) => advanceInTx(deps, trx, meetingId, actor, opts.final, decoded));

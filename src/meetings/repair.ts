@@ -60,7 +60,12 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition {
       const meetingId = String(ctx.job.payload.meetingId);
       // After the close-out, new audio is placed as it comes; WebM pieces a request could not
       // decode in time are decoded and placed here first.
-      await advanceTimeline(deps, meetingId, ctx.actor, { final: false, onlyClosed: true, untilDone: true });
+      await advanceTimeline(deps, meetingId, ctx.actor, {
+        final: false,
+        onlyClosed: true,
+        untilDone: true,
+        signal: ctx.signal,
+      });
       const snapshot = await loadRepair(deps, deps.db, meetingId, null);
       if (!snapshot || snapshot.empty) {
         await settle(deps, ctx, meetingId, null);
@@ -417,8 +422,9 @@ async function decodeResized(deps: MeetingDeps, snapshot: RepairSnapshot): Promi
   for (const chain of snapshot.chains) {
     const seqs = chain.members.map((m) => m.seq);
     const basis = await basisOf(deps.db, snapshot.meeting.id, seqs[0]!);
+    // A piece whose bytes are gone reads as nothing; if they went under this plan (the audio was
+    // deleted meanwhile), the commit sees the changed follower list and plans again.
     const pieces = await readPieces(deps, snapshot.meeting.id, seqs);
-    if (pieces.length !== seqs.length) throw new Replan();
     out.push(...(await decodePieces(deps, snapshot.meeting, basis, pieces)));
   }
   return out;
@@ -705,9 +711,15 @@ async function commitRepair(
       reason: `repair: late audio re-cut this stretch (${Number(dropped.numDeletedRows)} segments replaced)`,
     });
   }
-  await sql`update meetings set cut_samples = greatest(cut_samples, ${plan.cut}::bigint) where id = ${meetingId}::uuid`.execute(
-    trx,
-  );
+  // The cut: where the plan says when it cut through or past the old cut — also when the old cut
+  // lay inside a chain's reserved stretch (the shifts leave such a cut where it was, and a chain
+  // shorter than reserved ends before it); otherwise the cut as shifted, which any window the
+  // cutter added meanwhile after this plan also moved.
+  const oldCut = snapshot.input.cut;
+  const inside = snapshot.chains.some((c) => oldCut > c.start && oldCut < c.start + c.oldLength);
+  await sql`update meetings set cut_samples = case when ${inside} then ${plan.cut}::bigint
+              else greatest(cut_samples, ${plan.cut}::bigint) end
+             where id = ${meetingId}::uuid`.execute(trx);
 
   // A published transcript changed: a new revision, the event, and minutes to be rewritten (L19).
   const seqs = [...lateSeqs(snapshot), ...snapshot.tailSeqs];

@@ -223,6 +223,7 @@ export async function insertLiveWindows(
   return ids;
 }
 
+/** Records a reserved run; one not arrived counts in the meeting's missing seqs. */
 export async function insertGap(trx: Tx, meeting: MeetingRow, run: GapRun, arrived: boolean): Promise<void> {
   await trx
     .insertInto('timeline_gaps')
@@ -237,6 +238,13 @@ export async function insertGap(trx: Tx, meeting: MeetingRow, run: GapRun, arriv
       arrived_at: arrived ? sql<Date>`now()` : null,
     })
     .execute();
+  if (!arrived) {
+    await trx
+      .updateTable('meetings')
+      .set({ missing_count: sql<number>`missing_count + ${run.endSeq - run.firstSeq}::int` })
+      .where('id', '=', meeting.id)
+      .execute();
+  }
 }
 
 /** The reserved run holding `seq`, locked, or undefined. */
@@ -253,24 +261,27 @@ export async function gapHolding(trx: Tx, meetingId: string, seq: number) {
     .then((g) => (g && g.end_seq > seq ? g : undefined));
 }
 
-/** Sequence numbers still reserved as missing (not arrived), at most `limit` of them, and how many. */
+/**
+ * Sequence numbers still reserved as missing (not arrived), at most `limit` of them (reading at
+ * most that many runs), and how many there are (kept on the meeting row).
+ */
 export async function missingChunks(
   db: Executor,
-  meetingId: string,
+  meeting: MeetingRow,
   limit = 1000,
 ): Promise<{ seqs: number[]; count: number }> {
+  if (meeting.missing_count === 0) return { seqs: [], count: 0 };
   const runs = await db
     .selectFrom('timeline_gaps')
     .select(['first_seq', 'end_seq'])
-    .where('meeting_id', '=', meetingId)
+    .where('meeting_id', '=', meeting.id)
     .where('arrived_at', 'is', null)
     .orderBy('first_seq')
+    .limit(limit)
     .execute();
   const seqs: number[] = [];
-  let count = 0;
   for (const r of runs) {
-    count += r.end_seq - r.first_seq;
     for (let s = r.first_seq; s < r.end_seq && seqs.length < limit; s++) seqs.push(s);
   }
-  return { seqs, count };
+  return { seqs, count: meeting.missing_count };
 }

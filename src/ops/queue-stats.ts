@@ -91,10 +91,16 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
         as "botRecordingsErroring",
       (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing",
       (select count(*) from timeline_gaps where arrived_at is not null)::int as "lateChunksRepairing",
-      ((select count(*) from timeline_gaps g where g.arrived_at is not null and not exists (
+      -- Late audio with no repair job to add it, while its audio is kept (past the late-audio
+      -- bound it is deleted and nothing can be done).
+      ((select count(*) from timeline_gaps g
+          join chunks c on c.meeting_id = g.meeting_id and c.seq = g.first_seq
+          join blobs b on b.id = c.blob_id and b.deleted_at is null
+         where g.arrived_at is not null and not exists (
           select 1 from jobs j where j.subject_id = g.meeting_id and j.kind = 'repair-timeline'
              and j.status in ('pending', 'running')))
        + (select count(*) from chunks c join meetings m on m.id = c.meeting_id
+           join blobs b on b.id = c.blob_id and b.deleted_at is null
            where c.start_samples is null and c.seq >= m.next_seq
              and (m.timeline_closed_at is not null or m.audio_deleted_at is not null
                   or m.status in ('complete', 'failed'))

@@ -59,6 +59,11 @@ export async function assertTimeline(db: Db, meetingId: string, opts: { settled:
     seq = p.end;
   }
   assert.equal(seq, meeting.next_seq, 'everything below the frontier is placed');
+  assert.equal(
+    meeting.missing_count,
+    gaps.filter((g) => g.arrived_at === null).reduce((n, g) => n + g.end_seq - g.first_seq, 0),
+    'the missing count matches the runs not arrived',
+  );
   assert.equal(pos, Number(meeting.placed_samples), 'the placed chunks end at placed_samples');
 
   const outside = await sql<{ n: number }>`

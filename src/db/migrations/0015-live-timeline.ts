@@ -49,6 +49,9 @@ create index timeline_gaps_arrived on timeline_gaps (meeting_id) where arrived_a
 -- The frontier: every sequence number below next_seq is placed, and they end at placed_samples.
 alter table meetings add column next_seq integer not null default 0;
 alter table meetings add column placed_samples bigint not null default 0;
+-- How many seqs are reserved and have not arrived (the runs' sizes summed), kept as runs change, so
+-- reading it does not grow with the number of runs.
+alter table meetings add column missing_count integer not null default 0 check (missing_count >= 0);
 -- Since when a chunk beyond the frontier has waited for the one at it (the gap patience clock).
 alter table meetings add column frontier_blocked_at timestamptz;
 -- L20: the number of chunks End declared; a sequence number at or beyond it is refused.
@@ -238,6 +241,10 @@ update meetings m set next_seq = f.next_seq, placed_samples = f.placed
                coalesce(sum(len) filter (where known), 0) as placed
           from placed group by meeting_id) f
  where f.meeting_id = m.id;
+update meetings m set missing_count = g.n
+  from (select meeting_id, sum(end_seq - first_seq)::int as n from timeline_gaps where arrived_at is null
+        group by meeting_id) g
+ where g.meeting_id = m.id;
 update meetings set timeline_closed_at = coalesce(transcript_completed_at, now())
   where source = 'live' and (status in ('complete', 'failed') or transcript_completed_at is not null);
 update meetings set minutes_revision = 0 where minutes_status = 'written';

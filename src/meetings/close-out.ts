@@ -11,7 +11,7 @@ import {
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
-import { advanceTimeline } from './live.ts';
+import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { transcribeDirectly } from './transcription.ts';

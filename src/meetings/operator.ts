@@ -10,8 +10,8 @@ import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './intake.ts';
 import { maybeStartCloseOut } from './transcription.ts';
-import { ensureRepairJob } from './live.ts';
-import { hasRepairWork } from './repair.ts';
+import { ensureRepairJob } from './frontier.ts';
+import { hasRepairWork } from './repair-plan.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 

@@ -285,3 +285,13 @@ export async function missingChunks(
   }
   return { seqs, count: meeting.missing_count };
 }
+
+/** The highest seq stored for a meeting (-1 with none): one read of the (meeting, seq) index. */
+export async function highestSeq(db: Executor, meetingId: string): Promise<number> {
+  const row = await db
+    .selectFrom('chunks')
+    .select(sql<number | null>`max(seq)`.as('max'))
+    .where('meeting_id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return row.max ?? -1;
+}

@@ -16,7 +16,7 @@ import {
   waitForMeeting,
   type Harness,
 } from './support/harness.ts';
-import { assertTimeline } from './support/timeline-oracle.ts';
+import { assertTimeline, firstGapAndCut } from './support/timeline-oracle.ts';
 
 const CHUNKS = 29;
 /**
@@ -630,17 +630,7 @@ void it('L19: a late chunk shorter than the 5 s reserved for it, where the cut h
     const db = h.app.database.db;
     // The quietest place near the end of the first 20 s slot is the silence reserved for chunk 3.
     await waitFor('the cut to stop inside chunk 3’s gap', async () => {
-      const gap = await db
-        .selectFrom('timeline_gaps')
-        .selectAll()
-        .where('meeting_id', '=', id)
-        .executeTakeFirst();
-      const m = await db
-        .selectFrom('meetings')
-        .select('cut_samples')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
-      const cut = Number(m.cut_samples);
+      const { gap, cut } = await firstGapAndCut(db, id);
       return gap && cut > Number(gap.start_samples) && cut < Number(gap.start_samples) + Number(gap.samples);
     });
     assert.equal((await send(3, 16_000)).status, 201, 'one second, not five');

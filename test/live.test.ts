@@ -13,7 +13,7 @@ import {
   waitForMeeting,
   type Harness,
 } from './support/harness.ts';
-import { assertTimeline } from './support/timeline-oracle.ts';
+import { assertTimeline, firstGapAndCut } from './support/timeline-oracle.ts';
 
 const CHUNK_SECONDS = 5;
 
@@ -271,17 +271,8 @@ void it('L19: a WebM piece held back until the timeline went past it is read wit
       assert.equal((await putChunk(h, id, seq, piece, 'audio/webm')).status, 201);
     }
     const gap = await waitFor('piece 2 to be reserved and windows cut past it', async () => {
-      const g = await db
-        .selectFrom('timeline_gaps')
-        .selectAll()
-        .where('meeting_id', '=', id)
-        .executeTakeFirst();
-      const m = await db
-        .selectFrom('meetings')
-        .select('cut_samples')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
-      return g && Number(m.cut_samples) > Number(g.start_samples) + Number(g.samples) ? g : null;
+      const { gap: g, cut } = await firstGapAndCut(db, id);
+      return g && cut > Number(g.start_samples) + Number(g.samples) ? g : null;
     });
     assert.equal(gap.first_seq, 2);
     const after = await db

@@ -98,3 +98,19 @@ export async function assertTimeline(db: Db, meetingId: string, opts: { settled:
     assert.deepEqual(unplaced, [], 'every stored chunk is on the timeline');
   }
 }
+
+/** A meeting's first reserved gap (if any) and its cut, read together for tests that wait on them. */
+export async function firstGapAndCut(db: Db, meetingId: string) {
+  const gap = await db
+    .selectFrom('timeline_gaps')
+    .selectAll()
+    .where('meeting_id', '=', meetingId)
+    .orderBy('first_seq')
+    .executeTakeFirst();
+  const m = await db
+    .selectFrom('meetings')
+    .select('cut_samples')
+    .where('id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return { gap, cut: Number(m.cut_samples) };
+}

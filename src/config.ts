@@ -125,6 +125,11 @@ export const SETTINGS = {
   },
   minutesConcurrency: { env: 'VERBATIM_MINUTES_CONCURRENCY', default: '2', help: 'minutes at once (L13)' },
   intakeConcurrency: { env: 'VERBATIM_INTAKE_CONCURRENCY', default: '1', help: 'recordings split at once' },
+  botConcurrency: {
+    env: 'VERBATIM_BOT_CONCURRENCY',
+    default: '2',
+    help: 'bot provider jobs (schedule, delete, leave, import) at once, on a queue of their own (R10)',
+  },
   workspaceQuotaBytes: {
     env: 'VERBATIM_WORKSPACE_QUOTA_BYTES',
     default: '0',
@@ -195,6 +200,11 @@ export const SETTINGS = {
     env: 'VERBATIM_BOT_LOOKBACK_HOURS',
     default: '168',
     help: 'how long an unresolved bot attempt is recovered before it is given up (R5)',
+  },
+  botBackfillAfterSeconds: {
+    env: 'VERBATIM_BOT_BACKFILL_AFTER_SECONDS',
+    default: '120',
+    help: "how long after a meeting's end a bot not yet reported done is asked about directly (R7)",
   },
   botBackstopSeconds: {
     env: 'VERBATIM_BOT_BACKSTOP_SECONDS',
@@ -294,7 +304,7 @@ export interface Config {
     limits: Record<string, number>;
     rateWindowMs: number;
   };
-  bots: { trustWindowMs: number; lookbackMs: number; backstopMs: number };
+  bots: { trustWindowMs: number; lookbackMs: number; backstopMs: number; backfillAfterMs: number };
   storage: {
     kind: 'local' | 's3';
     bucket: string;
@@ -304,7 +314,7 @@ export interface Config {
     secretAccessKey: string;
     forcePathStyle: boolean;
   };
-  concurrency: { transcription: number; closeout: number; minutes: number; intake: number };
+  concurrency: { transcription: number; closeout: number; minutes: number; intake: number; bots: number };
   asr: { kind: 'pocketsphinx' | 'whisper'; url: string; apiKey: string; model: string; timeoutMs: number };
   minutes: { kind: 'extractive' | 'openai'; url: string; apiKey: string; model: string; timeoutMs: number };
   client: { url: string; apiKey: string };
@@ -396,6 +406,7 @@ export function loadConfig(env: Env = process.env): Config {
       trustWindowMs: ms('botTrustWindowSeconds', 1),
       lookbackMs: ms('botLookbackHours', 0.001) * 3600,
       backstopMs: ms('botBackstopSeconds', 1),
+      backfillAfterMs: ms('botBackfillAfterSeconds'),
     },
     storage: {
       kind: oneOf('storage', ['local', 's3']),
@@ -411,6 +422,7 @@ export function loadConfig(env: Env = process.env): Config {
       closeout: int('closeoutConcurrency', 1),
       minutes: int('minutesConcurrency', 1),
       intake: int('intakeConcurrency', 1),
+      bots: int('botConcurrency', 1),
     },
     asr: {
       kind: oneOf('asr', ['pocketsphinx', 'whisper']),

@@ -123,6 +123,7 @@ export interface ListBotsQuery {
   /** Latest status is any of these. */
   statuses?: string[];
   joinAtAfter?: Date;
+  joinAtBefore?: Date;
   /** `next` from a previous page; when given, the other filters are already part of it. */
   cursor?: string;
   pageSize?: number;

@@ -104,7 +104,7 @@ void describe('bot scheduling and recovery', () => {
     assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
   });
 
-  void it('R4: an attempt outside the trust window: one list call, of active bots only, finds and attaches the existing bot', async () => {
+  void it('R4/R9: an attempt outside the trust window: one list call, in every status and bounded to the meeting times, finds and attaches the existing bot', async () => {
     const ws = await workspace();
     const id = await recording(ws);
     fake.failNext('create', 'drop_after_commit');
@@ -123,8 +123,9 @@ void describe('bot scheduling and recovery', () => {
     assert.equal(botsFor(id).length, 1, 'no second bot');
     assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
     const listed = fake.requests.filter((r) => r.endpoint === 'list').at(-1)!;
-    assert.match(listed.path, /[?&]status=ready(&|$)/, 'only bots that may still join are listed');
-    assert.doesNotMatch(listed.path, /status=done|status=fatal/);
+    assert.doesNotMatch(listed.path, /[?&]status=/, 'a bot that already finished is found too');
+    assert.match(listed.path, /join_at_after=/, 'bounded to the meetings in question');
+    assert.match(listed.path, /join_at_before=/);
   });
 
   void it('R4: a truncated list never authorizes a creation; extra bots found for one recording are deleted', async () => {
@@ -175,7 +176,7 @@ void describe('bot scheduling and recovery', () => {
     assert.equal(botsFor(id).length, 1);
   });
 
-  void it('R5: an ended meeting with no attempt is bot_never_scheduled; an unresolved attempt past the lookback is bot_schedule_outcome_unknown', async () => {
+  void it('R5: an ended meeting with no attempt is bot.never_scheduled; an unresolved attempt past the lookback is bot.schedule_outcome_unknown', async () => {
     const ws = await workspace();
     const ended = await recording(ws, -120);
     const unknown = await recording(ws);
@@ -186,8 +187,8 @@ void describe('bot scheduling and recovery', () => {
       ws,
     );
     assert.equal(report.gaveUp, 2);
-    assert.equal((await row(ended)).failure_code, 'bot_never_scheduled');
-    assert.equal((await row(unknown)).failure_code, 'bot_schedule_outcome_unknown');
+    assert.equal((await row(ended)).failure_code, 'bot.never_scheduled');
+    assert.equal((await row(unknown)).failure_code, 'bot.schedule_outcome_unknown');
     assert.equal((await row(unknown)).status, 'failed');
   });
 

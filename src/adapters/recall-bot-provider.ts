@@ -191,6 +191,7 @@ export class RecallBotProvider implements BotProvider {
     for (const [key, value] of Object.entries(query.metadata ?? {})) params.append(`metadata__${key}`, value);
     for (const status of query.statuses ?? []) params.append('status', status);
     if (query.joinAtAfter) params.set('join_at_after', query.joinAtAfter.toISOString());
+    if (query.joinAtBefore) params.set('join_at_before', query.joinAtBefore.toISOString());
     if (query.pageSize !== undefined) params.set('page_size', String(query.pageSize));
     if (query.cursor !== undefined) params.set('cursor', query.cursor);
     const search = params.toString();

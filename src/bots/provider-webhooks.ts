@@ -7,6 +7,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { storeRecording } from '../meetings/intake.ts';
 import type { BotProvider } from '../ports.ts';
+import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget.ts';
 
 /**
@@ -68,6 +69,9 @@ export interface ProviderEvent {
   code: string | null;
   subCode: string | null;
   event: string;
+  /** From the bot's metadata: the recording (and workspace) we created the bot for. */
+  recordingId?: string | null;
+  workspaceId?: string | null;
 }
 
 /** Reads Recall's payload shapes: `bot.<code>` events and the older `bot.status_change`. */
@@ -75,16 +79,20 @@ export function parseProviderEvent(body: unknown): ProviderEvent {
   const b = (body ?? {}) as { event?: unknown; data?: Record<string, unknown> };
   const event = typeof b.event === 'string' ? b.event : '';
   const data = b.data ?? {};
-  const bot = (data.bot ?? {}) as { id?: unknown };
+  const bot = (data.bot ?? {}) as { id?: unknown; metadata?: Record<string, unknown> };
+  const metadata = bot.metadata ?? {};
   const status = (data.data ?? data.status ?? {}) as { code?: unknown; sub_code?: unknown };
   let code = typeof status.code === 'string' ? status.code : null;
   if (!code && event.startsWith('bot.') && event !== 'bot.status_change') code = event.slice(4);
   if (event === 'recording.done') code = 'done';
+  const text = (v: unknown) => (typeof v === 'string' && v.length <= 200 ? v : null);
   return {
     event,
     botId: typeof bot.id === 'string' ? bot.id : null,
     code,
     subCode: typeof status.sub_code === 'string' ? status.sub_code : null,
+    recordingId: text(metadata.verbatim_recording),
+    workspaceId: text(metadata.verbatim_workspace),
   };
 }
 
@@ -107,63 +115,192 @@ export function verifyProviderWebhook(
   return secrets.some((secret) => verifyWebhook(secret, h, rawBody)) ? h['webhook-id'] : null;
 }
 
-export type WebhookOutcome = 'applied' | 'duplicate' | 'unknown_bot' | 'stale' | 'ignored';
+export type WebhookOutcome = 'applied' | 'duplicate' | 'unknown_bot' | 'stale' | 'ignored' | 'held';
 
+type RecordingRow = Awaited<ReturnType<typeof lockByBot>>;
+
+function lockByBot(trx: Tx, botId: string) {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('bot_id', '=', botId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+}
+
+/**
+ * R7/R9: applies one verified webhook, once. One for a bot not yet attached to our recording is
+ * never dropped: when its metadata names one of our recordings whose create is unresolved (the
+ * answer was lost), the bot is attached there and then; otherwise it is held, and applied when the
+ * bot is attached (src/bots/scheduling.ts calls applyAttachedBot).
+ */
 export async function applyProviderWebhook(
   deps: MeetingDeps,
   webhookId: string,
   event: ProviderEvent,
 ): Promise<WebhookOutcome> {
   return deps.db.transaction().execute(async (trx) => {
-    const record = async (outcome: WebhookOutcome) => {
-      await trx.updateTable('provider_webhook_events').set({ outcome }).where('id', '=', webhookId).execute();
-      return outcome;
-    };
     const fresh = await trx
       .insertInto('provider_webhook_events')
-      .values({ id: webhookId, event: event.event, bot_id: event.botId, outcome: 'received' })
+      .values({
+        id: webhookId,
+        event: event.event,
+        bot_id: event.botId,
+        code: event.code,
+        sub_code: event.subCode,
+        recording_id: event.recordingId && isUuid(event.recordingId) ? event.recordingId : null,
+        workspace_id: event.workspaceId && isUuid(event.workspaceId) ? event.workspaceId : null,
+        outcome: 'received',
+      })
       .onConflict((oc) => oc.column('id').doNothing())
       .returning('id')
       .executeTakeFirst();
     if (!fresh) return 'duplicate';
-    const target = event.code ? FROM_PROVIDER[event.code] : undefined;
-    if (!event.botId || !target) return record('ignored');
+    const record = (outcome: WebhookOutcome) => recordOutcome(trx, webhookId, outcome);
+    if (!event.botId) return record('ignored');
+    let row = await lockByBot(trx, event.botId);
+    if (!row) {
+      const claim = await claimByMetadata(trx, event);
+      if (claim === 'held') return record('held');
+      if (claim === 'unknown') return record('unknown_bot');
+      // Attached here: whatever it said before, held, applies first.
+      await replayHeld(deps, trx, event.botId, webhookId);
+      row = await lockByBot(trx, event.botId);
+      if (!row) return record('held');
+    }
+    return record(await applyToRow(deps, trx, row, event));
+  });
+}
+
+async function recordOutcome(trx: Tx, webhookId: string, outcome: WebhookOutcome): Promise<WebhookOutcome> {
+  await trx.updateTable('provider_webhook_events').set({ outcome }).where('id', '=', webhookId).execute();
+  return outcome;
+}
+
+/**
+ * A webhook whose bot no recording holds yet. Its metadata names the recording (and workspace) it
+ * was made for: a pending one whose create was sent but whose answer never came gets the bot now;
+ * another of ours (the bot of a create still in flight, a twin) keeps the webhook held.
+ */
+async function claimByMetadata(trx: Tx, event: ProviderEvent): Promise<'attached' | 'held' | 'unknown'> {
+  if (!event.botId || !event.recordingId || !isUuid(event.recordingId) || !event.workspaceId)
+    return 'unknown';
+  const rec = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', event.recordingId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!rec || rec.workspace_id !== event.workspaceId) return 'unknown';
+  if (rec.bot_id !== null || rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
+  await trx
+    .updateTable('bot_recordings')
+    .set({
+      bot_id: event.botId,
+      status: BotStatus.scheduled,
+      last_error: null,
+      last_error_at: null,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('id', '=', rec.id)
+    .where('bot_id', 'is', null)
+    .execute();
+  return 'attached';
+}
+
+/** Webhooks held for a bot, applied in the order they came (in the caller's transaction). */
+async function replayHeld(deps: MeetingDeps, trx: Tx, botId: string, except: string | null): Promise<number> {
+  const held = await trx
+    .selectFrom('provider_webhook_events')
+    .selectAll()
+    .where('bot_id', '=', botId)
+    .where('outcome', '=', 'held')
+    .orderBy('received_at')
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+  let applied = 0;
+  for (const h of held) {
+    if (h.id === except) continue;
+    const row = await lockByBot(trx, botId);
+    if (!row) return applied;
+    const outcome = await applyToRow(deps, trx, row, {
+      event: h.event,
+      botId,
+      code: h.code,
+      subCode: h.sub_code,
+    });
+    await recordOutcome(trx, h.id, outcome);
+    if (outcome === 'applied') applied++;
+  }
+  return applied;
+}
+
+/**
+ * R9: a bot just attached to a recording from the provider's word (a list, or the create's own
+ * answer): the webhooks held for it are applied, then its status as the provider reports it now
+ * (under a webhook id of its own, so it applies once).
+ */
+export async function applyAttachedBot(
+  deps: MeetingDeps,
+  recordingId: string,
+  bot: { id: string; status: string; statusChanges: Array<{ subCode: string | null }> },
+): Promise<void> {
+  await deps.db.transaction().execute(async (trx) => {
     const row = await trx
       .selectFrom('bot_recordings')
-      .selectAll()
-      .where('bot_id', '=', event.botId)
+      .select('bot_id')
+      .where('id', '=', recordingId)
       .forNoKeyUpdate()
       .executeTakeFirst();
-    if (!row) return record('unknown_bot');
-    if (TERMINAL.has(row.status)) return record('stale');
-    if (target === BotStatus.failed) {
-      await move(trx, row.id, BotStatus.failed, {
-        failure_code: `bot.fatal${event.subCode ? `:${event.subCode}` : ''}`,
-        failure_message: `the meeting bot failed${event.subCode ? ` (${event.subCode})` : ''}`,
-      });
-      return record('applied');
-    }
-    if ((RANK[target] ?? 0) <= (RANK[row.status] ?? 0)) return record('stale');
-    await move(trx, row.id, target, {});
-    if (target === BotStatus.processing) {
-      await deps.jobs.createJob(
-        trx,
-        {
-          workspaceId: row.workspace_id,
-          kind: JobKind.importBotRecording,
-          subjectType: 'bot_recording',
-          subjectId: row.id,
-          meetingId: null,
-          payload: { recordingId: row.id },
-          maxErrors: deps.config.transcribeMaxErrors,
-          maxReclaims: deps.config.maxReclaims,
-          dedupeKey: `import-bot:${row.id}`,
-        },
-        'provider:webhook',
-      );
-    }
-    return record('applied');
+    if (row?.bot_id === bot.id) await replayHeld(deps, trx, bot.id, null);
   });
+  if (!FROM_PROVIDER[bot.status]) return;
+  await applyProviderWebhook(deps, `attach:${bot.id}:${bot.status}`, {
+    event: 'attach',
+    botId: bot.id,
+    code: bot.status,
+    subCode: bot.statusChanges.at(-1)?.subCode ?? null,
+  });
+}
+
+/** One status for the recording holding the bot: forward only; `done` starts the import. */
+async function applyToRow(
+  deps: MeetingDeps,
+  trx: Tx,
+  row: NonNullable<RecordingRow>,
+  event: ProviderEvent,
+): Promise<WebhookOutcome> {
+  const target = event.code ? FROM_PROVIDER[event.code] : undefined;
+  if (!target) return 'ignored';
+  if (TERMINAL.has(row.status)) return 'stale';
+  if (target === BotStatus.failed) {
+    await move(trx, row.id, BotStatus.failed, {
+      failure_code: `bot.fatal${event.subCode ? `:${event.subCode}` : ''}`,
+      failure_message: `the meeting bot failed${event.subCode ? ` (${event.subCode})` : ''}`,
+    });
+    return 'applied';
+  }
+  if ((RANK[target] ?? 0) <= (RANK[row.status] ?? 0)) return 'stale';
+  await move(trx, row.id, target, {});
+  if (target === BotStatus.processing) {
+    await deps.jobs.createJob(
+      trx,
+      {
+        workspaceId: row.workspace_id,
+        kind: JobKind.importBotRecording,
+        subjectType: 'bot_recording',
+        subjectId: row.id,
+        meetingId: null,
+        payload: { recordingId: row.id },
+        maxErrors: deps.config.transcribeMaxErrors,
+        maxReclaims: deps.config.maxReclaims,
+        dedupeKey: `import-bot:${row.id}`,
+      },
+      'provider:webhook',
+    );
+  }
+  return 'applied';
 }
 
 async function move(

@@ -6,8 +6,8 @@ import { JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
-import { applyProviderWebhook } from './provider-webhooks.ts';
-import { recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
+import { applyAttachedBot, applyProviderWebhook } from './provider-webhooks.ts';
+import { OutOfBudget, recoverRecording, recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 import { enqueueBotDelete } from './recordings.ts';
 
 /**
@@ -23,13 +23,27 @@ export const BACKSTOP_PERIOD_MS = 15 * 60_000;
 // Long enough for a slow run (each provider call may take up to its timeout) to finish first.
 const BACKSTOP_LEASE_MS = 15 * 60_000;
 
-/** Called in the transaction that makes a recording pending. */
+/** A scheduling job's error budget: provider outages are retried for about an hour (R9). */
+const SCHEDULE_MAX_ERRORS = 20;
+
+/**
+ * Called in the transaction that makes a recording pending (which holds the recording's row): one
+ * scheduling job per recording at a time, so two jobs never send one key at once.
+ */
 export async function requestBotScheduling(
   deps: MeetingDeps,
   trx: Tx,
   recording: { id: string; workspace_id: string },
   actor: string,
 ): Promise<void> {
+  const active = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('subject_id', '=', recording.id)
+    .where('kind', '=', JobKind.scheduleBot)
+    .where('status', 'in', ['pending', 'running'])
+    .executeTakeFirst();
+  if (active) return;
   await deps.jobs.createJob(
     trx,
     {
@@ -39,7 +53,7 @@ export async function requestBotScheduling(
       subjectId: recording.id,
       meetingId: null,
       payload: { recordingId: recording.id, workspaceId: recording.workspace_id },
-      maxErrors: deps.config.transcribeMaxErrors,
+      maxErrors: SCHEDULE_MAX_ERRORS,
       maxReclaims: deps.config.maxReclaims,
     },
     actor,
@@ -74,6 +88,7 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
       maxListPages: 20,
       budgetWaitMs: 10_000,
     },
+    onAttached: (recordingId, bot) => applyAttachedBot(deps, recordingId, bot),
     deleteLater: async (botId, recordingId) => {
       const row = await deps.db
         .selectFrom('bot_recordings')
@@ -89,16 +104,20 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
   };
 }
 
+/**
+ * R6/R9: schedules one recording. A provider failure fails the attempt (the job's backoff, with
+ * Retry-After, brings the next try with the same key); a spent budget waits without spending one.
+ */
 export function scheduleBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
   return {
     kind: JobKind.scheduleBot,
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
-      const report = await recoverWorkspace(schedulingDeps(deps, bots), String(ctx.job.payload.workspaceId), {
-        allowList: false,
-      });
-      if (report.deferred > 0) {
+      try {
+        await recoverRecording(schedulingDeps(deps, bots), String(ctx.job.payload.recordingId));
+      } catch (err) {
+        if (!(err instanceof OutOfBudget)) throw err;
         await ctx.requeue(30_000, 'provider budget spent');
         return;
       }
@@ -147,9 +166,6 @@ export async function runBotBackstops(
   return due.rows.length;
 }
 
-/** How long after a meeting's end a bot still not reported done is asked about directly. */
-const BACKFILL_AFTER_MS = 15 * 60_000;
-
 /**
  * R7: a lost `done` (or `fatal`) webhook is back-filled: a recording whose meeting ended a while
  * ago but whose bot never reported the end is retrieved from the provider, and its final status
@@ -166,7 +182,7 @@ export async function backfillEndedBots(
     .where('workspace_id', '=', workspaceId)
     .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
     .where('bot_id', 'is not', null)
-    .where('ends_at', '<', new Date(Date.now() - BACKFILL_AFTER_MS))
+    .where('ends_at', '<', new Date(Date.now() - deps.config.bots.backfillAfterMs))
     .orderBy('updated_at')
     .limit(20)
     .execute();

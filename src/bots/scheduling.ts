@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { AppError, toErrorRecord } from '../domain/errors.ts';
+import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
-import type { Bot, BotProvider } from '../ports.ts';
+import type { Bot, BotProvider, ListBotsQuery } from '../ports.ts';
 import type { RateBudget } from './rate-budget.ts';
 
 /**
@@ -15,13 +15,20 @@ import type { RateBudget } from './rate-budget.ts';
  *              inputs) are committed before the create call; the row's status is checked again
  *              right before the call; the bot id is written back after it.
  *   recover    a pending row never attempted is scheduled (no list call). An attempt within the
- *              trust window (below the provider's one-hour key retention) with unchanged inputs is
- *              re-sent with its stored key: the provider returns the same bot (no list call).
- *              Otherwise one workspace-wide list call per run (all pages, bounded) finds bots by
- *              their metadata: one found is attached, extras are deleted, none found is scheduled
- *              again — but only if the list was complete: a truncated list authorizes nothing.
- *   give up    a meeting that ended with no attempt is `bot_never_scheduled`; an attempt still
- *              unresolved past the lookback is `bot_schedule_outcome_unknown` (R5).
+ *              trust window (below the provider's one-hour key retention) with unchanged inputs, for
+ *              a meeting not yet over, is re-sent with its stored key: the provider returns the
+ *              same bot (no list call). Otherwise the provider is asked which bots it holds for the
+ *              row, in every status (R9: a bot that already recorded and is `done` is found too,
+ *              also after the meeting ended): one found is attached (and its status applied),
+ *              extras are deleted, none found is scheduled again if the meeting is still ahead —
+ *              but only on a complete answer: a truncated list authorizes nothing.
+ *   give up    a meeting that ended with no attempt is `bot.never_scheduled`; an attempt whose
+ *              meeting ended is `bot.schedule_outcome_unknown` once the provider's complete answer
+ *              says it holds no bot for it, or when the lookback ends (R5).
+ *
+ * One recording is scheduled by its own `schedule-bot` job (the event path, R6): its failures fail
+ * the job's attempt, so the job's backoff (honouring Retry-After) drives the next try with the same
+ * key. The backstop recovers a workspace's other rows, and leaves a row with an active job alone.
  */
 
 export const BotEndpoint = { create: 'bot.create', list: 'bot.list', delete: 'bot.delete' } as const;
@@ -47,9 +54,14 @@ export interface BotSchedulingDeps {
    * delete is made inline, and a failed one is only logged.
    */
   deleteLater?: (botId: string, recordingId: string) => Promise<void>;
+  /**
+   * After a bot is attached to a recording from the provider's word (a list): applies the bot's
+   * status and any webhooks held for it (production: src/bots/provider-webhooks.ts).
+   */
+  onAttached?: (recordingId: string, bot: Bot) => Promise<void>;
 }
 
-/** The provider statuses of a bot that may still join or be in its call (R4: list active bots only). */
+/** The provider statuses of a bot that may still join or be in its call. */
 export const ACTIVE_BOT_STATUSES = [
   'ready',
   'joining_call',
@@ -99,7 +111,8 @@ export function schedulingInputsHash(
     .digest('hex');
 }
 
-class OutOfBudget extends Error {}
+/** The shared provider budget had no slot in time: try again later, spending no retry. */
+export class OutOfBudget extends Error {}
 
 async function spend(deps: BotSchedulingDeps, endpoint: string): Promise<void> {
   if (!(await deps.budget.take(endpoint, deps.settings.budgetWaitMs))) throw new OutOfBudget(endpoint);
@@ -217,6 +230,8 @@ export async function scheduleRecording(
     await deleteBot(deps, bot.id, recordingId);
     return null;
   }
+  // Webhooks that came before this answer (held for the bot) apply now.
+  await deps.onAttached?.(recordingId, bot);
   return bot.id;
 }
 
@@ -253,14 +268,84 @@ async function attach(deps: BotSchedulingDeps, recordingId: string, botId: strin
   return row?.bot_id === botId;
 }
 
-/** R4/R5: one recovery run over a workspace's pending rows without a bot. */
-export async function recoverWorkspace(
-  deps: BotSchedulingDeps,
-  workspaceId: string,
-  options: { allowList?: boolean } = {},
-): Promise<RecoveryReport> {
+/** What to do with a pending row without a bot (R4, R5). */
+type RowStep = 'give_up_never' | 'give_up_unknown' | 'schedule' | 'resend' | 'ask_provider';
+
+function stepFor(deps: BotSchedulingDeps, row: RecordingRow, now: Date): RowStep {
+  const ended = row.ends_at.getTime() <= now.getTime();
+  const attempted = row.schedule_attempted_at;
+  if (!attempted) return ended ? 'give_up_never' : 'schedule';
+  const age = now.getTime() - attempted.getTime();
+  if (age > deps.settings.lookbackMs) return 'give_up_unknown';
+  // A re-send after the meeting ended could make a bot (if the first never reached the provider)
+  // that joins whatever meets at that link next: ask the provider instead.
+  if (!ended && age <= deps.settings.trustWindowMs && row.schedule_inputs_hash === schedulingInputsHash(row))
+    return 'resend';
+  return 'ask_provider';
+}
+
+const ROW_COLUMNS = [
+  'id',
+  'workspace_id',
+  'meeting_url',
+  'join_at',
+  'ends_at',
+  'status',
+  'bot_id',
+  'schedule_attempted_at',
+  'idempotency_key',
+  'schedule_inputs_hash',
+] as const;
+
+/**
+ * R6/R9: the event path for one recording, run by its own `schedule-bot` job. A provider failure
+ * is thrown, so the job's attempt fails and its backoff (honouring Retry-After) drives the next
+ * try with the same key. A row whose outcome is unknown is looked up by its own metadata, in every
+ * status (one list call): a bot found is attached with its status, even after the meeting ended.
+ */
+export async function recoverRecording(deps: BotSchedulingDeps, recordingId: string): Promise<void> {
   const now = (deps.now ?? (() => new Date()))();
-  const report: RecoveryReport = {
+  const row = (await deps.db
+    .selectFrom('bot_recordings')
+    .select(ROW_COLUMNS)
+    .where('id', '=', recordingId)
+    .where('status', '=', 'pending')
+    .where('bot_id', 'is', null)
+    .executeTakeFirst()) as RecordingRow | undefined;
+  if (!row) return;
+  switch (stepFor(deps, row, now)) {
+    case 'give_up_never':
+      await giveUp(deps, row.id, 'bot.never_scheduled', 'the meeting ended before a bot was ever scheduled');
+      return;
+    case 'give_up_unknown':
+      await giveUp(deps, row.id, 'bot.schedule_outcome_unknown', UNKNOWN_MESSAGE);
+      return;
+    case 'schedule':
+      await scheduleRecording(deps, row.id);
+      return;
+    case 'resend':
+      await scheduleRecording(deps, row.id, true);
+      return;
+    case 'ask_provider': {
+      const report = emptyReport();
+      const listed = await listBots(deps, { metadata: { [META_RECORDING]: row.id } }, report);
+      await settleFromList(deps, row.workspace_id, [row], listed, report, now);
+      if (report.truncated) {
+        throw new AppError(
+          ErrorKind.transient,
+          'bot.list_truncated',
+          'the provider listed more bots than one run reads',
+        );
+      }
+      return;
+    }
+  }
+}
+
+const UNKNOWN_MESSAGE = 'a bot was requested but the provider holds none for this recording';
+
+function emptyReport(): RecoveryReport {
+  return {
     scheduled: 0,
     resent: 0,
     attached: 0,
@@ -271,61 +356,65 @@ export async function recoverWorkspace(
     deferred: 0,
     failed: 0,
   };
+}
+
+/** R4/R5: one recovery run (the backstop) over a workspace's pending rows without a bot. */
+export async function recoverWorkspace(
+  deps: BotSchedulingDeps,
+  workspaceId: string,
+  options: { allowList?: boolean } = {},
+): Promise<RecoveryReport> {
+  const now = (deps.now ?? (() => new Date()))();
+  const report = emptyReport();
+  // A row with a scheduling job of its own is that job's: two runs must never send one key at once.
   const rows = (await deps.db
-    .selectFrom('bot_recordings')
-    .select([
-      'id',
-      'workspace_id',
-      'meeting_url',
-      'join_at',
-      'ends_at',
-      'status',
-      'bot_id',
-      'schedule_attempted_at',
-      'idempotency_key',
-      'schedule_inputs_hash',
-    ])
-    .where('workspace_id', '=', workspaceId)
-    .where('status', '=', 'pending')
-    .where('bot_id', 'is', null)
-    .orderBy('join_at')
+    .selectFrom('bot_recordings as r')
+    .select(ROW_COLUMNS.map((c) => `r.${c}` as const))
+    .where('r.workspace_id', '=', workspaceId)
+    .where('r.status', '=', 'pending')
+    .where('r.bot_id', 'is', null)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('jobs as j')
+            .select('j.id')
+            .whereRef('j.subject_id', '=', 'r.id')
+            .where('j.kind', '=', 'schedule-bot')
+            .where('j.status', 'in', ['pending', 'running']),
+        ),
+      ),
+    )
+    .orderBy('r.join_at')
     .execute()) as RecordingRow[];
 
   const needList: RecordingRow[] = [];
   try {
     for (const row of rows) {
       try {
-        const attempted = row.schedule_attempted_at;
-        if (!attempted) {
-          if (row.ends_at.getTime() <= now.getTime()) {
+        switch (stepFor(deps, row, now)) {
+          case 'give_up_never':
             await giveUp(
               deps,
               row.id,
-              'bot_never_scheduled',
+              'bot.never_scheduled',
               'the meeting ended before a bot was ever scheduled',
             );
             report.gaveUp++;
-            continue;
-          }
-          if ((await scheduleRecording(deps, row.id)) !== null) report.scheduled++;
-          continue;
+            break;
+          case 'give_up_unknown':
+            await giveUp(deps, row.id, 'bot.schedule_outcome_unknown', UNKNOWN_MESSAGE);
+            report.gaveUp++;
+            break;
+          case 'schedule':
+            if ((await scheduleRecording(deps, row.id)) !== null) report.scheduled++;
+            break;
+          case 'resend':
+            if ((await scheduleRecording(deps, row.id, true)) !== null) report.resent++;
+            break;
+          case 'ask_provider':
+            needList.push(row);
+            break;
         }
-        const age = now.getTime() - attempted.getTime();
-        if (age > deps.settings.lookbackMs) {
-          await giveUp(
-            deps,
-            row.id,
-            'bot_schedule_outcome_unknown',
-            'a bot was requested but whether the provider created it could not be established',
-          );
-          report.gaveUp++;
-          continue;
-        }
-        if (age <= deps.settings.trustWindowMs && row.schedule_inputs_hash === schedulingInputsHash(row)) {
-          if ((await scheduleRecording(deps, row.id, true)) !== null) report.resent++;
-          continue;
-        }
-        needList.push(row);
       } catch (err) {
         if (err instanceof OutOfBudget) throw err;
         report.failed++;
@@ -335,9 +424,21 @@ export async function recoverWorkspace(
         );
       }
     }
-    // The event path never lists (R6); the backstop does, at most once per run.
-    if (needList.length > 0 && options.allowList !== false)
-      await reconcileByList(deps, workspaceId, needList, report);
+    if (needList.length > 0 && options.allowList !== false) {
+      // One workspace-wide list per run, in every status but bounded to the rows' meeting times:
+      // the workspace's older history (finished bots by the thousand) cannot truncate it.
+      const times = needList.map((r) => r.join_at.getTime());
+      const listed = await listBots(
+        deps,
+        {
+          metadata: { [META_WORKSPACE]: workspaceId },
+          joinAtAfter: new Date(Math.min(...times) - 60_000),
+          joinAtBefore: new Date(Math.max(...times) + 60_000),
+        },
+        report,
+      );
+      await settleFromList(deps, workspaceId, needList, listed, report, now);
+    }
   } catch (err) {
     if (!(err instanceof OutOfBudget)) throw err;
     report.deferred++;
@@ -349,12 +450,12 @@ export async function recoverWorkspace(
   return report;
 }
 
-async function reconcileByList(
+/** Every page of a list (bounded: more pages than the setting is a truncated answer). */
+async function listBots(
   deps: BotSchedulingDeps,
-  workspaceId: string,
-  rows: RecordingRow[],
+  query: ListBotsQuery,
   report: RecoveryReport,
-): Promise<void> {
+): Promise<Bot[]> {
   const bots: Bot[] = [];
   let cursor: string | undefined;
   let pages = 0;
@@ -364,13 +465,7 @@ async function reconcileByList(
       break;
     }
     const page = await call(deps, BotEndpoint.list, () =>
-      deps.provider.listBots(
-        cursor
-          ? { cursor }
-          : // Only bots that may still join or be in a call: done and failed ones (the bulk of a
-            // workspace's history) never stand for a pending row, and would truncate the list.
-            { metadata: { [META_WORKSPACE]: workspaceId }, statuses: ACTIVE_BOT_STATUSES },
-      ),
+      deps.provider.listBots(cursor ? { cursor } : query),
     );
     report.listCalls++;
     pages++;
@@ -378,6 +473,17 @@ async function reconcileByList(
     if (!page.next) break;
     cursor = page.next;
   }
+  return bots;
+}
+
+async function settleFromList(
+  deps: BotSchedulingDeps,
+  workspaceId: string,
+  rows: RecordingRow[],
+  bots: Bot[],
+  report: RecoveryReport,
+  now: Date,
+): Promise<void> {
   const byRecording = new Map<string, Bot[]>();
   for (const bot of bots) {
     const rec = bot.metadata[META_RECORDING];
@@ -385,18 +491,19 @@ async function reconcileByList(
     byRecording.set(rec, [...(byRecording.get(rec) ?? []), bot]);
   }
   for (const row of rows) {
-    const found = byRecording.get(row.id) ?? [];
+    // A bot that recorded is worth more than one that did not: it is the one kept.
+    const found = (byRecording.get(row.id) ?? []).sort((a, b) => Number(b.recorded) - Number(a.recorded));
     if (found.length > 0) {
-      if (await attach(deps, row.id, found[0]!.id)) report.attached++;
+      if (await attachFound(deps, row.id, found[0]!)) report.attached++;
       // Whatever the row holds now is kept (this bot, or one another run attached first); every
       // other bot for it is surplus — all of them if the row was canceled meanwhile.
-      const now = await deps.db
+      const held = await deps.db
         .selectFrom('bot_recordings')
         .select(['bot_id', 'status'])
         .where('id', '=', row.id)
         .executeTakeFirst();
-      const held = now && now.status !== 'canceled' ? now.bot_id : null;
-      for (const extra of found.filter((b) => b.id !== held)) {
+      const keep = held && held.status !== 'canceled' ? held.bot_id : null;
+      for (const extra of found.filter((b) => b.id !== keep)) {
         await deleteBot(deps, extra.id, row.id);
         report.extrasDeleted++;
       }
@@ -404,8 +511,21 @@ async function reconcileByList(
     }
     // Absence in a truncated list proves nothing: creating now could make a twin.
     if (report.truncated) continue;
+    if (row.ends_at.getTime() <= now.getTime()) {
+      // The provider's complete answer: it holds no bot for this recording, and the meeting is over.
+      await giveUp(deps, row.id, 'bot.schedule_outcome_unknown', UNKNOWN_MESSAGE);
+      report.gaveUp++;
+      continue;
+    }
     if ((await scheduleRecording(deps, row.id)) !== null) report.scheduled++;
   }
+}
+
+/** A bot the provider holds for the row, attached; its status (and held webhooks) applied. */
+async function attachFound(deps: BotSchedulingDeps, recordingId: string, bot: Bot): Promise<boolean> {
+  if (!(await attach(deps, recordingId, bot.id))) return false;
+  await deps.onAttached?.(recordingId, bot);
+  return true;
 }
 
 async function giveUp(

@@ -15,6 +15,7 @@ import * as m0012 from './migrations/0012-calendar-feeds.ts';
 import * as m0013 from './migrations/0013-bot-recording-copies.ts';
 import * as m0014 from './migrations/0014-bot-errors.ts';
 import * as m0015 from './migrations/0015-live-timeline.ts';
+import * as m0016 from './migrations/0016-bot-recovery.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -32,6 +33,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0013-bot-recording-copies': m0013,
   '0014-bot-errors': m0014,
   '0015-live-timeline': m0015,
+  '0016-bot-recovery': m0016,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -213,6 +213,17 @@ export interface ProviderWebhookEventsTable {
   bot_id: string | null;
   outcome: string;
   received_at: ColumnType<Date, Date | string | undefined, never>;
+  code: string | null;
+  sub_code: string | null;
+  recording_id: string | null;
+  workspace_id: string | null;
+}
+
+export interface ApiCalendarEventsTable {
+  workspace_id: string;
+  event_id: string;
+  recording_id: string;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
 export interface BotBackstopsTable {
@@ -404,6 +415,7 @@ export interface Database {
   calendar_events: CalendarEventsTable;
   bot_backstops: BotBackstopsTable;
   provider_webhook_events: ProviderWebhookEventsTable;
+  api_calendar_events: ApiCalendarEventsTable;
   bot_recordings: BotRecordingsTable;
   provider_budgets: ProviderBudgetsTable;
   provider_calls: ProviderCallsTable;

@@ -119,6 +119,8 @@ export const QueueName = {
   transcription: 'transcription',
   closeout: 'closeout',
   minutes: 'minutes',
+  /** R10: calls to the meeting-bot provider, so a slow provider never holds an upload's split. */
+  bots: 'bots',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -127,10 +129,10 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.transcribeWindow]: QueueName.transcription,
   [JobKind.closeOutMeeting]: QueueName.closeout,
   [JobKind.writeMinutes]: QueueName.minutes,
-  [JobKind.importBotRecording]: QueueName.intake,
-  [JobKind.scheduleBot]: QueueName.intake,
-  [JobKind.deleteBot]: QueueName.intake,
-  [JobKind.leaveBot]: QueueName.intake,
+  [JobKind.importBotRecording]: QueueName.bots,
+  [JobKind.scheduleBot]: QueueName.bots,
+  [JobKind.deleteBot]: QueueName.bots,
+  [JobKind.leaveBot]: QueueName.bots,
   // A repair recognises audio: it shares the speech recognizer's queue and concurrency.
   [JobKind.repairTimeline]: QueueName.transcription,
 };

@@ -121,6 +121,7 @@ export async function startWorker(
     [QueueName.transcription]: config.concurrency.transcription,
     [QueueName.closeout]: config.concurrency.closeout,
     [QueueName.minutes]: config.concurrency.minutes,
+    [QueueName.bots]: config.concurrency.bots,
   };
   // One runner per job queue (L13), plus a delivery runner for the outbox dispatcher and the cron
   // backstop of the sweeps, so neither waits behind a long decode or a slow minutes model.

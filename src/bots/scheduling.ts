@@ -305,13 +305,13 @@ const ROW_COLUMNS = [
  */
 export async function recoverRecording(deps: BotSchedulingDeps, recordingId: string): Promise<void> {
   const now = (deps.now ?? (() => new Date()))();
-  const row = (await deps.db
+  const row: RecordingRow | undefined = await deps.db
     .selectFrom('bot_recordings')
     .select(ROW_COLUMNS)
     .where('id', '=', recordingId)
     .where('status', '=', 'pending')
     .where('bot_id', 'is', null)
-    .executeTakeFirst()) as RecordingRow | undefined;
+    .executeTakeFirst();
   if (!row) return;
   switch (stepFor(deps, row, now)) {
     case 'give_up_never':
@@ -373,10 +373,11 @@ export async function recoverWorkspace(
     .where('r.workspace_id', '=', workspaceId)
     .where('r.status', '=', 'pending')
     .where('r.bot_id', 'is', null)
-    .where(({ not, exists, selectFrom }) =>
-      not(
-        exists(
-          selectFrom('jobs as j')
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('jobs as j')
             .select('j.id')
             .whereRef('j.subject_id', '=', 'r.id')
             .where('j.kind', '=', 'schedule-bot')

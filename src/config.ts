@@ -201,6 +201,11 @@ export const SETTINGS = {
     default: '168',
     help: 'how long an unresolved bot attempt is recovered before it is given up (R5)',
   },
+  feedPlainHttpHosts: {
+    env: 'VERBATIM_FEED_PLAIN_HTTP_HOSTS',
+    default: '',
+    help: 'hosts (comma-separated) whose calendar feeds may be read over plain http, e.g. a calendar server inside your network; others must be https or webcal',
+  },
   botBackfillAfterSeconds: {
     env: 'VERBATIM_BOT_BACKFILL_AFTER_SECONDS',
     default: '120',
@@ -304,7 +309,13 @@ export interface Config {
     limits: Record<string, number>;
     rateWindowMs: number;
   };
-  bots: { trustWindowMs: number; lookbackMs: number; backstopMs: number; backfillAfterMs: number };
+  bots: {
+    trustWindowMs: number;
+    lookbackMs: number;
+    backstopMs: number;
+    backfillAfterMs: number;
+    feedPlainHttpHosts: string[];
+  };
   storage: {
     kind: 'local' | 's3';
     bucket: string;
@@ -407,6 +418,10 @@ export function loadConfig(env: Env = process.env): Config {
       lookbackMs: ms('botLookbackHours', 0.001) * 3600,
       backstopMs: ms('botBackstopSeconds', 1),
       backfillAfterMs: ms('botBackfillAfterSeconds'),
+      feedPlainHttpHosts: raw('feedPlainHttpHosts')
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .filter((x) => x.length > 0),
     },
     storage: {
       kind: oneOf('storage', ['local', 's3']),

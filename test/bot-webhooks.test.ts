@@ -193,7 +193,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       title: 'Design review',
       start: new Date(Date.now() + 45 * MINUTE).toISOString(),
       end: new Date(Date.now() + 75 * MINUTE).toISOString(),
-      meetingUrl: `https://meet.example.com/${randomUUID().slice(0, 8)}`,
+      meetingUrl: `https://meet.google.com/${randomUUID().slice(0, 8)}`,
     };
     const created = await h.request('POST', '/v1/calendar-events', event);
     assert.equal(created.status, 201, created.text);

@@ -81,7 +81,7 @@ void describe('bots scheduled by worker processes', () => {
         title: `Standup ${i}`,
         start: new Date(start).toISOString(),
         end: new Date(start + 15 * MINUTE).toISOString(),
-        meetingUrl: `https://meet.example.com/twin-${i}-${randomUUID().slice(0, 6)}`,
+        meetingUrl: `https://acme.zoom.us/j/twin${i}${randomUUID().slice(0, 6)}`,
       });
       assert.equal(res.status, 201, res.text);
       ids.push(res.json.recording.id as string);

@@ -3,6 +3,7 @@ import {
   cancelBotRecording,
   createCalendarEvent,
   getBotRecording,
+  listBotRecordings,
   recordingView,
   setBotRecordingEnabled,
   stopBotRecording,
@@ -34,6 +35,9 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   app.get('/v1/calendar-feeds', async (req) => listCalendarFeeds(deps, workspaceOf(req)));
   app.delete<{ Params: { id: string } }>('/v1/calendar-feeds/:id', async (req) =>
     removeCalendarFeed(deps, workspaceOf(req), req.params.id),
+  );
+  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/bot-recordings', async (req) =>
+    listBotRecordings(deps, workspaceOf(req), req.query),
   );
   app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>
     recordingView(await getBotRecording(deps, workspaceOf(req), req.params.id)),

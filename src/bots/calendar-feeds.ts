@@ -25,11 +25,14 @@ export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, in
   const body = (input ?? {}) as Record<string, unknown>;
   let url: URL | null = null;
   try {
-    url = typeof body.url === 'string' ? new URL(body.url.replace(/^webcal:/, 'https:')) : null;
+    url = typeof body.url === 'string' ? new URL(body.url.replace(/^webcals?:/i, 'https:')) : null;
   } catch {
     url = null;
   }
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+  // A calendar address is a secret: it travels over TLS, but to a host the operator named.
+  const plain =
+    url?.protocol === 'http:' && deps.config.bots.feedPlainHttpHosts.includes(url.hostname.toLowerCase());
+  if (!url || (url.protocol !== 'https:' && !plain)) {
     throw new AppError(
       ErrorKind.invalidInput,
       'feed.url',

@@ -7,14 +7,16 @@ import type { Selectable } from 'kysely';
 import type { BotRecordingsTable, Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
-import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
+import { canonicalMeetingUrl, MEETING_PLATFORM_NAMES, meetingPlatformOf } from '../domain/meeting-url.ts';
 import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
 
 /**
  * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
  * same URL and start, are one recording) and is scheduled through the event path (R6). Canceling
- * keeps the bot id and deletes the bot through a retried job (R7).
+ * keeps the bot id and deletes the bot through a retried job (R7). R10: with an `eventId`, the same
+ * id posted again with a new time or link moves its recording (the old one canceled, its bot
+ * deleted, one recording at the new time) instead of adding a second one.
  */
 export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string, input: unknown) {
   const body = (input ?? {}) as Record<string, unknown>;
@@ -27,6 +29,13 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       ErrorKind.invalidInput,
       'event.times',
       'start and end must be ISO times, end after start',
+    );
+  }
+  if (end.getTime() <= Date.now()) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'event.ended',
+      `the event ended at ${end.toISOString()}; a bot can only join a meeting still to come`,
     );
   }
   let url: URL | null = null;
@@ -42,21 +51,103 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       'meetingUrl must be an https meeting link',
     );
   }
+  if (!meetingPlatformOf(url)) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'event.meeting_url',
+      `meetingUrl is not a link a meeting bot can join; it must be a ${MEETING_PLATFORM_NAMES.join(', ')} meeting`,
+    );
+  }
+  const eventId = body.eventId;
+  if (
+    eventId !== undefined &&
+    eventId !== null &&
+    (typeof eventId !== 'string' || !eventId.trim() || eventId.length > 200)
+  ) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'event.event_id',
+      'eventId must be a string of at most 200 characters',
+    );
+  }
   if (body.record === false) return { recording: null, duplicate: false, skipped: 'event_not_recorded' };
   const meetingUrl = canonicalMeetingUrl(url);
+  const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
     if (!(await botRecordingEnabled(trx, workspaceId))) {
       return { recording: null, duplicate: false, skipped: 'workspace_bot_recording_disabled' };
     }
-    const result = await upsertRecording(
-      deps,
-      trx,
-      workspaceId,
-      { title, start, end, meetingUrl, requestedByApi: true, overrideUserCancel: body.record === true },
-      `user:${workspaceId}`,
-    );
+    const event = {
+      title,
+      start,
+      end,
+      meetingUrl,
+      requestedByApi: true,
+      overrideUserCancel: body.record === true,
+    };
+    if (typeof eventId !== 'string') {
+      const result = await upsertRecording(deps, trx, workspaceId, event, actor);
+      return { ...result, skipped: null };
+    }
+    const mapped = await trx
+      .selectFrom('api_calendar_events')
+      .select('recording_id')
+      .where('workspace_id', '=', workspaceId)
+      .where('event_id', '=', eventId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (mapped) {
+      const moved = await moveApiEvent(deps, trx, mapped.recording_id, event, actor);
+      if (moved) return { ...moved, skipped: null };
+    }
+    const result = await upsertRecording(deps, trx, workspaceId, event, actor);
+    await trx
+      .insertInto('api_calendar_events')
+      .values({ workspace_id: workspaceId, event_id: eventId, recording_id: result.recording.id })
+      .onConflict((oc) =>
+        oc
+          .columns(['workspace_id', 'event_id'])
+          .doUpdateSet({ recording_id: result.recording.id, updated_at: sql<Date>`now()` }),
+      )
+      .execute();
     return { ...result, skipped: null };
   });
+}
+
+/**
+ * R10: an API event posted again under its id. Unchanged (or only its end moved): the recording it
+ * has. Moved to another time or link: its recording is released (canceled, its bot deleted, unless
+ * a calendar feed's copy still holds it) and null is returned so the caller makes the one at the new
+ * time. A recording whose bot is already in the call keeps the event: a meeting under way is not
+ * moved.
+ */
+async function moveApiEvent(
+  deps: MeetingDeps,
+  trx: Tx,
+  recordingId: string,
+  e: { start: Date; end: Date; meetingUrl: string },
+  actor: string,
+): Promise<{ recording: Selectable<BotRecordingsTable>; duplicate: boolean } | null> {
+  const old = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', recordingId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!old || old.status === 'canceled') return null;
+  if (old.meeting_url === e.meetingUrl && old.join_at.getTime() === e.start.getTime()) {
+    return holdExisting(trx, old, { end: e.end, requestedByApi: true });
+  }
+  if (old.status !== 'pending' && old.status !== 'scheduled') return { recording: old, duplicate: true };
+  await trx.updateTable('bot_recordings').set({ requested_by_api: false }).where('id', '=', old.id).execute();
+  const feedCopy = await trx
+    .selectFrom('calendar_events')
+    .select('uid')
+    .where('recording_id', '=', old.id)
+    .limit(1)
+    .executeTakeFirst();
+  if (!feedCopy) await cancelRecordingInTx(deps, trx, old.id, actor);
+  return null;
 }
 
 /** R1: whether bots may record this workspace's meetings; read under a share lock on the workspace. */
@@ -134,6 +225,93 @@ export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id
   return row;
 }
 
+/** Failure codes as they were spelled before they were all dotted, still accepted in filters. */
+const OLD_FAILURE_CODES: Record<string, string> = {
+  bot_never_scheduled: 'bot.never_scheduled',
+  bot_schedule_outcome_unknown: 'bot.schedule_outcome_unknown',
+  canceled_by_user: 'bot.canceled_by_user',
+};
+
+const RECORDING_STATUSES = [
+  'pending',
+  'scheduled',
+  'joining',
+  'in_call',
+  'recording',
+  'processing',
+  'complete',
+  'failed',
+  'canceled',
+  'not_recorded',
+];
+
+/**
+ * GET /v1/bot-recordings: a workspace's recordings, newest meeting first, filtered by status,
+ * failure code, meeting and meeting time (`from` ≤ join time < `to`), paginated by cursor.
+ */
+export async function listBotRecordings(
+  deps: MeetingDeps,
+  workspaceId: string,
+  query: Record<string, string | undefined>,
+) {
+  const bad = (field: string, message: string) =>
+    new AppError(ErrorKind.invalidInput, `list.${field}`, message);
+  const limit = query.limit === undefined ? 50 : Number(query.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw bad('limit', 'limit must be 1 to 200');
+  let q = deps.db.selectFrom('bot_recordings').selectAll().where('workspace_id', '=', workspaceId);
+  if (query.status !== undefined) {
+    const statuses = query.status.split(',');
+    if (statuses.some((st) => !RECORDING_STATUSES.includes(st)))
+      throw bad('status', `status must be any of ${RECORDING_STATUSES.join(', ')}`);
+    q = q.where('status', 'in', statuses);
+  }
+  if (query.failureCode !== undefined) {
+    const code = OLD_FAILURE_CODES[query.failureCode] ?? query.failureCode;
+    q = q.where((eb) =>
+      eb.or([
+        eb('failure_code', '=', code),
+        eb('failure_code', 'like', `${code.replace(/[\\%_]/g, '\\$&')}:%`),
+      ]),
+    );
+  }
+  if (query.meetingId !== undefined) {
+    if (!isUuid(query.meetingId)) throw bad('meeting_id', 'meetingId must be a meeting id');
+    q = q.where('meeting_id', '=', query.meetingId);
+  }
+  for (const [field, op] of [
+    ['from', '>='],
+    ['to', '<'],
+  ] as const) {
+    const text = query[field];
+    if (text === undefined) continue;
+    const at = new Date(text);
+    if (Number.isNaN(at.getTime())) throw bad(field, `${field} must be an ISO time`);
+    q = q.where('join_at', op, at);
+  }
+  if (query.cursor !== undefined) {
+    let before: { at: Date; id: string };
+    try {
+      const [at, id] = JSON.parse(Buffer.from(query.cursor, 'base64url').toString('utf8')) as [
+        string,
+        string,
+      ];
+      before = { at: new Date(at), id };
+      if (Number.isNaN(before.at.getTime()) || !isUuid(id)) throw new Error('bad cursor');
+    } catch {
+      throw bad('cursor', 'cursor is not one this API returned');
+    }
+    q = q.where(sql<boolean>`(join_at, id) < (${before.at}::timestamptz, ${before.id}::uuid)`);
+  }
+  const rows = await q.orderBy('join_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  const last = rows.length === limit ? rows.at(-1) : undefined;
+  return {
+    recordings: rows.map(recordingView),
+    nextCursor: last
+      ? Buffer.from(JSON.stringify([last.join_at.toISOString(), last.id])).toString('base64url')
+      : null,
+  };
+}
+
 /** Cancels a recording that has not started: its bot (if any) is deleted by a retried job. */
 export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
   await getBotRecording(deps, workspaceId, id);
@@ -152,7 +330,7 @@ export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string,
 }
 
 /** In the caller's transaction; null when the recording had already started or ended. */
-const USER_CANCELED = 'canceled_by_user';
+const USER_CANCELED = 'bot.canceled_by_user';
 
 /**
  * `byUser`: a person canceled this meeting's recording; copies of the meeting posted or polled later

@@ -57,9 +57,12 @@ export function assertNever(value: never, what = 'value'): never {
 export function redactSecrets(text: string): string {
   return text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]+/gi, '$1[redacted]')
+    .replace(/(authorization["']?\s*[:=]\s*["']?(?:token|basic)\s+)[A-Za-z0-9._~+/=-]+/gi, '$1[redacted]')
     .replace(/\b(vbt|sk|pk|rk)[-_][A-Za-z0-9_-]{8,}/g, '[redacted]')
     .replace(
-      /((?:api[_-]?key|token|secret|password|authorization)["']?\s*[:=]\s*["']?)[^\s"',&]+/gi,
+      // An Authorization header's scheme ("Bearer", "Token") is not the secret: the rule above
+      // redacts what follows it.
+      /((?:api[_-]?key|token|secret|password|authorization)["']?\s*[:=]\s*["']?)(?!(?:bearer|token|basic)\s)[^\s"',&]+/gi,
       '$1[redacted]',
     )
     .slice(0, 500);

@@ -1,5 +1,5 @@
 import ICAL from 'ical.js';
-import { canonicalMeetingUrl } from './meeting-url.ts';
+import { canonicalMeetingUrl, meetingPlatformOf } from './meeting-url.ts';
 
 type IcalEvent = InstanceType<typeof ICAL.Event>;
 
@@ -14,8 +14,6 @@ export interface CalendarOccurrence {
   canceled: boolean;
 }
 
-const MEETING_HOSTS =
-  /(^|\.)(zoom\.us|meet\.google\.com|teams\.microsoft\.com|teams\.live\.com|webex\.com|whereby\.com)$/i;
 const URLS = /https:\/\/[^\s<>"'\\]+/g;
 
 /** The first video-call link in the event's URL, location or description (R1). */
@@ -24,7 +22,7 @@ export function meetingUrlOf(...texts: Array<string | null | undefined>): string
     for (const match of (text ?? '').matchAll(URLS)) {
       try {
         const url = new URL(match[0].replace(/[).,;]+$/, ''));
-        if (MEETING_HOSTS.test(url.hostname)) return canonicalMeetingUrl(url);
+        if (meetingPlatformOf(url)) return canonicalMeetingUrl(url);
       } catch {
         /* not a URL */
       }

@@ -31,3 +31,24 @@ export function canonicalMeetingUrl(input: URL): string {
   if (url.pathname.length > 1) url.pathname = url.pathname.replace(/\/+$/, '');
   return url.toString();
 }
+
+/**
+ * R10: the video-call platforms a meeting bot can join (those Recall.ai supports), by host. A link
+ * to anything else (a page about the meeting, an agenda) is not a meeting a bot can record.
+ */
+const MEETING_PLATFORMS: Array<[name: string, host: RegExp]> = [
+  ['Zoom', /(^|\.)(zoom\.us|zoomgov\.com)$/i],
+  ['Google Meet', /^meet\.google\.com$/i],
+  ['Microsoft Teams', /(^|\.)(teams\.microsoft\.com|teams\.live\.com|teams\.cloud\.microsoft)$/i],
+  ['Webex', /(^|\.)webex\.com$/i],
+  ['GoTo Meeting', /(^|\.)(gotomeeting\.com|gotomeet\.me|meet\.goto\.com|app\.goto\.com)$/i],
+];
+
+export const MEETING_PLATFORM_NAMES = MEETING_PLATFORMS.map(([name]) => name);
+
+/** The platform of a meeting link, or null when no bot can join it. */
+export function meetingPlatformOf(url: URL): string | null {
+  if (url.protocol !== 'https:') return null;
+  const host = url.hostname.toLowerCase();
+  return MEETING_PLATFORMS.find(([, pattern]) => pattern.test(host))?.[0] ?? null;
+}

@@ -15,10 +15,17 @@ import { workspaceOf, type ApiDeps } from './server.ts';
 export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   app.post('/v1/calendar-events', async (req, reply) => {
-    const { recording, duplicate, skipped } = await createCalendarEvent(deps, workspaceOf(req), req.body);
-    return reply
-      .status(recording && !duplicate ? 201 : 200)
-      .send({ recording: recording ? recordingView(recording) : null, duplicate, skipped });
+    const { recording, duplicate, skipped, replaced } = await createCalendarEvent(
+      deps,
+      workspaceOf(req),
+      req.body,
+    );
+    return reply.status(recording && !duplicate ? 201 : 200).send({
+      recording: recording ? recordingView(recording) : null,
+      duplicate,
+      replaced: replaced ?? null,
+      skipped,
+    });
   });
   app.get('/v1/bot-settings', async (req) => {
     const ws = await deps.db

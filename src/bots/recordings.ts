@@ -16,7 +16,10 @@ import { requestBotScheduling } from './resume.ts';
  * same URL and start, are one recording) and is scheduled through the event path (R6). Canceling
  * keeps the bot id and deletes the bot through a retried job (R7). R10: with an `eventId`, the same
  * id posted again with a new time or link moves its recording (the old one canceled, its bot
- * deleted, one recording at the new time) instead of adding a second one.
+ * deleted, one recording at the new time) instead of adding a second one. Without an id, an event
+ * whose time overlaps a recording of the same link that is not over is the same call: it replaces
+ * that recording if only the API asked for it and its bot has not joined, and is otherwise that
+ * recording (`replaced` names a recording canceled in favour of this one).
  */
 export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string, input: unknown) {
   const body = (input ?? {}) as Record<string, unknown>;
@@ -70,12 +73,19 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       'eventId must be a string of at most 200 characters',
     );
   }
-  if (body.record === false) return { recording: null, duplicate: false, skipped: 'event_not_recorded' };
+  if (body.record === false) {
+    return { recording: null, duplicate: false, replaced: null, skipped: 'event_not_recorded' };
+  }
   const meetingUrl = canonicalMeetingUrl(url);
   const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
     if (!(await botRecordingEnabled(trx, workspaceId))) {
-      return { recording: null, duplicate: false, skipped: 'workspace_bot_recording_disabled' };
+      return {
+        recording: null,
+        duplicate: false,
+        replaced: null,
+        skipped: 'workspace_bot_recording_disabled',
+      };
     }
     const event = {
       title,
@@ -85,34 +95,46 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       requestedByApi: true,
       overrideUserCancel: body.record === true,
     };
-    if (typeof eventId !== 'string') {
-      const result = await upsertRecording(deps, trx, workspaceId, event, actor);
-      return { ...result, skipped: null };
+    let replaced: string | null = null;
+    if (typeof eventId === 'string') {
+      const mapped = await trx
+        .selectFrom('api_calendar_events')
+        .select('recording_id')
+        .where('workspace_id', '=', workspaceId)
+        .where('event_id', '=', eventId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (mapped) {
+        const moved = await moveApiEvent(deps, trx, mapped.recording_id, event, actor);
+        if ('kept' in moved) return { ...moved.kept, replaced: null, skipped: null };
+        replaced = moved.released;
+      }
     }
-    const mapped = await trx
-      .selectFrom('api_calendar_events')
-      .select('recording_id')
-      .where('workspace_id', '=', workspaceId)
-      .where('event_id', '=', eventId)
-      .forUpdate()
-      .executeTakeFirst();
-    if (mapped) {
-      const moved = await moveApiEvent(deps, trx, mapped.recording_id, event, actor);
-      if (moved) return { ...moved, skipped: null };
+    const overlap = await sameCallOverlap(deps, trx, workspaceId, event, actor);
+    let result: { recording: Selectable<BotRecordingsTable>; duplicate: boolean };
+    if ('kept' in overlap) {
+      result = overlap.kept;
+    } else {
+      replaced ??= overlap.released;
+      result = await upsertRecording(deps, trx, workspaceId, event, actor);
     }
-    const result = await upsertRecording(deps, trx, workspaceId, event, actor);
-    await trx
-      .insertInto('api_calendar_events')
-      .values({ workspace_id: workspaceId, event_id: eventId, recording_id: result.recording.id })
-      .onConflict((oc) =>
-        oc
-          .columns(['workspace_id', 'event_id'])
-          .doUpdateSet({ recording_id: result.recording.id, updated_at: sql<Date>`now()` }),
-      )
-      .execute();
-    return { ...result, skipped: null };
+    if (typeof eventId === 'string') {
+      await trx
+        .insertInto('api_calendar_events')
+        .values({ workspace_id: workspaceId, event_id: eventId, recording_id: result.recording.id })
+        .onConflict((oc) =>
+          oc
+            .columns(['workspace_id', 'event_id'])
+            .doUpdateSet({ recording_id: result.recording.id, updated_at: sql<Date>`now()` }),
+        )
+        .execute();
+    }
+    return { ...result, replaced, skipped: null };
   });
 }
+
+type Released = { released: string | null };
+type Kept = { kept: { recording: Selectable<BotRecordingsTable>; duplicate: boolean } };
 
 /**
  * R10: an API event posted again under its id. Unchanged (or only its end moved): the recording it
@@ -127,27 +149,90 @@ async function moveApiEvent(
   recordingId: string,
   e: { start: Date; end: Date; meetingUrl: string },
   actor: string,
-): Promise<{ recording: Selectable<BotRecordingsTable>; duplicate: boolean } | null> {
+): Promise<Released | Kept> {
   const old = await trx
     .selectFrom('bot_recordings')
     .selectAll()
     .where('id', '=', recordingId)
     .forNoKeyUpdate()
     .executeTakeFirst();
-  if (!old || old.status === 'canceled') return null;
+  if (!old || old.status === 'canceled') return { released: null };
   if (old.meeting_url === e.meetingUrl && old.join_at.getTime() === e.start.getTime()) {
-    return holdExisting(trx, old, { end: e.end, requestedByApi: true });
+    return { kept: await holdExisting(trx, old, { end: e.end, requestedByApi: true }) };
   }
-  if (old.status !== 'pending' && old.status !== 'scheduled') return { recording: old, duplicate: true };
-  await trx.updateTable('bot_recordings').set({ requested_by_api: false }).where('id', '=', old.id).execute();
+  if (old.status !== 'pending' && old.status !== 'scheduled')
+    return { kept: { recording: old, duplicate: true } };
+  return { released: (await releaseApiRecording(deps, trx, old.id, actor)) ? old.id : null };
+}
+
+/**
+ * The API no longer asks for this recording: canceled (its bot deleted) unless a calendar feed's
+ * copy still holds it. True when it was canceled.
+ */
+async function releaseApiRecording(deps: MeetingDeps, trx: Tx, id: string, actor: string): Promise<boolean> {
+  await trx.updateTable('bot_recordings').set({ requested_by_api: false }).where('id', '=', id).execute();
   const feedCopy = await trx
     .selectFrom('calendar_events')
     .select('uid')
-    .where('recording_id', '=', old.id)
+    .where('recording_id', '=', id)
     .limit(1)
     .executeTakeFirst();
-  if (!feedCopy) await cancelRecordingInTx(deps, trx, old.id, actor);
-  return null;
+  if (feedCopy) return false;
+  return (await cancelRecordingInTx(deps, trx, id, actor)) !== null;
+}
+
+/** Recordings that are over (or canceled) hold no call. */
+const FINISHED: string[] = ['canceled', 'complete', 'failed', 'not_recorded'];
+
+/**
+ * R10: one bot per call. An event at another start whose time overlaps a recording of the same
+ * link that is not over would send a second bot into the same call. A recording only the API asked
+ * for whose bot has not joined yet is released (the event moved: the new one replaces it); one
+ * already under way, or held by a calendar feed, is the recording of this event too.
+ */
+async function sameCallOverlap(
+  deps: MeetingDeps,
+  trx: Tx,
+  workspaceId: string,
+  e: { start: Date; end: Date; meetingUrl: string },
+  actor: string,
+): Promise<Released | Kept> {
+  const overlapping = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', e.meetingUrl)
+    .where('join_at', '<>', e.start)
+    .where('join_at', '<', e.end)
+    .where('ends_at', '>', e.start)
+    .where('status', 'not in', FINISHED)
+    .orderBy('join_at')
+    .forNoKeyUpdate()
+    .execute();
+  const feedHeld = new Set(
+    overlapping.length === 0
+      ? []
+      : (
+          await trx
+            .selectFrom('calendar_events')
+            .select('recording_id')
+            .where(
+              'recording_id',
+              'in',
+              overlapping.map((r) => r.id),
+            )
+            .execute()
+        ).map((c) => c.recording_id),
+  );
+  const held = overlapping.find(
+    (r) => !r.requested_by_api || feedHeld.has(r.id) || (r.status !== 'pending' && r.status !== 'scheduled'),
+  );
+  if (held) return { kept: await holdExisting(trx, held, { end: held.ends_at, requestedByApi: true }) };
+  let released: string | null = null;
+  for (const r of overlapping) {
+    if (await releaseApiRecording(deps, trx, r.id, actor)) released ??= r.id;
+  }
+  return { released };
 }
 
 /** R1: whether bots may record this workspace's meetings; read under a share lock on the workspace. */
@@ -329,10 +414,10 @@ export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string,
   });
 }
 
-/** In the caller's transaction; null when the recording had already started or ended. */
 const USER_CANCELED = 'bot.canceled_by_user';
 
 /**
+ * In the caller's transaction; null when the recording had already started or ended.
  * `byUser`: a person canceled this meeting's recording; copies of the meeting posted or polled later
  * do not bring it back (only an explicit `"record": true` does).
  */

@@ -10,7 +10,8 @@ import type { AddressInfo } from 'node:net';
  * - `Idempotency-Key` per method + path: a completed create within the retention (default one
  *   hour) replays the original response (201 and the bot as it was created); a create still in
  *   flight makes the duplicate answer 409. Only completed creates are remembered: a create that
- *   failed (400, 507, a scripted failure) can be retried with the same key;
+ *   failed (400, 507) can be retried with the same key; a scripted failure is served before the key
+ *   is looked at and leaves it as it was;
  * - 507 for ad-hoc creates (no `join_at`, or one less than 10 minutes ahead) while the ad-hoc pool
  *   is empty — scheduled bots never get 507, as documented;
  * - list filtered by `metadata__<key>`, `status` (repeatable, latest status), `join_at_after`,
@@ -108,7 +109,7 @@ export interface FakeRecall {
    * Holds the next create after its key is marked in flight and before it commits, so a test can
    * send a duplicate meanwhile. `arrived` resolves once the create is being held.
    */
-  holdNextCreate(): { arrived: Promise<void>; release(): void };
+  holdNextCreate(): { arrived: Promise<void>; release(): void; clientGaveUp(): boolean };
   bots(): FakeBot[];
   bot(id: string): FakeBot | undefined;
   pushStatus(botId: string, code: string, subCode?: string | null, message?: string | null): void;
@@ -164,7 +165,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     leave_call: [],
   };
   const failures = new Map<RecallEndpoint | 'download', FakeRecallFailure[]>();
-  const holds: { arrived: () => void; released: Promise<void> }[] = [];
+  const holds: { arrived: () => void; released: Promise<void>; clientGaveUp: () => void }[] = [];
   const idempotency = new Map<string, IdempotencyEntry>();
   const bots = new Map<string, FakeBot>();
   /** Download token → bot id; a link stays valid while the bot keeps its recording. */
@@ -199,8 +200,9 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       let release!: () => void;
       const arrivedPromise = new Promise<void>((resolve) => (arrived = resolve));
       const released = new Promise<void>((resolve) => (release = resolve));
-      holds.push({ arrived, released });
-      return { arrived: arrivedPromise, release };
+      let gaveUp = false;
+      holds.push({ arrived, released, clientGaveUp: () => (gaveUp = true) });
+      return { arrived: arrivedPromise, release, clientGaveUp: () => gaveUp };
     },
     bots: () => [...bots.values()],
     bot: (id) => bots.get(id),
@@ -339,6 +341,12 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       }
     }
 
+    // A scripted answer (an outage at the provider's edge, a cut connection) comes before the key
+    // is consulted and leaves it as it was: a key whose create completed still replays it later.
+    if (failure !== undefined && failure !== 'drop_after_commit') {
+      applyFailure(req, res, failure);
+      return;
+    }
     const key = headerValue(req.headers['idempotency-key']);
     const scope = key === undefined ? undefined : `POST /api/v1/bot/ ${key}`;
     if (scope !== undefined) {
@@ -357,11 +365,6 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       if (scope !== undefined) idempotency.delete(scope);
     };
 
-    if (failure !== undefined && failure !== 'drop_after_commit') {
-      forget();
-      applyFailure(req, res, failure);
-      return;
-    }
     if (fake.adhocPoolEmpty && (joinAtMs === null || joinAtMs - now() < ADHOC_MS)) {
       forget();
       const headers: Record<string, string> =
@@ -371,6 +374,9 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     }
     const hold = holds.shift();
     if (hold) {
+      res.on('close', () => {
+        if (!res.writableEnded) hold.clientGaveUp();
+      });
       hold.arrived();
       await hold.released;
     }

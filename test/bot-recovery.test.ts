@@ -1,0 +1,428 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, describe, it } from 'node:test';
+import {
+  newRecallWebhookSecret,
+  signedWebhookRequest,
+  startFakeRecall,
+  type FakeRecall,
+} from './support/fake-recall.ts';
+import {
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+} from './support/harness.ts';
+
+const MINUTE = 60_000;
+const idsOf = (page: { recordings: { id: string }[] }) => page.recordings.map((r) => r.id);
+
+/*
+ * R9/R10 end to end: the API and a real worker process against the fake Recall. A bot the provider
+ * made is found whatever became of our answer, its webhooks are never dropped, creates retry on the
+ * job's own backoff, a moved event keeps one bot, and a slow provider never holds an upload.
+ */
+void describe('bot recovery: a bot that recorded is never lost', () => {
+  let fake: FakeRecall;
+  let h: Harness;
+  const secret = newRecallWebhookSecret();
+
+  before(async () => {
+    fake = await startFakeRecall();
+    h = await startHarness({
+      env: {
+        VERBATIM_RECALL_URL: fake.url,
+        VERBATIM_RECALL_API_KEY: fake.apiKey,
+        VERBATIM_RECALL_WEBHOOK_SECRETS: secret,
+        // Neither the back-fill of a lost `done` nor the backstop may be what saves a recording here.
+        VERBATIM_BOT_BACKFILL_AFTER_SECONDS: '3600',
+        VERBATIM_BOT_BACKSTOP_SECONDS: '86400',
+      },
+    });
+    h.spawnWorker();
+  });
+  // A scenario that fails leaves no scripted failure behind for the next one.
+  afterEach(() => fake.clearFailures('create'));
+  after(async () => {
+    await h?.close();
+    await fake?.close();
+  });
+
+  const link = () => `https://meet.google.com/${randomUUID().slice(0, 3)}-${randomUUID().slice(0, 4)}`;
+
+  async function postEvent(e: {
+    startMs: number;
+    endMs: number;
+    meetingUrl?: string;
+    eventId?: string;
+    title?: string;
+  }) {
+    return h.request('POST', '/v1/calendar-events', {
+      title: e.title ?? 'Weekly sync',
+      start: new Date(e.startMs).toISOString(),
+      end: new Date(e.endMs).toISOString(),
+      meetingUrl: e.meetingUrl ?? link(),
+      ...(e.eventId ? { eventId: e.eventId } : {}),
+    });
+  }
+
+  const rowOf = (id: string) =>
+    h.app.database.db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const botsFor = (recordingId: string) =>
+    fake.bots().filter((b) => b.metadata.verbatim_recording === recordingId);
+  const scheduleJobOf = (recordingId: string) =>
+    h.app.database.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('subject_id', '=', recordingId)
+      .where('kind', '=', 'schedule-bot')
+      .orderBy('created_at', 'desc')
+      .executeTakeFirstOrThrow();
+
+  async function waitForStatus(id: string, status: string) {
+    return waitFor(`recording ${id} to be ${status}`, async () => {
+      const r = await rowOf(id);
+      return r.status === status ? r : null;
+    });
+  }
+
+  /** A webhook as Recall signs it: the bot's metadata names our recording and workspace. */
+  async function send(
+    botId: string,
+    code: string,
+    metadata: Record<string, string>,
+  ): Promise<{ status: number; outcome: string | undefined }> {
+    const req = signedWebhookRequest({
+      secrets: [secret],
+      body: {
+        event: 'bot.status_change',
+        data: {
+          bot: { id: botId, metadata },
+          status: { code, sub_code: null, created_at: new Date().toISOString() },
+        },
+      },
+    });
+    const res = await h.api.inject({
+      method: 'POST',
+      url: '/providers/recall/webhooks',
+      headers: req.headers,
+      payload: req.body,
+    });
+    return { status: res.statusCode, outcome: res.json<{ outcome?: string }>().outcome };
+  }
+
+  async function expectTranscribed(meetingId: string) {
+    const meeting = await waitForMeeting(h, meetingId);
+    assert.equal(meeting.status, 'complete');
+    const text = (await h.request('GET', `/v1/meetings/${meetingId}/transcript?format=txt`)).text;
+    assert.ok(text.toLowerCase().includes('budget'), text);
+  }
+
+  void it('R9: create answer lost, provider 503 until after the meeting ended, bot done → found in a full list, attached, imported, complete; with no bot at the provider → bot.schedule_outcome_unknown', async () => {
+    // A short meeting that starts in seconds: it is over while the provider still answers 503.
+    const start = Date.now() + 2_000;
+    fake.failNext('create', 'drop_after_commit');
+    fake.failNext('create', { status: 503 }, 1_000);
+    const created = await postEvent({ startMs: start, endMs: start + 8_000 });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.recording.id as string;
+    await waitFor('the create to be lost and retried into 503s', async () => fake.calls.create >= 4);
+    const [bot] = botsFor(id);
+    assert.ok(bot, 'the provider made the bot whose answer was lost');
+    assert.equal((await rowOf(id)).bot_id, null);
+    // The bot records the meeting and finishes; its webhooks are lost too.
+    fake.pushStatus(bot.id, 'joining_call');
+    fake.pushStatus(bot.id, 'in_call_recording');
+    fake.pushStatus(bot.id, 'call_ended');
+    fake.setRecording(bot.id, speechWav(SPEECH));
+    fake.pushStatus(bot.id, 'done');
+    await waitFor('the meeting to be over', async () => Date.now() > start + 8_500);
+    const pending = await rowOf(id);
+    assert.equal(pending.status, 'pending', 'nothing gave up while the provider was down');
+    assert.equal(pending.failure_code, null);
+    fake.clearFailures('create');
+
+    const found = await waitForStatus(id, 'complete');
+    assert.equal(found.bot_id, bot.id, 'the finished bot was found and attached');
+    assert.ok(found.meeting_id);
+    await expectTranscribed(found.meeting_id);
+    assert.equal(botsFor(id).length, 1, 'one bot, never a second');
+    const lists = fake.requests.filter((r) => r.endpoint === 'list' && r.path.includes(id));
+    assert.ok(lists.length >= 1, 'found by its metadata');
+    assert.ok(
+      lists.every((r) => !/[?&]status=/.test(r.path)),
+      `the list asked for every status: ${lists.map((r) => r.path).join(' ')}`,
+    );
+
+    // The same, but the connection was cut before the provider made anything.
+    const start2 = Date.now() + 2_000;
+    fake.failNext('create', 'reset');
+    fake.failNext('create', { status: 503 }, 1_000);
+    const none = await postEvent({ startMs: start2, endMs: start2 + 6_000 });
+    const noneId = none.json.recording.id as string;
+    await waitFor('the create to be retried into 503s', async () => fake.failuresLeft('create') <= 997);
+    await waitFor('the meeting to be over', async () => Date.now() > start2 + 6_500);
+    assert.equal((await rowOf(noneId)).status, 'pending');
+    fake.clearFailures('create');
+    const failed = await waitForStatus(noneId, 'failed');
+    assert.equal(failed.failure_code, 'bot.schedule_outcome_unknown');
+    assert.equal(botsFor(noneId).length, 0);
+    const listed = await h.request('GET', '/v1/bot-recordings?failureCode=bot_schedule_outcome_unknown');
+    assert.ok(idsOf(listed.json).includes(noneId), 'the old spelling of the code still filters');
+  });
+
+  void it('R9: every webhook of a bot delivered before its id is attached → none dropped; complete without a back-fill', async () => {
+    fake.failNext('create', 'drop_after_commit');
+    fake.failNext('create', { status: 503 }, 1_000);
+    const created = await postEvent({ startMs: Date.now() + 20 * MINUTE, endMs: Date.now() + 50 * MINUTE });
+    const id = created.json.recording.id as string;
+    const bot = await waitFor('the provider to make the bot', async () => botsFor(id)[0] ?? null);
+    assert.equal((await rowOf(id)).bot_id, null);
+    const metadata = bot.metadata;
+
+    // A webhook naming a recording of another workspace, or none of ours, is not applied to ours.
+    assert.equal(
+      (await send(randomUUID(), 'joining_call', { ...metadata, verbatim_workspace: randomUUID() })).outcome,
+      'unknown_bot',
+    );
+    const outcomes: (string | undefined)[] = [];
+    for (const code of ['joining_call', 'in_call_recording', 'call_ended']) {
+      fake.pushStatus(bot.id, code);
+      outcomes.push((await send(bot.id, code, metadata)).outcome);
+    }
+    fake.setRecording(bot.id, speechWav(SPEECH));
+    fake.pushStatus(bot.id, 'done');
+    outcomes.push((await send(bot.id, 'done', metadata)).outcome);
+    // `call_ended` moves nothing of ours (the bot's `done` follows it); it is recorded as such.
+    assert.deepEqual(outcomes, ['applied', 'applied', 'ignored', 'applied'], 'the first attached the bot');
+    assert.equal((await rowOf(id)).bot_id, bot.id);
+
+    const done = await waitForStatus(id, 'complete');
+    assert.ok(done.meeting_id);
+    await expectTranscribed(done.meeting_id);
+    const dropped = await h.app.database.db
+      .selectFrom('provider_webhook_events')
+      .select(['outcome'])
+      .where('bot_id', '=', bot.id)
+      .execute();
+    assert.equal(dropped.length, 4, 'every webhook was recorded');
+    assert.ok(dropped.every((w) => w.outcome !== 'unknown_bot' && w.outcome !== 'held'));
+    // The scheduling job, still retrying its 503s, sees the bot attached and ends.
+    fake.clearFailures('create');
+    await waitFor('the scheduling job to finish', async () => {
+      const job = await scheduleJobOf(id);
+      return job.status === 'completed' ? job : null;
+    });
+    assert.equal(botsFor(id).length, 1);
+
+    // A second bot naming a recording that already has one (a twin) is kept, not dropped: stored
+    // as held, to be applied if that bot is ever the recording's.
+    const twin = `twin-${randomUUID()}`;
+    assert.equal((await send(twin, 'in_call_recording', metadata)).outcome, 'held');
+    const kept = await h.app.database.db
+      .selectFrom('provider_webhook_events')
+      .select(['outcome', 'recording_id'])
+      .where('bot_id', '=', twin)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(kept, { outcome: 'held', recording_id: id });
+  });
+
+  void it("R9: a 503 or 429 on create retries within the job's backoff (seconds, honouring Retry-After), with the same key, not at the backstop", async () => {
+    const creates = fake.calls.create;
+    const lists = fake.calls.list;
+    fake.failNext('create', { status: 503 }, 2);
+    fake.failNext('create', { status: 429, headers: { 'retry-after': '2' } });
+    const created = await postEvent({ startMs: Date.now() + 30 * MINUTE, endMs: Date.now() + 60 * MINUTE });
+    const id = created.json.recording.id as string;
+    const scheduled = await waitForStatus(id, 'scheduled');
+    assert.equal(fake.calls.create - creates, 4, 'three failures, then the create');
+    assert.equal(fake.calls.list, lists, 'no list call');
+    assert.equal(botsFor(id).length, 1);
+    assert.equal(scheduled.bot_id, botsFor(id)[0]!.id);
+    const keys = new Set(
+      fake.requests
+        .filter((r) => r.endpoint === 'create' && r.body.includes(id))
+        .map((r) => r.idempotencyKey),
+    );
+    assert.equal(keys.size, 1, 'every try carried the same key');
+
+    const job = await scheduleJobOf(id);
+    assert.equal(job.status, 'completed');
+    assert.equal(job.error_count, 3, "the failures were the job's own attempts");
+    const retries = await h.app.database.db
+      .selectFrom('audit_events')
+      .select('reason')
+      .where('subject_id', '=', job.id)
+      .where('reason', 'like', '%retry in%')
+      .orderBy('at')
+      .execute();
+    const delays = retries.map((r) => Number(/retry in (\d+) ms/.exec(r.reason ?? '')?.[1]));
+    assert.equal(delays.length, 3, retries.map((r) => r.reason).join('; '));
+    assert.ok(
+      delays.every((d) => d > 0 && d < 60_000),
+      `retried in seconds: ${delays.join(', ')} ms`,
+    );
+    assert.ok(delays[2]! >= 2_000, `the 429's Retry-After was honoured: ${delays[2]} ms`);
+  });
+
+  void it('R10: an API event moved by its id → exactly one bot at the provider, at the new time; an overlapping event without an id replaces it, a later one that day is a second meeting', async () => {
+    const meetingUrl = link();
+    const eventId = `cal-${randomUUID()}`;
+    const first = Date.now() + 60 * MINUTE;
+    const a = await postEvent({ startMs: first, endMs: first + 30 * MINUTE, meetingUrl, eventId });
+    assert.equal(a.status, 201, a.text);
+    const aId = a.json.recording.id as string;
+    await waitForStatus(aId, 'scheduled');
+
+    const moved = first + 120 * MINUTE;
+    const b = await postEvent({ startMs: moved, endMs: moved + 30 * MINUTE, meetingUrl, eventId });
+    assert.equal(b.status, 201, b.text);
+    assert.equal(b.json.replaced, aId);
+    const bId = b.json.recording.id as string;
+    assert.equal((await rowOf(aId)).status, 'canceled');
+    await waitForStatus(bId, 'scheduled');
+    const onLink = () => fake.bots().filter((x) => x.meetingUrl === meetingUrl);
+    await waitFor('the old bot to be deleted', async () => onLink().length === 1);
+    assert.equal(onLink()[0]!.joinAt, new Date(moved).toISOString(), 'the bot joins at the new time');
+    assert.equal(onLink()[0]!.metadata.verbatim_recording, bId);
+
+    // The same id and time again: the recording it has.
+    const again = await postEvent({ startMs: moved, endMs: moved + 30 * MINUTE, meetingUrl, eventId });
+    assert.equal(again.status, 200);
+    assert.equal(again.json.recording.id, bId);
+    assert.equal(again.json.duplicate, true);
+
+    // Without an id: a time that overlaps the scheduled one is the same call, moved.
+    const shifted = moved + 10 * MINUTE;
+    const c = await postEvent({ startMs: shifted, endMs: shifted + 30 * MINUTE, meetingUrl });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.replaced, bId);
+    const cId = c.json.recording.id as string;
+    await waitForStatus(cId, 'scheduled');
+    await waitFor('one bot on the link, at the newest time', async () => {
+      const bots = onLink();
+      return bots.length === 1 && bots[0]!.joinAt === new Date(shifted).toISOString();
+    });
+
+    // Without an id, later the same day and not overlapping: another meeting on the same link.
+    const later = shifted + 180 * MINUTE;
+    const d = await postEvent({ startMs: later, endMs: later + 30 * MINUTE, meetingUrl });
+    assert.equal(d.status, 201);
+    assert.equal(d.json.replaced, null);
+    await waitForStatus(d.json.recording.id as string, 'scheduled');
+    assert.equal((await rowOf(cId)).status, 'scheduled', 'the earlier meeting keeps its bot');
+    assert.equal(onLink().length, 2);
+  });
+
+  void it('R10: a provider call that hangs does not delay an upload: the split runs while the create is held', async () => {
+    const hold = fake.holdNextCreate();
+    const created = await postEvent({ startMs: Date.now() + 30 * MINUTE, endMs: Date.now() + 60 * MINUTE });
+    const id = created.json.recording.id as string;
+    await hold.arrived;
+    try {
+      const meetingId = await uploadMeeting(h, speechWav(SPEECH));
+      await waitFor('the upload to be split', async () => {
+        const split = await h.app.database.db
+          .selectFrom('jobs')
+          .select('status')
+          .where('meeting_id', '=', meetingId)
+          .where('kind', '=', 'split-recording')
+          .executeTakeFirst();
+        return split?.status === 'completed';
+      });
+      // The provider client gives up after 30 s; the split did not wait for that.
+      assert.equal(hold.clientGaveUp(), false, 'the create is still in flight at the provider');
+      assert.equal((await rowOf(id)).status, 'pending');
+      await expectTranscribed(meetingId);
+    } finally {
+      hold.release();
+    }
+    await waitForStatus(id, 'scheduled');
+    assert.equal(botsFor(id).length, 1);
+  });
+
+  void it('R1/R10: bot recordings are listed by status, meeting and time with a cursor; links a bot cannot join, events already over and plain-http feeds are refused with 400; the 401 hint keeps its Bearer', async () => {
+    const base = Date.now() + 24 * 60 * MINUTE;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await postEvent({
+        startMs: base + i * 60 * MINUTE,
+        endMs: base + i * 60 * MINUTE + 30 * MINUTE,
+      });
+      assert.equal(r.status, 201, r.text);
+      ids.push(r.json.recording.id as string);
+    }
+    for (const id of ids) await waitForStatus(id, 'scheduled');
+    const window = `from=${new Date(base).toISOString()}&to=${new Date(base + 3 * 60 * MINUTE).toISOString()}`;
+    const page1 = await h.request('GET', `/v1/bot-recordings?status=scheduled&${window}&limit=2`);
+    assert.equal(page1.status, 200, page1.text);
+    assert.deepEqual(idsOf(page1.json), [ids[2], ids[1]], 'newest first');
+    assert.ok(page1.json.nextCursor);
+    const page2 = await h.request(
+      'GET',
+      `/v1/bot-recordings?status=scheduled&${window}&limit=2&cursor=${page1.json.nextCursor}`,
+    );
+    assert.deepEqual(idsOf(page2.json), [ids[0]]);
+    assert.equal(page2.json.nextCursor, null);
+    const byMeeting = await h.request('GET', `/v1/bot-recordings?meetingId=${randomUUID()}`);
+    assert.deepEqual(byMeeting.json.recordings, []);
+    for (const [query, code] of [
+      ['status=bogus', 'list.status'],
+      ['from=yesterday', 'list.from'],
+      ['cursor=xyz', 'list.cursor'],
+      ['limit=0', 'list.limit'],
+    ]) {
+      const bad = await h.request('GET', `/v1/bot-recordings?${query}`);
+      assert.equal(bad.status, 400, query);
+      assert.equal(bad.json.error.code, code);
+    }
+
+    const recordingsBefore = await h.app.database.db
+      .selectFrom('bot_recordings')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
+    const notMeeting = await postEvent({
+      startMs: base,
+      endMs: base + 30 * MINUTE,
+      meetingUrl: 'https://example.com/team-sync',
+    });
+    assert.equal(notMeeting.status, 400);
+    assert.equal(notMeeting.json.error.code, 'event.meeting_url');
+    assert.match(notMeeting.json.error.message, /Zoom/);
+    for (const ok of [
+      'https://acme.zoom.us/j/123456789',
+      'https://teams.microsoft.com/l/meetup-join/19%3ameeting_x%40thread.v2/0',
+      'https://acme.webex.com/meet/jane',
+      'https://app.goto.com/meeting/123456789',
+    ]) {
+      const r = await postEvent({
+        startMs: base + 5 * 60 * MINUTE,
+        endMs: base + 6 * 60 * MINUTE,
+        meetingUrl: ok,
+      });
+      assert.ok(r.status === 201, `${ok}: ${r.text}`);
+    }
+    const over = await postEvent({ startMs: Date.now() - 2 * 60 * MINUTE, endMs: Date.now() - 60 * MINUTE });
+    assert.equal(over.status, 400);
+    assert.equal(over.json.error.code, 'event.ended');
+    const feed = await h.request('POST', '/v1/calendar-feeds', { url: 'http://calendar.example.com/a.ics' });
+    assert.equal(feed.status, 400, feed.text);
+    assert.match(feed.json.error.message, /https|webcal/);
+    const recordingsAfter = await h.app.database.db
+      .selectFrom('bot_recordings')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
+    assert.equal(
+      Number(recordingsAfter.n),
+      Number(recordingsBefore.n) + 4,
+      'only the meeting links were stored',
+    );
+
+    const unauthorized = await h.api.inject({ method: 'GET', url: '/v1/bot-recordings' });
+    assert.equal(unauthorized.statusCode, 401);
+    assert.match(unauthorized.json<{ error: { message: string } }>().error.message, /Authorization: Bearer/);
+  });
+});

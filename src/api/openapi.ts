@@ -4,6 +4,12 @@ import { ACCEPTED_AUDIO_TYPES } from '../meetings/intake.ts';
 const error = { $ref: '#/components/schemas/Error' };
 const meeting = { $ref: '#/components/schemas/Meeting' };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
+const queryParam = (name: string, description: string) => ({
+  name,
+  in: 'query',
+  description,
+  schema: { type: 'string' },
+});
 const errors = {
   '400': { description: 'Invalid input', content: { 'application/json': { schema: error } } },
   '401': { description: 'Missing or invalid API key', content: { 'application/json': { schema: error } } },
@@ -408,7 +414,7 @@ export function openApiDocument(maxUploadBytes: number) {
       '/v1/calendar-events': {
         post: {
           summary:
-            'R1: a calendar event to record with a meeting bot; copies of one meeting (same canonical link and start) share one recording',
+            'R1/R10: a calendar event to record with a meeting bot; copies of one meeting (same canonical link and start) share one recording. The same eventId with a new start or link moves it (the old recording canceled, its bot deleted); without an eventId, an event overlapping a not-yet-joined recording of the same link that only the API asked for replaces it (one bot per call). 400 event.meeting_url for a link that is not a Zoom, Google Meet, Teams, Webex or GoTo meeting, 400 event.ended for an event already over',
           requestBody: {
             content: {
               'application/json': {
@@ -420,14 +426,27 @@ export function openApiDocument(maxUploadBytes: number) {
                     start: { type: 'string', format: 'date-time' },
                     end: { type: 'string', format: 'date-time' },
                     meetingUrl: { type: 'string', format: 'uri' },
-                    record: { type: 'boolean', description: 'false: do not record this event' },
+                    record: {
+                      type: 'boolean',
+                      description:
+                        'false: do not record this event; true: record it even if a user canceled this meeting’s recording',
+                    },
+                    eventId: {
+                      type: 'string',
+                      maxLength: 200,
+                      description:
+                        'the calendar’s own id for the event: posting it again with a new time or link moves the recording',
+                    },
                   },
                 },
               },
             },
           },
           responses: {
-            '201': { description: '{recording, duplicate: false, skipped: null}' },
+            '201': {
+              description:
+                '{recording, duplicate: false, replaced: id of the recording this one replaced or null, skipped: null}',
+            },
             '200': {
               description:
                 'A copy of a meeting already recorded ({duplicate: true}), or nothing made ({recording: null, skipped})',
@@ -438,7 +457,8 @@ export function openApiDocument(maxUploadBytes: number) {
       },
       '/v1/calendar-feeds': {
         post: {
-          summary: 'R1: subscribe to an ICS feed (https or webcal), polled every 5 minutes',
+          summary:
+            'R1: subscribe to an ICS feed (https or webcal; plain http only for hosts in VERBATIM_FEED_PLAIN_HTTP_HOSTS), polled every 5 minutes',
           requestBody: {
             content: {
               'application/json': {
@@ -458,6 +478,27 @@ export function openApiDocument(maxUploadBytes: number) {
           summary: 'Unsubscribe; the unstarted recordings only this feed held are canceled',
           parameters: [idParam],
           responses: { '200': { description: '{id, canceled}' }, ...errors },
+        },
+      },
+      '/v1/bot-recordings': {
+        get: {
+          summary: 'The workspace’s bot recordings, newest join time first; bad filters are 400 list.<field>',
+          parameters: [
+            queryParam(
+              'status',
+              'comma-separated: pending, scheduled, joining, in_call, recording, processing, complete, failed, not_recorded, canceled',
+            ),
+            queryParam(
+              'failureCode',
+              'a failure code (dotted, e.g. bot.schedule_outcome_unknown; older spellings accepted) or its prefix before ":"',
+            ),
+            queryParam('meetingId', 'the meeting a recording was imported into'),
+            queryParam('from', 'join time at or after (ISO time)'),
+            queryParam('to', 'join time before (ISO time)'),
+            queryParam('limit', '1 to 200, default 50'),
+            queryParam('cursor', 'nextCursor of the previous page'),
+          ],
+          responses: { '200': { description: '{recordings, nextCursor}' }, ...errors },
         },
       },
       '/v1/bot-recordings/{id}': {

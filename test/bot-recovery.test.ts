@@ -249,8 +249,11 @@ void describe('bot recovery: a bot that recorded is never lost', () => {
     );
     assert.equal(keys.size, 1, 'every try carried the same key');
 
-    const job = await scheduleJobOf(id);
-    assert.equal(job.status, 'completed');
+    // The row is attached inside the job's last attempt, which completes right after.
+    const job = await waitFor('the scheduling job to complete', async () => {
+      const j = await scheduleJobOf(id);
+      return j.status === 'completed' ? j : null;
+    });
     assert.equal(job.error_count, 3, "the failures were the job's own attempts");
     const retries = await h.app.database.db
       .selectFrom('audit_events')
@@ -369,7 +372,12 @@ void describe('bot recovery: a bot that recorded is never lost', () => {
     assert.equal(page2.json.nextCursor, null);
     const byMeeting = await h.request('GET', `/v1/bot-recordings?meetingId=${randomUUID()}`);
     assert.deepEqual(byMeeting.json.recordings, []);
+    const both = await h.request('GET', `/v1/bot-recordings?status=scheduled&status=canceled&${window}`);
+    assert.equal(both.status, 200, both.text);
+    assert.deepEqual(idsOf(both.json), [ids[2], ids[1], ids[0]], 'a repeated status is either of them');
     for (const [query, code] of [
+      ['from=2026-01-01T00:00:00Z&from=2026-02-01T00:00:00Z', 'list.from'],
+      ['meetingId=nope', 'list.meetingId'],
       ['status=bogus', 'list.status'],
       ['from=yesterday', 'list.from'],
       ['cursor=xyz', 'list.cursor'],
@@ -424,5 +432,129 @@ void describe('bot recovery: a bot that recorded is never lost', () => {
     const unauthorized = await h.api.inject({ method: 'GET', url: '/v1/bot-recordings' });
     assert.equal(unauthorized.statusCode, 401);
     assert.match(unauthorized.json<{ error: { message: string } }>().error.message, /Authorization: Bearer/);
+  });
+
+  void it('R10: an event moved by its id after its bot joined: the call under way keeps its bot, the new time gets a recording and a bot of its own; a time inside that call is that recording', async () => {
+    const meetingUrl = link();
+    const eventId = `cal-${randomUUID()}`;
+    const start = Date.now() + 60 * MINUTE;
+    const a = await postEvent({ startMs: start, endMs: start + 30 * MINUTE, meetingUrl, eventId });
+    const aId = a.json.recording.id as string;
+    await waitForStatus(aId, 'scheduled');
+    const bot = botsFor(aId)[0]!;
+    fake.pushStatus(bot.id, 'joining_call');
+    fake.pushStatus(bot.id, 'in_call_recording');
+    assert.equal((await send(bot.id, 'in_call_recording', bot.metadata)).outcome, 'applied');
+    assert.equal((await rowOf(aId)).status, 'recording');
+
+    // The organiser nudges the time while the call goes on: the same call, the same recording.
+    const nudged = await postEvent({
+      startMs: start + 5 * MINUTE,
+      endMs: start + 35 * MINUTE,
+      meetingUrl,
+      eventId,
+    });
+    assert.equal(nudged.status, 200, nudged.text);
+    assert.equal(nudged.json.recording.id, aId);
+
+    // Moved to tomorrow: a meeting still to record. The one under way is not cut off.
+    const tomorrow = start + 24 * 60 * MINUTE;
+    const b = await postEvent({ startMs: tomorrow, endMs: tomorrow + 30 * MINUTE, meetingUrl, eventId });
+    assert.equal(b.status, 201, b.text);
+    assert.equal(b.json.replaced, null, 'nothing was canceled');
+    const bId = b.json.recording.id as string;
+    assert.notEqual(bId, aId);
+    await waitForStatus(bId, 'scheduled');
+    assert.equal((await rowOf(aId)).status, 'recording', 'the call under way goes on');
+    assert.ok(fake.bot(bot.id), 'its bot was neither deleted nor taken out');
+    assert.equal(
+      fake.requests.filter((r) => r.path.includes(bot.id) && r.endpoint !== 'retrieve').length,
+      0,
+      'no delete or leave_call for the bot in the call',
+    );
+    assert.deepEqual(
+      botsFor(bId).map((x) => x.joinAt),
+      [new Date(tomorrow).toISOString()],
+    );
+    const again = await postEvent({ startMs: tomorrow, endMs: tomorrow + 30 * MINUTE, meetingUrl, eventId });
+    assert.equal(again.json.recording.id, bId, 'the id now names the new recording');
+  });
+
+  void it('R10: overlapping events for one link posted at once — without an id, or with one id at different times — leave one recording and one bot', async () => {
+    const activeOn = async (meetingUrl: string) =>
+      h.app.database.db
+        .selectFrom('bot_recordings')
+        .selectAll()
+        .where('workspace_id', '=', h.workspaceId)
+        .where('meeting_url', '=', meetingUrl)
+        .where('status', '<>', 'canceled')
+        .execute();
+    const onLink = (meetingUrl: string) => fake.bots().filter((x) => x.meetingUrl === meetingUrl);
+
+    for (const withId of [false, true]) {
+      const meetingUrl = link();
+      const eventId = `cal-${randomUUID()}`;
+      const base = Date.now() + (withId ? 300 : 90) * MINUTE;
+      // Without an id the times overlap (one call); with an id they do not (the event moving).
+      const step = withId ? 60 * MINUTE : 5 * MINUTE;
+      const answers = await Promise.all(
+        [0, 1, 2, 3, 4].map((i) =>
+          postEvent({
+            startMs: base + i * step,
+            endMs: base + i * step + 30 * MINUTE,
+            meetingUrl,
+            ...(withId ? { eventId } : {}),
+          }),
+        ),
+      );
+      for (const r of answers) assert.ok(r.status === 200 || r.status === 201, r.text);
+      const active = await activeOn(meetingUrl);
+      assert.equal(active.length, 1, `one recording (${withId ? 'one id' : 'no id'}): ${active.length}`);
+      const kept = await waitForStatus(active[0]!.id, 'scheduled');
+      await waitFor(
+        'the replaced recordings to lose their bots',
+        async () => onLink(meetingUrl).length === 1,
+      );
+      assert.equal(onLink(meetingUrl)[0]!.id, kept.bot_id);
+      assert.equal(onLink(meetingUrl)[0]!.joinAt, kept.join_at.toISOString());
+    }
+  });
+
+  void it('R9/R10: a bot made for a recording that was canceled while its create was in flight is taken out of the call when its first webhook names that recording', async () => {
+    const start = Date.now() + 120 * MINUTE;
+    const meetingUrl = link();
+    const created = await postEvent({ startMs: start, endMs: start + 30 * MINUTE, meetingUrl });
+    const id = created.json.recording.id as string;
+    await waitForStatus(id, 'scheduled');
+    const canceled = await h.request('POST', `/v1/bot-recordings/${id}/cancel`);
+    assert.equal(canceled.status, 202, canceled.text);
+    await waitFor('its bot to be deleted', async () => botsFor(id).length === 0);
+
+    // A create for it that the provider committed late (its answer long lost): the bot exists,
+    // names the canceled recording in its metadata, and joins the call.
+    const res = await fetch(`${fake.url}/api/v1/bot/`, {
+      method: 'POST',
+      headers: { authorization: `Token ${fake.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        meeting_url: meetingUrl,
+        join_at: new Date(start).toISOString(),
+        metadata: { verbatim_workspace: h.workspaceId, verbatim_recording: id },
+      }),
+    });
+    assert.equal(res.status, 201);
+    const stray = ((await res.json()) as { id: string }).id;
+    fake.pushStatus(stray, 'joining_call');
+    const heard = await send(stray, 'joining_call', {
+      verbatim_workspace: h.workspaceId,
+      verbatim_recording: id,
+    });
+    assert.equal(heard.outcome, 'held', 'kept, not applied to the canceled recording');
+    await waitFor('the stray bot to be taken out of the call', async () => {
+      const last = fake.bot(stray)?.statusChanges.at(-1);
+      return last?.code === 'call_ended' && last.sub_code === 'bot_received_leave_call';
+    });
+    const row = await rowOf(id);
+    assert.equal(row.status, 'canceled', 'the recording the user canceled stays canceled');
+    assert.notEqual(row.bot_id, stray, 'the stray bot was never attached');
   });
 });

@@ -5,7 +5,9 @@ import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
 import { RateBudget } from '../src/bots/rate-budget.ts';
 import { recoverWorkspace, scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
+import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import { createLogger } from '../src/log.ts';
+import type { BotProvider, ListBotsQuery } from '../src/ports.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 import { startFakeRecall, type FakeRecall } from './support/fake-recall.ts';
 
@@ -144,11 +146,22 @@ void describe('bot scheduling and recovery', () => {
       });
     }
     const later = { ...deps, now: () => new Date(Date.now() + 56 * MINUTE) };
+    // A row the truncated list left unsettled is then asked about by its own metadata; here that
+    // answer is not to be had either (the provider fails it), so nothing may be created.
+    const ownListDown: BotProvider = Object.assign(Object.create(deps.provider) as BotProvider, {
+      listBots: (q?: ListBotsQuery) =>
+        q?.metadata?.verbatim_recording
+          ? Promise.reject(new AppError(ErrorKind.transient, 'bot.provider_unavailable', 'HTTP 503'))
+          : deps.provider.listBots(q),
+    });
+    const listsBefore = fake.calls.list;
     const truncated = await recoverWorkspace(
-      { ...later, settings: { ...deps.settings, maxListPages: 2 } },
+      { ...later, provider: ownListDown, settings: { ...deps.settings, maxListPages: 2 } },
       ws,
     );
     assert.equal(truncated.truncated, true);
+    assert.equal(fake.calls.list - listsBefore, 2, 'the two pages one run may read');
+    assert.equal(truncated.failed, 1, 'the own lookup failed and says so');
     assert.equal(truncated.scheduled, 0);
     assert.equal(botsFor(id).length, 0, 'no creation on an incomplete list');
 

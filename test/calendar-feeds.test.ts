@@ -432,4 +432,69 @@ void describe('calendar feeds', () => {
       );
     }
   });
+  void it('R10: one call, one recording across the API and the feeds: a feed copy at an overlapping time is the recording the API made, and posts and polls at once make no second', async () => {
+    status = 200;
+    const base = url.replace('/team.ics', '');
+    const start = new Date(Math.ceil(Date.now() / HOUR) * HOUR + 120 * HOUR);
+    const link = 'https://meet.google.com/one-call-xyz';
+    const posted = await h.request('POST', '/v1/calendar-events', {
+      title: 'Planning',
+      start: start.toISOString(),
+      end: new Date(start.getTime() + HOUR).toISOString(),
+      meetingUrl: link,
+    });
+    assert.equal(posted.status, 201, posted.text);
+    const id = posted.json.recording.id as string;
+    // The same meeting in an attendee's calendar, a quarter hour later (a stale copy, or a nudge).
+    const later = new Date(start.getTime() + HOUR / 4);
+    bodies.set('/frank.ics', calendar([vevent('planning', later, [`LOCATION:${link}`], 60)]));
+    const frank = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/frank.ics` });
+    assert.equal((await pollFeed(h.app.deps, frank.id)).created, 0, 'no second recording for the call');
+    const onLink = async () =>
+      (await recordings()).filter((r) => r.meeting_url === link && r.status !== 'canceled');
+    assert.deepEqual(
+      (await onLink()).map((r) => r.id),
+      [id],
+    );
+    // The API's copy moving within the call now keeps the recording the feed also holds.
+    const nudged = await h.request('POST', '/v1/calendar-events', {
+      title: 'Planning',
+      start: new Date(start.getTime() + HOUR / 2).toISOString(),
+      end: new Date(start.getTime() + 90 * 60_000).toISOString(),
+      meetingUrl: link,
+    });
+    assert.equal(nudged.status, 200, nudged.text);
+    assert.equal(nudged.json.recording.id, id);
+
+    // Another link: API posts and two feeds' polls, all at once, for overlapping times of one call.
+    const link2 = 'https://meet.google.com/one-call-abc';
+    const s2 = new Date(start.getTime() + 24 * HOUR);
+    bodies.set(
+      '/gina.ics',
+      calendar([vevent('retro', new Date(s2.getTime() + 10 * 60_000), [`LOCATION:${link2}`])]),
+    );
+    bodies.set(
+      '/hal.ics',
+      calendar([vevent('retro-h', new Date(s2.getTime() + 20 * 60_000), [`LOCATION:${link2}`])]),
+    );
+    const gina = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/gina.ics` });
+    const hal = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/hal.ics` });
+    const post = (offsetMin: number) =>
+      h.request('POST', '/v1/calendar-events', {
+        title: 'Retro',
+        start: new Date(s2.getTime() + offsetMin * 60_000).toISOString(),
+        end: new Date(s2.getTime() + (offsetMin + 30) * 60_000).toISOString(),
+        meetingUrl: link2,
+      });
+    const results = await Promise.all([
+      post(0),
+      pollFeed(h.app.deps, gina.id),
+      post(5),
+      pollFeed(h.app.deps, hal.id),
+      post(15),
+    ]);
+    for (const r of results) if ('status' in r) assert.ok(r.status === 200 || r.status === 201, r.text);
+    const active = (await recordings()).filter((r) => r.meeting_url === link2 && r.status !== 'canceled');
+    assert.equal(active.length, 1, `one recording for the call: ${JSON.stringify(active)}`);
+  });
 });

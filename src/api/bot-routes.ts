@@ -43,7 +43,7 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
   app.delete<{ Params: { id: string } }>('/v1/calendar-feeds/:id', async (req) =>
     removeCalendarFeed(deps, workspaceOf(req), req.params.id),
   );
-  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/bot-recordings', async (req) =>
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/bot-recordings', async (req) =>
     listBotRecordings(deps, workspaceOf(req), req.query),
   );
   app.get<{ Params: { id: string } }>('/v1/bot-recordings/:id', async (req) =>

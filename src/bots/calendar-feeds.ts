@@ -6,7 +6,13 @@ import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
 import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
-import { botRecordingEnabled, cancelRecordingInTx, upsertRecording } from './recordings.ts';
+import {
+  botRecordingEnabled,
+  cancelRecordingInTx,
+  lockMeetingLink,
+  sameCallOverlap,
+  upsertRecording,
+} from './recordings.ts';
 
 /**
  * R1: ICS feed subscriptions. Each poll fetches the feed, reads the next two weeks of events
@@ -172,6 +178,22 @@ export async function pollFeed(
     const known = await trx.selectFrom('calendar_events').selectAll().where('feed_id', '=', feedId).execute();
     const byUid = new Map(known.map((k) => [k.uid, k]));
     const seen = new Set<string>();
+    // The links this poll may make or move a recording on, locked up front and in one order, so
+    // that neither another feed's poll nor the API can deadlock with it (R10: one bot per call).
+    const changedLinks = new Set<string>();
+    for (const e of events) {
+      if (e.canceled || !e.meetingUrl) continue;
+      const prior = byUid.get(e.uid);
+      const unchanged =
+        prior &&
+        prior.start_at.getTime() === e.start.getTime() &&
+        prior.end_at.getTime() === e.end.getTime() &&
+        canonicalLink(prior.meeting_url) === e.meetingUrl;
+      if (!unchanged) changedLinks.add(e.meetingUrl);
+    }
+    if (enabled) {
+      for (const link of [...changedLinks].sort()) await lockMeetingLink(trx, feed.workspace_id, link);
+    }
     for (const e of events) {
       if (e.canceled || !e.meetingUrl) continue;
       seen.add(e.uid);
@@ -216,13 +238,11 @@ export async function pollFeed(
           .execute();
         continue;
       }
-      const { recording, duplicate } = await upsertRecording(
-        deps,
-        trx,
-        feed.workspace_id,
-        { title: e.title, start: e.start, end: e.end, meetingUrl: e.meetingUrl },
-        actor,
-      );
+      const event = { title: e.title, start: e.start, end: e.end, meetingUrl: e.meetingUrl };
+      // R10: a time overlapping a recording of the same link that is not over is that call.
+      const overlap = await sameCallOverlap(deps, trx, feed.workspace_id, event, actor, false);
+      const { recording, duplicate } =
+        'kept' in overlap ? overlap.kept : await upsertRecording(deps, trx, feed.workspace_id, event, actor);
       if (!duplicate) created++;
       await trx
         .insertInto('calendar_events')

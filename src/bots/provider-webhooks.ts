@@ -9,6 +9,7 @@ import { storeRecording } from '../meetings/intake.ts';
 import type { BotProvider } from '../ports.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget.ts';
+import { enqueueBotDelete } from './recordings.ts';
 
 /**
  * R7/R8: the provider's webhooks move a recording through its life, and never backwards:
@@ -158,16 +159,16 @@ export async function applyProviderWebhook(
     if (!fresh) return 'duplicate';
     const record = (outcome: WebhookOutcome) => recordOutcome(trx, webhookId, outcome);
     if (!event.botId) return record('ignored');
-    let row = await lockByBot(trx, event.botId);
-    if (!row) {
-      const claim = await claimByMetadata(trx, event);
+    if (!(await lockByBot(trx, event.botId))) {
+      const claim = await claimByMetadata(deps, trx, event);
       if (claim === 'held') return record('held');
       if (claim === 'unknown') return record('unknown_bot');
-      // Attached here: whatever it said before, held, applies first.
-      await replayHeld(deps, trx, event.botId, webhookId);
-      row = await lockByBot(trx, event.botId);
-      if (!row) return record('held');
     }
+    // Whatever was held for this bot applies first: webhooks that came before it was attached,
+    // including one that raced the attach, and any an interrupted attach left behind.
+    await replayHeld(deps, trx, event.botId, webhookId);
+    const row = await lockByBot(trx, event.botId);
+    if (!row) return record('held');
     return record(await applyToRow(deps, trx, row, event));
   });
 }
@@ -182,7 +183,11 @@ async function recordOutcome(trx: Tx, webhookId: string, outcome: WebhookOutcome
  * was made for: a pending one whose create was sent but whose answer never came gets the bot now;
  * another of ours (the bot of a create still in flight, a twin) keeps the webhook held.
  */
-async function claimByMetadata(trx: Tx, event: ProviderEvent): Promise<'attached' | 'held' | 'unknown'> {
+async function claimByMetadata(
+  deps: MeetingDeps,
+  trx: Tx,
+  event: ProviderEvent,
+): Promise<'attached' | 'held' | 'unknown'> {
   if (!event.botId || !event.recordingId || !isUuid(event.recordingId) || !event.workspaceId)
     return 'unknown';
   const rec = await trx
@@ -192,6 +197,25 @@ async function claimByMetadata(trx: Tx, event: ProviderEvent): Promise<'attached
     .forNoKeyUpdate()
     .executeTakeFirst();
   if (!rec || rec.workspace_id !== event.workspaceId) return 'unknown';
+  // Attached while this webhook waited for the row (another webhook, the create's answer).
+  if (rec.bot_id === event.botId) return 'attached';
+  if (rec.status === BotStatus.canceled) {
+    // A bot for a recording canceled while its create was in flight (a move, a user's cancel):
+    // nobody wants it in the call. Deleted (or taken out of the call) by the retried job.
+    await enqueueBotDelete(
+      deps,
+      trx,
+      { workspaceId: rec.workspace_id, recordingId: rec.id, botId: event.botId },
+      'provider:webhook',
+    );
+    return 'held';
+  }
+  if (rec.bot_id !== null) {
+    deps.log.warn(
+      { recordingId: rec.id, botId: event.botId, heldBotId: rec.bot_id },
+      'a second bot reports for a recording that has one; its webhooks are held',
+    );
+  }
   if (rec.bot_id !== null || rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
   await trx
     .updateTable('bot_recordings')

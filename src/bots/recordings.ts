@@ -96,6 +96,10 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       overrideUserCancel: body.record === true,
     };
     let replaced: string | null = null;
+    // Creators of one event id, then of one link, are serialized: two requests at once must not
+    // both find no recording and make one each (lock order: event id, then link).
+    if (typeof eventId === 'string') await lockKey(trx, `event:${workspaceId}:${eventId}`);
+    await lockMeetingLink(trx, workspaceId, meetingUrl);
     if (typeof eventId === 'string') {
       const mapped = await trx
         .selectFrom('api_calendar_events')
@@ -110,7 +114,7 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
         replaced = moved.released;
       }
     }
-    const overlap = await sameCallOverlap(deps, trx, workspaceId, event, actor);
+    const overlap = await sameCallOverlap(deps, trx, workspaceId, event, actor, true);
     let result: { recording: Selectable<BotRecordingsTable>; duplicate: boolean };
     if ('kept' in overlap) {
       result = overlap.kept;
@@ -160,9 +164,34 @@ async function moveApiEvent(
   if (old.meeting_url === e.meetingUrl && old.join_at.getTime() === e.start.getTime()) {
     return { kept: await holdExisting(trx, old, { end: e.end, requestedByApi: true }) };
   }
-  if (old.status !== 'pending' && old.status !== 'scheduled')
-    return { kept: { recording: old, duplicate: true } };
+  if (old.status !== 'pending' && old.status !== 'scheduled') {
+    // Its bot has joined (or the recording is over). A new time in the same call is that call; a
+    // time elsewhere is a meeting still to record: the event moves to a new recording, and the one
+    // under way finishes on its own.
+    const sameCall =
+      !FINISHED.includes(old.status) &&
+      old.meeting_url === e.meetingUrl &&
+      old.join_at < e.end &&
+      old.ends_at > e.start;
+    if (sameCall) return { kept: { recording: old, duplicate: true } };
+    await trx
+      .updateTable('bot_recordings')
+      .set({ requested_by_api: false })
+      .where('id', '=', old.id)
+      .execute();
+    return { released: null };
+  }
   return { released: (await releaseApiRecording(deps, trx, old.id, actor)) ? old.id : null };
+}
+
+/** A transaction-scoped lock on one name (64-bit hash), released at commit or rollback. */
+async function lockKey(trx: Tx, name: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`verbatim-bots:${name}`}, 0))`.execute(trx);
+}
+
+/** Serializes everything that makes or moves a recording of one meeting link in a workspace. */
+export async function lockMeetingLink(trx: Tx, workspaceId: string, meetingUrl: string): Promise<void> {
+  await lockKey(trx, `link:${workspaceId}:${meetingUrl}`);
 }
 
 /**
@@ -186,16 +215,18 @@ const FINISHED: string[] = ['canceled', 'complete', 'failed', 'not_recorded'];
 
 /**
  * R10: one bot per call. An event at another start whose time overlaps a recording of the same
- * link that is not over would send a second bot into the same call. A recording only the API asked
- * for whose bot has not joined yet is released (the event moved: the new one replaces it); one
- * already under way, or held by a calendar feed, is the recording of this event too.
+ * link that is not over would send a second bot into the same call. From the API (`mayRelease`),
+ * a recording only the API asked for whose bot has not joined yet is released (the event moved:
+ * the new one replaces it); otherwise — under way, held by a calendar feed, or the event comes from
+ * a feed — that recording is this event's too. The caller holds the link's lock.
  */
-async function sameCallOverlap(
+export async function sameCallOverlap(
   deps: MeetingDeps,
   trx: Tx,
   workspaceId: string,
   e: { start: Date; end: Date; meetingUrl: string },
   actor: string,
+  mayRelease: boolean,
 ): Promise<Released | Kept> {
   const overlapping = await trx
     .selectFrom('bot_recordings')
@@ -225,9 +256,15 @@ async function sameCallOverlap(
         ).map((c) => c.recording_id),
   );
   const held = overlapping.find(
-    (r) => !r.requested_by_api || feedHeld.has(r.id) || (r.status !== 'pending' && r.status !== 'scheduled'),
+    (r) =>
+      !mayRelease ||
+      !r.requested_by_api ||
+      feedHeld.has(r.id) ||
+      (r.status !== 'pending' && r.status !== 'scheduled'),
   );
-  if (held) return { kept: await holdExisting(trx, held, { end: held.ends_at, requestedByApi: true }) };
+  if (held) {
+    return { kept: await holdExisting(trx, held, { end: held.ends_at, requestedByApi: mayRelease }) };
+  }
   let released: string | null = null;
   for (const r of overlapping) {
     if (await releaseApiRecording(deps, trx, r.id, actor)) released ??= r.id;
@@ -337,10 +374,17 @@ const RECORDING_STATUSES = [
 export async function listBotRecordings(
   deps: MeetingDeps,
   workspaceId: string,
-  query: Record<string, string | undefined>,
+  raw: Record<string, unknown>,
 ) {
   const bad = (field: string, message: string) =>
     new AppError(ErrorKind.invalidInput, `list.${field}`, message);
+  const query: Record<string, string | undefined> = {};
+  for (const [field, value] of Object.entries(raw)) {
+    if (value === undefined || typeof value === 'string') query[field] = value;
+    // `status=a&status=b` is the same as `status=a,b`; any other field given twice is ambiguous.
+    else if (field === 'status' && Array.isArray(value)) query[field] = value.map(String).join(',');
+    else throw bad(field, `${field} must be given once`);
+  }
   const limit = query.limit === undefined ? 50 : Number(query.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw bad('limit', 'limit must be 1 to 200');
   let q = deps.db.selectFrom('bot_recordings').selectAll().where('workspace_id', '=', workspaceId);
@@ -360,7 +404,7 @@ export async function listBotRecordings(
     );
   }
   if (query.meetingId !== undefined) {
-    if (!isUuid(query.meetingId)) throw bad('meeting_id', 'meetingId must be a meeting id');
+    if (!isUuid(query.meetingId)) throw bad('meetingId', 'meetingId must be a meeting id');
     q = q.where('meeting_id', '=', query.meetingId);
   }
   for (const [field, op] of [
@@ -501,6 +545,7 @@ export async function upsertRecording(
   },
   actor: string,
 ) {
+  await lockMeetingLink(trx, workspaceId, e.meetingUrl);
   if (!e.overrideUserCancel) {
     const slot = await trx
       .selectFrom('bot_recordings')
@@ -585,6 +630,11 @@ async function holdExisting(
   return { recording: existing, duplicate: true };
 }
 
+/** How long after a create was sent it may still be committed at the provider (a slow answer). */
+const CREATE_SETTLE_MS = 5 * 60_000;
+/** Provider statuses of a bot whose call is over: nothing to delete or take out. */
+const FINISHED_BOT_STATUSES = new Set(['call_ended', 'recording_done', 'done', 'fatal', 'analysis_done']);
+
 export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
   return {
     kind: JobKind.deleteBot,
@@ -592,6 +642,7 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
       let botIds: string[];
+      let settlesAt = 0;
       if (typeof ctx.job.payload.botId === 'string') {
         botIds = [ctx.job.payload.botId];
       } else {
@@ -603,24 +654,46 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
           await ctx.requeue(30_000, 'provider budget spent');
           return;
         }
-        botIds = found.value.bots.map((b) => b.id);
+        // Only a bot that may still join or is in the call needs deleting; a finished one is over.
+        botIds = found.value.bots.filter((b) => !FINISHED_BOT_STATUSES.has(b.status)).map((b) => b.id);
+        // A create whose answer never came may still be committed at the provider after this
+        // list: until that can no longer happen, the job looks again (a bot made later joins a
+        // call nobody asked for).
+        const row = await deps.db
+          .selectFrom('bot_recordings')
+          .select('schedule_attempted_at')
+          .where('id', '=', recordingId)
+          .executeTakeFirst();
+        settlesAt = (row?.schedule_attempted_at?.getTime() ?? 0) + CREATE_SETTLE_MS;
       }
       for (const botId of botIds) {
         let done: { ok: boolean };
         try {
           done = await bots.budget.guard('bot.delete', 10_000, () => bots.provider.deleteBot(botId));
         } catch (err) {
+          // Gone already (deleted elsewhere, or by an earlier run of this job): nothing to do.
+          if (err instanceof AppError && err.code === 'bot.not_found') continue;
           if (!(err instanceof AppError && err.code === 'bot.already_dispatched')) throw err;
           // Canceled as the bot was joining: it can no longer be deleted, so it is taken out of
           // the call instead, and the recording it held is reopened so that what the bot recorded
           // in between is imported when its `done` arrives (nothing recorded is dropped).
-          done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
+          try {
+            done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
+          } catch (leaveErr) {
+            // Out of the call already (it ended meanwhile): nothing left to stop.
+            if (!(leaveErr instanceof AppError && leaveErr.code === 'bot.not_in_call')) throw leaveErr;
+            done = { ok: true };
+          }
           if (done.ok) await reopenForImport(deps, String(ctx.job.payload.recordingId), botId);
         }
         if (!done.ok) {
           await ctx.requeue(30_000, 'provider budget spent');
           return;
         }
+      }
+      if (settlesAt > Date.now()) {
+        await ctx.requeue(settlesAt - Date.now() + 1_000, 'a create may still be in flight');
+        return;
       }
       await ctx.complete();
     },

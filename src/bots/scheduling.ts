@@ -328,9 +328,7 @@ export async function recoverRecording(deps: BotSchedulingDeps, recordingId: str
       return;
     case 'ask_provider': {
       const report = emptyReport();
-      const listed = await listBots(deps, { metadata: { [META_RECORDING]: row.id } }, report);
-      await settleFromList(deps, row.workspace_id, [row], listed, report, now);
-      if (report.truncated) {
+      if (!(await settleByOwnList(deps, row, report, now))) {
         throw new AppError(
           ErrorKind.transient,
           'bot.list_truncated',
@@ -341,6 +339,28 @@ export async function recoverRecording(deps: BotSchedulingDeps, recordingId: str
     }
   }
 }
+
+/**
+ * One row settled from the provider's list of the bots made for it (by its metadata, in every
+ * status, not bounded in time: a dispatched bot no longer reports its join time). False when the
+ * answer was truncated, which settles nothing.
+ */
+async function settleByOwnList(
+  deps: BotSchedulingDeps,
+  row: RecordingRow,
+  report: RecoveryReport,
+  now: Date,
+): Promise<boolean> {
+  const own = emptyReport();
+  const listed = await listBots(deps, { metadata: { [META_RECORDING]: row.id } }, own);
+  await settleFromList(deps, row.workspace_id, [row], listed, own, now);
+  for (const k of ['scheduled', 'attached', 'extrasDeleted', 'listCalls', 'gaveUp'] as const)
+    report[k] += own[k];
+  return !own.truncated;
+}
+
+/** Rows a backstop run looks up one by one (each one list call), the others wait for the next run. */
+const OWN_LISTS_PER_RUN = 5;
 
 const UNKNOWN_MESSAGE = 'a bot was requested but the provider holds none for this recording';
 
@@ -426,19 +446,40 @@ export async function recoverWorkspace(
       }
     }
     if (needList.length > 0 && options.allowList !== false) {
-      // One workspace-wide list per run, in every status but bounded to the rows' meeting times:
-      // the workspace's older history (finished bots by the thousand) cannot truncate it.
-      const times = needList.map((r) => r.join_at.getTime());
-      const listed = await listBots(
-        deps,
-        {
-          metadata: { [META_WORKSPACE]: workspaceId },
-          joinAtAfter: new Date(Math.min(...times) - 60_000),
-          joinAtBefore: new Date(Math.max(...times) + 60_000),
-        },
-        report,
-      );
-      await settleFromList(deps, workspaceId, needList, listed, report, now);
+      // Rows whose bot would still be waiting to join: one workspace-wide list per run, in every
+      // status but bounded to their join times (a bot not yet dispatched reports its join time),
+      // so the workspace's history cannot fill it. Rows whose join time has passed — the bot may
+      // be in the call or done, and no longer reports one — and rows a truncated list left
+      // unsettled are looked up by their own metadata, a few per run.
+      const ahead = needList.filter((r) => r.join_at.getTime() > now.getTime());
+      const own = needList.filter((r) => r.join_at.getTime() <= now.getTime());
+      if (ahead.length > 0) {
+        const times = ahead.map((r) => r.join_at.getTime());
+        const listed = await listBots(
+          deps,
+          {
+            metadata: { [META_WORKSPACE]: workspaceId },
+            joinAtAfter: new Date(Math.min(...times) - 60_000),
+            joinAtBefore: new Date(Math.max(...times) + 60_000),
+          },
+          report,
+        );
+        await settleFromList(deps, workspaceId, ahead, listed, report, now);
+        if (report.truncated) own.push(...ahead);
+      }
+      for (const row of own.slice(0, OWN_LISTS_PER_RUN)) {
+        try {
+          if (!(await settleByOwnList(deps, row, report, now))) report.truncated = true;
+        } catch (err) {
+          if (err instanceof OutOfBudget) throw err;
+          report.failed++;
+          deps.log.warn(
+            { workspaceId, recordingId: row.id, err: String(err) },
+            'bot recovery failed for one recording; the others go on',
+          );
+        }
+      }
+      report.deferred += Math.max(0, own.length - OWN_LISTS_PER_RUN);
     }
   } catch (err) {
     if (!(err instanceof OutOfBudget)) throw err;

@@ -132,7 +132,8 @@ void describe('bot scheduling and recovery', () => {
 
   void it('R4: a truncated list never authorizes a creation; extra bots found for one recording are deleted', async () => {
     const ws = await workspace();
-    const id = await recording(ws);
+    // Far enough ahead that its bot cannot have been dispatched: a list bounded by join times is used.
+    const id = await recording(ws, 90);
     fake.failNext('create', { status: 500 });
     await assert.rejects(scheduleRecording(deps, id));
     assert.equal(botsFor(id).length, 0);
@@ -140,7 +141,7 @@ void describe('bot scheduling and recovery', () => {
     for (let i = 0; i < 30; i++) {
       await deps.provider.createBot({
         meetingUrl: 'https://meet.example.com/other',
-        joinAt: new Date(Date.now() + 60 * MINUTE),
+        joinAt: new Date(Date.now() + 90 * MINUTE),
         metadata: { verbatim_workspace: ws, verbatim_recording: randomUUID() },
         idempotencyKey: randomUUID(),
       });

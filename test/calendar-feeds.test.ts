@@ -496,5 +496,34 @@ void describe('calendar feeds', () => {
     for (const r of results) if ('status' in r) assert.ok(r.status === 200 || r.status === 201, r.text);
     const active = (await recordings()).filter((r) => r.meeting_url === link2 && r.status !== 'canceled');
     assert.equal(active.length, 1, `one recording for the call: ${JSON.stringify(active)}`);
+
+    // Two back-to-back meetings in one personal room; the first runs long and now overlaps the
+    // second. Its own recording keeps it (only the end moved), and deleting it cancels its own.
+    const room = 'https://acme.zoom.us/j/7777';
+    const s3 = new Date(start.getTime() + 48 * HOUR);
+    const first = (minutes: number) => vevent('first', s3, [`LOCATION:${room}`], minutes);
+    const second = vevent('second', new Date(s3.getTime() + 20 * 60_000), [`LOCATION:${room}`]);
+    bodies.set('/ivy.ics', calendar([first(15), second]));
+    const ivy = await addCalendarFeed(h.app.deps, h.workspaceId, { url: `${base}/ivy.ics` });
+    assert.equal((await pollFeed(h.app.deps, ivy.id)).created, 2);
+    const inRoom = async () =>
+      (await recordings()).filter((r) => r.meeting_url === room && r.status !== 'canceled');
+    const [r1, r2] = await inRoom();
+    bodies.set('/ivy.ics', calendar([first(30), second]));
+    assert.deepEqual(await pollFeed(h.app.deps, ivy.id), { created: 0, canceled: 0 });
+    const copy = await h.app.database.db
+      .selectFrom('calendar_events')
+      .select('recording_id')
+      .where('feed_id', '=', ivy.id)
+      .where('uid', '=', 'first')
+      .executeTakeFirstOrThrow();
+    assert.equal(copy.recording_id, r1!.id, 'the copy keeps its own recording, not its neighbour');
+    bodies.set('/ivy.ics', calendar([second]));
+    assert.deepEqual(await pollFeed(h.app.deps, ivy.id), { created: 0, canceled: 1 });
+    assert.deepEqual(
+      (await inRoom()).map((r) => r.id),
+      [r2!.id],
+      'the deleted meeting lost its recording; the other kept its own',
+    );
   });
 });

@@ -9,7 +9,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import {
   botRecordingEnabled,
   cancelRecordingInTx,
-  lockMeetingLink,
+  lockMeetingLinks,
   sameCallOverlap,
   upsertRecording,
 } from './recordings.ts';
@@ -174,26 +174,43 @@ export async function pollFeed(
   return deps.db.transaction().execute(async (trx) => {
     let created = 0;
     let canceled = 0;
+    // The feed row first: an unsubscribe (which locks it, then recordings) waits for this poll or
+    // this poll for it, never each for the other.
+    const live = await trx
+      .selectFrom('calendar_feeds')
+      .select('id')
+      .where('id', '=', feedId)
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+    if (!live) return { created: 0, canceled: 0 };
     const enabled = await botRecordingEnabled(trx, feed.workspace_id);
     const known = await trx.selectFrom('calendar_events').selectAll().where('feed_id', '=', feedId).execute();
     const byUid = new Map(known.map((k) => [k.uid, k]));
     const seen = new Set<string>();
-    // The links this poll may make or move a recording on, locked up front and in one order, so
-    // that neither another feed's poll nor the API can deadlock with it (R10: one bot per call).
-    const changedLinks = new Set<string>();
+    // Every link this poll may make, move or release a recording on — new, moved from and dropped —
+    // locked up front and in one order, so that neither another feed's poll nor the API can
+    // deadlock with it (R10: one bot per call).
+    const touched = new Set<string>();
+    const listed = new Set<string>();
     for (const e of events) {
       if (e.canceled || !e.meetingUrl) continue;
+      listed.add(e.uid);
       const prior = byUid.get(e.uid);
       const unchanged =
         prior &&
         prior.start_at.getTime() === e.start.getTime() &&
         prior.end_at.getTime() === e.end.getTime() &&
         canonicalLink(prior.meeting_url) === e.meetingUrl;
-      if (!unchanged) changedLinks.add(e.meetingUrl);
+      if (unchanged) continue;
+      touched.add(e.meetingUrl);
+      const before = prior && canonicalLink(prior.meeting_url);
+      if (before) touched.add(before);
     }
-    if (enabled) {
-      for (const link of [...changedLinks].sort()) await lockMeetingLink(trx, feed.workspace_id, link);
+    for (const k of known) {
+      const link = listed.has(k.uid) ? null : canonicalLink(k.meeting_url);
+      if (link) touched.add(link);
     }
+    await lockMeetingLinks(trx, feed.workspace_id, touched);
     for (const e of events) {
       if (e.canceled || !e.meetingUrl) continue;
       seen.add(e.uid);

@@ -211,10 +211,19 @@ async function claimByMetadata(
     return 'held';
   }
   if (rec.bot_id !== null) {
+    // A twin: the recording has its bot, and a call holds one. The twin's webhooks stay stored
+    // (held) and the twin is deleted, or taken out of the call, by the retried job.
     deps.log.warn(
       { recordingId: rec.id, botId: event.botId, heldBotId: rec.bot_id },
-      'a second bot reports for a recording that has one; its webhooks are held',
+      'a second bot reports for a recording that has one; it is removed',
     );
+    await enqueueBotDelete(
+      deps,
+      trx,
+      { workspaceId: rec.workspace_id, recordingId: rec.id, botId: event.botId },
+      'provider:webhook',
+    );
+    return 'held';
   }
   if (rec.bot_id !== null || rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
   await trx

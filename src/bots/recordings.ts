@@ -97,17 +97,21 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
     };
     let replaced: string | null = null;
     // Creators of one event id, then of one link, are serialized: two requests at once must not
-    // both find no recording and make one each (lock order: event id, then link).
-    if (typeof eventId === 'string') await lockKey(trx, `event:${workspaceId}:${eventId}`);
-    await lockMeetingLink(trx, workspaceId, meetingUrl);
+    // both find no recording and make one each. Lock order: the event id, then every link this
+    // request may touch (the old one of a moved event too), sorted, then recording rows.
+    let mapped: { recording_id: string; meeting_url: string } | undefined;
     if (typeof eventId === 'string') {
-      const mapped = await trx
-        .selectFrom('api_calendar_events')
-        .select('recording_id')
-        .where('workspace_id', '=', workspaceId)
-        .where('event_id', '=', eventId)
-        .forUpdate()
+      await lockKey(trx, `event:${workspaceId}:${eventId}`);
+      mapped = await trx
+        .selectFrom('api_calendar_events as a')
+        .innerJoin('bot_recordings as r', 'r.id', 'a.recording_id')
+        .select(['a.recording_id', 'r.meeting_url'])
+        .where('a.workspace_id', '=', workspaceId)
+        .where('a.event_id', '=', eventId)
         .executeTakeFirst();
+    }
+    await lockMeetingLinks(trx, workspaceId, [meetingUrl, ...(mapped ? [mapped.meeting_url] : [])]);
+    if (typeof eventId === 'string') {
       if (mapped) {
         const moved = await moveApiEvent(deps, trx, mapped.recording_id, event, actor);
         if ('kept' in moved) return { ...moved.kept, replaced: null, skipped: null };
@@ -194,6 +198,11 @@ export async function lockMeetingLink(trx: Tx, workspaceId: string, meetingUrl: 
   await lockKey(trx, `link:${workspaceId}:${meetingUrl}`);
 }
 
+/** Several links' locks, in one order for every caller (no two transactions wait on each other). */
+export async function lockMeetingLinks(trx: Tx, workspaceId: string, links: Iterable<string>): Promise<void> {
+  for (const link of [...new Set(links)].sort()) await lockMeetingLink(trx, workspaceId, link);
+}
+
 /**
  * The API no longer asks for this recording: canceled (its bot deleted) unless a calendar feed's
  * copy still holds it. True when it was canceled.
@@ -228,6 +237,17 @@ export async function sameCallOverlap(
   actor: string,
   mayRelease: boolean,
 ): Promise<Released | Kept> {
+  // A recording at exactly this link and start is this event's own (the upsert finds it): an
+  // unchanged copy, or one whose end moved, is never handed a neighbour.
+  const exact = await trx
+    .selectFrom('bot_recordings')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', e.meetingUrl)
+    .where('join_at', '=', e.start)
+    .where('status', '<>', 'canceled')
+    .executeTakeFirst();
+  if (exact) return { released: null };
   const overlapping = await trx
     .selectFrom('bot_recordings')
     .selectAll()
@@ -702,8 +722,9 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
 
 /** A canceled recording whose bot got into the call anyway: it goes on to import what was recorded. */
 async function reopenForImport(deps: MeetingDeps, recordingId: string, botId: string): Promise<void> {
-  await sql`update bot_recordings r set status = 'joining', failure_code = null, failure_message = null, updated_at = now()
-     where r.id = ${recordingId}::uuid and r.status = 'canceled' and r.bot_id = ${botId}
+  // A bot never attached (its create's answer was lost before the cancel) becomes the recording's.
+  await sql`update bot_recordings r set status = 'joining', bot_id = ${botId}, failure_code = null, failure_message = null, updated_at = now()
+     where r.id = ${recordingId}::uuid and r.status = 'canceled' and (r.bot_id = ${botId} or r.bot_id is null)
        and not exists (select 1 from bot_recordings o
                         where o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
                           and o.join_at = r.join_at and o.status <> 'canceled')`.execute(deps.db);

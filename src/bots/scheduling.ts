@@ -352,12 +352,22 @@ async function settleByOwnList(
   now: Date,
 ): Promise<boolean> {
   const own = emptyReport();
-  const listed = await listBots(deps, { metadata: { [META_RECORDING]: row.id } }, own);
-  await settleFromList(deps, row.workspace_id, [row], listed, own, now);
-  for (const k of ['scheduled', 'attached', 'extrasDeleted', 'listCalls', 'gaveUp'] as const)
-    report[k] += own[k];
+  try {
+    const listed = await listBots(deps, { metadata: { [META_RECORDING]: row.id } }, own);
+    await settleFromList(deps, row.workspace_id, [row], listed, own, now);
+  } finally {
+    for (const k of ['scheduled', 'attached', 'extrasDeleted', 'listCalls', 'gaveUp'] as const)
+      report[k] += own[k];
+  }
   return !own.truncated;
 }
+
+/**
+ * A bot is dispatched to its call a little before its join time and then no longer reports one:
+ * a row whose join time is this close is looked up by its own metadata, never by a list bounded
+ * by join times.
+ */
+const DISPATCH_MARGIN_MS = 10 * 60_000;
 
 /** Rows a backstop run looks up one by one (each one list call), the others wait for the next run. */
 const OWN_LISTS_PER_RUN = 5;
@@ -451,8 +461,11 @@ export async function recoverWorkspace(
       // so the workspace's history cannot fill it. Rows whose join time has passed — the bot may
       // be in the call or done, and no longer reports one — and rows a truncated list left
       // unsettled are looked up by their own metadata, a few per run.
-      const ahead = needList.filter((r) => r.join_at.getTime() > now.getTime());
-      const own = needList.filter((r) => r.join_at.getTime() <= now.getTime());
+      // The clock is read again: the loop above may have taken minutes of provider calls.
+      const listAt = (deps.now ?? (() => new Date()))().getTime();
+      const isAhead = (r: RecordingRow) => r.join_at.getTime() > listAt + DISPATCH_MARGIN_MS;
+      const ahead = needList.filter(isAhead);
+      let own = needList.filter((r) => !isAhead(r));
       if (ahead.length > 0) {
         const times = ahead.map((r) => r.join_at.getTime());
         const listed = await listBots(
@@ -467,6 +480,35 @@ export async function recoverWorkspace(
         await settleFromList(deps, workspaceId, ahead, listed, report, now);
         if (report.truncated) own.push(...ahead);
       }
+      // Only rows still unsettled (the truncated list may have attached some), those whose meeting
+      // is still to come or under way first, soonest first; then those over, latest first.
+      const open = new Set(
+        own.length === 0
+          ? []
+          : (
+              await deps.db
+                .selectFrom('bot_recordings')
+                .select('id')
+                .where(
+                  'id',
+                  'in',
+                  own.map((r) => r.id),
+                )
+                .where('status', '=', 'pending')
+                .where('bot_id', 'is', null)
+                .execute()
+            ).map((r) => r.id),
+      );
+      const over = (r: RecordingRow) => r.ends_at.getTime() <= listAt;
+      own = own
+        .filter((r) => open.has(r.id))
+        .sort((a, b) =>
+          over(a) !== over(b)
+            ? Number(over(a)) - Number(over(b))
+            : over(a)
+              ? b.ends_at.getTime() - a.ends_at.getTime()
+              : a.join_at.getTime() - b.join_at.getTime(),
+        );
       for (const row of own.slice(0, OWN_LISTS_PER_RUN)) {
         try {
           if (!(await settleByOwnList(deps, row, report, now))) report.truncated = true;

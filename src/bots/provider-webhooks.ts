@@ -199,23 +199,14 @@ async function claimByMetadata(
   if (!rec || rec.workspace_id !== event.workspaceId) return 'unknown';
   // Attached while this webhook waited for the row (another webhook, the create's answer).
   if (rec.bot_id === event.botId) return 'attached';
-  if (rec.status === BotStatus.canceled) {
-    // A bot for a recording canceled while its create was in flight (a move, a user's cancel):
-    // nobody wants it in the call. Deleted (or taken out of the call) by the retried job.
-    await enqueueBotDelete(
-      deps,
-      trx,
-      { workspaceId: rec.workspace_id, recordingId: rec.id, botId: event.botId },
-      'provider:webhook',
-    );
-    return 'held';
-  }
-  if (rec.bot_id !== null) {
-    // A twin: the recording has its bot, and a call holds one. The twin's webhooks stay stored
-    // (held) and the twin is deleted, or taken out of the call, by the retried job.
+  // Nobody wants this bot in the call: its recording was canceled while the create was in flight
+  // (a move, a user's cancel), or the recording has its bot already (a twin; a call holds one).
+  // Its webhooks stay stored (held); the bot is deleted, or taken out of the call, by the retried
+  // job — and what a bot of a canceled recording recorded before it left is imported.
+  if (rec.status === BotStatus.canceled || rec.bot_id !== null) {
     deps.log.warn(
-      { recordingId: rec.id, botId: event.botId, heldBotId: rec.bot_id },
-      'a second bot reports for a recording that has one; it is removed',
+      { recordingId: rec.id, botId: event.botId, heldBotId: rec.bot_id, status: rec.status },
+      'a bot reports for a recording that has another or was canceled; it is removed',
     );
     await enqueueBotDelete(
       deps,
@@ -225,7 +216,7 @@ async function claimByMetadata(
     );
     return 'held';
   }
-  if (rec.bot_id !== null || rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
+  if (rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
   await trx
     .updateTable('bot_recordings')
     .set({

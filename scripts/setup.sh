@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what Verbatim needs on Debian/Ubuntu: PocketSphinx (offline speech recognition), flite
+# Installs what Verbatim needs on Debian/Ubuntu: ffmpeg (audio decoding; security updates come
+# with the OS), PocketSphinx (offline speech recognition), flite
 # (speech for the tests), any extra Debian packages named as arguments (scripts/test.sh adds chromium
-# for the web app's end-to-end tests), the npm dependencies (incl. ffmpeg and an embedded Postgres),
+# for the web app's end-to-end tests), the npm dependencies (incl. an embedded Postgres),
 # and builds the server and the web app.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ if ! node -e '
 fi
 
 missing=()
-for pkg in pocketsphinx pocketsphinx-en-us flite "$@"; do
+for pkg in ffmpeg pocketsphinx pocketsphinx-en-us flite "$@"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Debian's Chromium runs the web app's end-to-end tests (test/web-*.test.ts) through playwright-core.
-extra=(chromium)
+# Debian's Chromium runs the web app's end-to-end tests (test/web-*.test.ts) through playwright-core;
+# psql acts as another OS user against the embedded Postgres (test/embedded-security.test.ts).
+extra=(chromium postgresql-client)
 command -v pg_ctlcluster >/dev/null 2>&1 || extra+=(postgresql)
 bash scripts/setup.sh "${extra[@]}"
 

@@ -34,6 +34,7 @@ import { PgMeetingStore } from './meetings/pg-meeting-store.ts';
 import { transcribeWindowJob } from './meetings/transcription.ts';
 import type { MinutesWriter, Transcriber } from './ports.ts';
 import { startWorker, type WorkerHandle } from './worker/worker.ts';
+import { makePrivateDir } from './storage/private-dir.ts';
 import { PgWorkspaceStore } from './workspaces/pg-workspace-store.ts';
 
 export interface AppOverrides {
@@ -57,8 +58,11 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   let embedded: EmbeddedDatabase | null = null;
   let connectionString = config.databaseUrl;
   if (!connectionString) {
-    embedded = await startEmbeddedPostgres(config.dataDir, log);
+    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort }, log);
     connectionString = embedded.connectionString;
+  } else if (config.storage.kind === 'local') {
+    // S6: the embedded start makes the data dir private itself (0710 for its postgres user as root).
+    await makePrivateDir(config.dataDir);
   }
   const database = openDatabase(connectionString, log);
   await migrateToLatest(database.db as never, connectionString);
@@ -90,11 +94,13 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     blobs: createBlobStore(config),
     transcriber: overrides.transcriber ?? makeTranscriber(config),
     minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
-    decoder: new FfmpegAudioDecoder(),
+    decoder: new FfmpegAudioDecoder({ ffmpegPath: config.ffmpegPath, maxSeconds: config.maxAudioSeconds }),
     config,
     log,
     checkpoints,
   };
+  // S6: the local blob tree is private (0700); one an older version made 0755 is narrowed.
+  await deps.blobs.prepare?.();
   return {
     config,
     log,

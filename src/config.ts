@@ -3,6 +3,7 @@
  * the rest of the code receives a typed `Config`. The README's settings table mirrors `SETTINGS`.
  */
 import path from 'node:path';
+import { parseEgressAllow } from './net/egress.ts';
 
 interface Setting {
   env: string;
@@ -13,6 +14,11 @@ interface Setting {
 export const SETTINGS = {
   databaseUrl: { env: 'DATABASE_URL', default: '', help: 'Postgres URL; empty starts an embedded Postgres' },
   dataDir: { env: 'VERBATIM_DATA_DIR', default: '.verbatim', help: 'embedded Postgres data and local blobs' },
+  embeddedPgPort: {
+    env: 'VERBATIM_EMBEDDED_PG_PORT',
+    default: '',
+    help: 'port of the embedded Postgres on 127.0.0.1; empty: a free one chosen at first start and kept in the data dir (S6)',
+  },
   host: { env: 'VERBATIM_HOST', default: '127.0.0.1', help: 'API listen address' },
   port: { env: 'VERBATIM_PORT', default: '8080', help: 'API listen port' },
   logLevel: { env: 'VERBATIM_LOG_LEVEL', default: 'info', help: 'trace, debug, info, warn, error or silent' },
@@ -20,6 +26,21 @@ export const SETTINGS = {
     env: 'VERBATIM_MAX_UPLOAD_BYTES',
     default: '524288000',
     help: 'largest recording accepted',
+  },
+  egressAllow: {
+    env: 'VERBATIM_EGRESS_ALLOW',
+    default: '',
+    help: 'CIDRs tenant-supplied URLs (feeds, webhooks, recording links) may reach although internal (S5)',
+  },
+  ffmpegPath: {
+    env: 'VERBATIM_FFMPEG_PATH',
+    default: 'ffmpeg',
+    help: "the ffmpeg binary (Debian's package, on PATH)",
+  },
+  maxAudioSeconds: {
+    env: 'VERBATIM_MAX_AUDIO_SECONDS',
+    default: '21600',
+    help: 'most audio one recording may decode to (S4); longer fails audio.too_long',
   },
   windowSeconds: { env: 'VERBATIM_WINDOW_SECONDS', default: '60', help: 'transcription window length (L2)' },
   boundarySearchSeconds: {
@@ -44,6 +65,51 @@ export const SETTINGS = {
     help: 'days after a meeting ended during which a late chunk is still taken and spliced in (L19)',
   },
   maxChunkBytes: { env: 'VERBATIM_MAX_CHUNK_BYTES', default: '2097152', help: 'largest live chunk accepted' },
+  maxJsonBytes: {
+    env: 'VERBATIM_MAX_JSON_BYTES',
+    default: '1048576',
+    help: 'largest request body on every route but recordings and chunks (S7); larger gets 413',
+  },
+  maxProviderWebhookBytes: {
+    env: 'VERBATIM_MAX_PROVIDER_WEBHOOK_BYTES',
+    default: '65536',
+    help: 'largest bot provider webhook body (S7); the route has no API key, so it is cut off unread',
+  },
+  headersTimeoutSeconds: {
+    env: 'VERBATIM_HEADERS_TIMEOUT_SECONDS',
+    default: '30',
+    help: "a request's line and headers must arrive within this, or it gets 408 and is closed (S7)",
+  },
+  idleTimeoutSeconds: {
+    env: 'VERBATIM_IDLE_TIMEOUT_SECONDS',
+    default: '60',
+    help: 'longest silence while a request arrives or its answer is read; the connection is closed (S7)',
+  },
+  requestTimeoutSeconds: {
+    env: 'VERBATIM_REQUEST_TIMEOUT_SECONDS',
+    default: '60',
+    help: 'a request body must arrive whole within this after its headers, recordings and chunks aside (S7)',
+  },
+  uploadTimeoutSeconds: {
+    env: 'VERBATIM_UPLOAD_TIMEOUT_SECONDS',
+    default: '3600',
+    help: 'a recording or chunk must arrive whole within this (S7); 500 MB in an hour needs 1.2 Mbit/s',
+  },
+  rateLimitRequests: {
+    env: 'VERBATIM_RATE_LIMIT_REQUESTS',
+    default: '1200',
+    help: 'API calls per key per rate window, live chunks aside; more get 429 with Retry-After; 0 = no limit (S7)',
+  },
+  rateLimitChunks: {
+    env: 'VERBATIM_RATE_LIMIT_CHUNKS',
+    default: '1200',
+    help: 'live chunk PUTs per key per rate window, counted apart (a meeting sends 12 a minute); 0 = no limit (S7)',
+  },
+  rateLimitWindowSeconds: {
+    env: 'VERBATIM_RATE_LIMIT_WINDOW_SECONDS',
+    default: '60',
+    help: 'the period the rate limits count over, per API process (S7)',
+  },
   leaseSeconds: { env: 'VERBATIM_LEASE_SECONDS', default: '15', help: 'job lease length (J2)' },
   heartbeatSeconds: { env: 'VERBATIM_HEARTBEAT_SECONDS', default: '5', help: 'lease renewal interval (J2)' },
   leaseGraceSeconds: { env: 'VERBATIM_LEASE_GRACE_SECONDS', default: '0', help: 'grace past lease expiry' },
@@ -206,6 +272,21 @@ export const SETTINGS = {
     default: '',
     help: 'hosts (comma-separated) whose calendar feeds may be read over plain http, e.g. a calendar server inside your network; others must be https or webcal',
   },
+  feedMaxOccurrences: {
+    env: 'VERBATIM_FEED_MAX_OCCURRENCES',
+    default: '5000',
+    help: 'most event occurrences one calendar feed may have in the next two weeks; a feed over it is refused as invalid_calendar (S8)',
+  },
+  feedMaxEventOccurrences: {
+    env: 'VERBATIM_FEED_MAX_EVENT_OCCURRENCES',
+    default: '500',
+    help: 'most occurrences one recurring event may have in the next two weeks (its rule may take 50 times as many steps to get there); over it, invalid_calendar (S8)',
+  },
+  feedParseSeconds: {
+    env: 'VERBATIM_FEED_PARSE_SECONDS',
+    default: '5',
+    help: 'longest a calendar feed may take to parse and expand, in a thread of its own that is stopped at this limit; over it, invalid_calendar (S8)',
+  },
   botBackfillAfterSeconds: {
     env: 'VERBATIM_BOT_BACKFILL_AFTER_SECONDS',
     default: '120',
@@ -257,6 +338,11 @@ export const SETTINGS = {
   llmApiKey: { env: 'VERBATIM_LLM_API_KEY', default: '', help: 'API key for the minutes model' },
   llmModel: { env: 'VERBATIM_LLM_MODEL', default: 'gpt-4o-mini', help: 'model name for minutes' },
   llmTimeoutSeconds: { env: 'VERBATIM_LLM_TIMEOUT_SECONDS', default: '120', help: 'minutes request timeout' },
+  metricsToken: {
+    env: 'VERBATIM_METRICS_TOKEN',
+    default: '',
+    help: 'bearer token (16+ characters) a Prometheus scraper must send to /metrics; empty: /metrics answers 404 (S9)',
+  },
   apiUrl: { env: 'VERBATIM_URL', default: '', help: 'for `verbatim transcribe`: a running API to use' },
   apiKey: { env: 'VERBATIM_API_KEY', default: '', help: 'for `verbatim transcribe`: its API key' },
   faults: { env: 'VERBATIM_FAULTS', default: '', help: 'test-only fault injection (JSON list)' },
@@ -266,10 +352,16 @@ export const SETTINGS = {
 export interface Config {
   databaseUrl: string | null;
   dataDir: string;
+  /** S6: null uses the port recorded in the data dir (a free one chosen at first start). */
+  embeddedPgPort: number | null;
   host: string;
   port: number;
   logLevel: string;
   maxUploadBytes: number;
+  /** S5: CIDRs a tenant's URLs may reach although internal (src/net/egress.ts). */
+  egressAllow: string;
+  ffmpegPath: string;
+  maxAudioSeconds: number;
   windowMs: number;
   boundarySearchMs: number;
   chunkMs: number;
@@ -277,6 +369,8 @@ export interface Config {
   maxSeqAhead: number;
   lateAudioMs: number;
   maxChunkBytes: number;
+  /** S7: body limits, timeouts and per-key rates of the HTTP API (src/api/request-limits.ts). */
+  requestLimits: RequestLimits;
   leaseMs: number;
   heartbeatMs: number;
   leaseGraceMs: number;
@@ -315,6 +409,8 @@ export interface Config {
     backstopMs: number;
     backfillAfterMs: number;
     feedPlainHttpHosts: string[];
+    /** S8: a feed's parsing budget. */
+    feedBudget: { maxOccurrences: number; maxEventOccurrences: number; parseMs: number };
   };
   storage: {
     kind: 'local' | 's3';
@@ -328,9 +424,25 @@ export interface Config {
   concurrency: { transcription: number; closeout: number; minutes: number; intake: number; bots: number };
   asr: { kind: 'pocketsphinx' | 'whisper'; url: string; apiKey: string; model: string; timeoutMs: number };
   minutes: { kind: 'extractive' | 'openai'; url: string; apiKey: string; model: string; timeoutMs: number };
+  /** S9: what /metrics requires as `Authorization: Bearer`; null: /metrics is off. */
+  metricsToken: string | null;
   client: { url: string; apiKey: string };
   faults: string;
   faultStateDir: string;
+}
+
+export interface RequestLimits {
+  maxJsonBytes: number;
+  maxProviderWebhookBytes: number;
+  headersTimeoutMs: number;
+  idleTimeoutMs: number;
+  requestTimeoutMs: number;
+  uploadTimeoutMs: number;
+  /** 0: no limit. */
+  rateLimitRequests: number;
+  /** 0: no limit. */
+  rateLimitChunks: number;
+  rateWindowMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -367,10 +479,14 @@ export function loadConfig(env: Env = process.env): Config {
   const config: Config = {
     databaseUrl: raw('databaseUrl') || null,
     dataDir: path.resolve(raw('dataDir')),
+    embeddedPgPort: raw('embeddedPgPort') === '' ? null : int('embeddedPgPort', 1),
     host: raw('host'),
     port: int('port', 0),
     logLevel: oneOf('logLevel', ['trace', 'debug', 'info', 'warn', 'error', 'silent']),
     maxUploadBytes: int('maxUploadBytes', 1),
+    egressAllow: raw('egressAllow'),
+    ffmpegPath: raw('ffmpegPath') || 'ffmpeg',
+    maxAudioSeconds: int('maxAudioSeconds', 1),
     windowMs: ms('windowSeconds', 1),
     boundarySearchMs: ms('boundarySearchSeconds'),
     chunkMs: ms('chunkSeconds', 0.1),
@@ -378,6 +494,17 @@ export function loadConfig(env: Env = process.env): Config {
     maxSeqAhead: int('maxSeqAhead', 1),
     lateAudioMs: ms('lateAudioDays') * 86_400,
     maxChunkBytes: int('maxChunkBytes', 1024),
+    requestLimits: {
+      maxJsonBytes: int('maxJsonBytes', 1024),
+      maxProviderWebhookBytes: int('maxProviderWebhookBytes', 1024),
+      headersTimeoutMs: ms('headersTimeoutSeconds', 0.05),
+      idleTimeoutMs: ms('idleTimeoutSeconds', 0.05),
+      requestTimeoutMs: ms('requestTimeoutSeconds', 0.05),
+      uploadTimeoutMs: ms('uploadTimeoutSeconds', 0.05),
+      rateLimitRequests: int('rateLimitRequests', 0),
+      rateLimitChunks: int('rateLimitChunks', 0),
+      rateWindowMs: ms('rateLimitWindowSeconds', 0.05),
+    },
     leaseMs: ms('leaseSeconds', 0.2),
     heartbeatMs: ms('heartbeatSeconds', 0.05),
     leaseGraceMs: ms('leaseGraceSeconds'),
@@ -422,6 +549,11 @@ export function loadConfig(env: Env = process.env): Config {
         .split(',')
         .map((x) => x.trim().toLowerCase())
         .filter((x) => x.length > 0),
+      feedBudget: {
+        maxOccurrences: int('feedMaxOccurrences', 1),
+        maxEventOccurrences: int('feedMaxEventOccurrences', 1),
+        parseMs: ms('feedParseSeconds', 0.1),
+      },
     },
     storage: {
       kind: oneOf('storage', ['local', 's3']),
@@ -453,12 +585,20 @@ export function loadConfig(env: Env = process.env): Config {
       model: raw('llmModel'),
       timeoutMs: ms('llmTimeoutSeconds', 0.1),
     },
+    metricsToken: raw('metricsToken') || null,
     client: { url: raw('apiUrl'), apiKey: raw('apiKey') },
     faults: raw('faults'),
     faultStateDir: raw('faultStateDir'),
   };
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');
+  }
+  const limits = config.requestLimits;
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs || limits.requestTimeoutMs > limits.uploadTimeoutMs) {
+    // Node refuses a header timeout longer than its request timeout (here the upload one).
+    throw new ConfigError(
+      'VERBATIM_HEADERS_TIMEOUT_SECONDS <= VERBATIM_REQUEST_TIMEOUT_SECONDS <= VERBATIM_UPLOAD_TIMEOUT_SECONDS must hold',
+    );
   }
   if (config.bots.trustWindowMs >= 3_600_000) {
     // The provider keeps an idempotency key for an hour; a re-send after that could make a twin.
@@ -471,6 +611,18 @@ export function loadConfig(env: Env = process.env): Config {
         'each VERBATIM_RECALL_WEBHOOK_SECRETS entry must be a whsec_ secret of at least 16 bytes',
       );
     }
+  }
+  try {
+    parseEgressAllow(config.egressAllow);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  if (config.metricsToken !== null && config.metricsToken.length < 16) {
+    // A short token can be guessed by a scraper-shaped brute force.
+    throw new ConfigError('VERBATIM_METRICS_TOKEN must be at least 16 characters');
+  }
+  if (config.embeddedPgPort !== null && config.embeddedPgPort > 65535) {
+    throw new ConfigError(`VERBATIM_EMBEDDED_PG_PORT must be a port (1-65535), got ${config.embeddedPgPort}`);
   }
   if (config.storage.kind === 's3' && !config.storage.bucket) {
     throw new ConfigError('VERBATIM_STORAGE=s3 needs VERBATIM_S3_BUCKET');

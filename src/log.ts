@@ -18,6 +18,7 @@ export const REDACTED_KEYS = [
   'secretAccessKey',
   'signingSecret',
   'webhookSecrets',
+  'metricsToken',
 ];
 
 export function createLogger(level: string, name = 'verbatim', destination?: pino.DestinationStream): Logger {

@@ -55,6 +55,8 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** B7: removes temporaries of interrupted writes older than `maxAgeMs`, where a store leaves any. */
   removeStaleTemporaries?(maxAgeMs?: number): Promise<{ removed: string[]; kept: number }>;
+  /** S6, at start: a store with local state creates it (private to this OS user) or narrows it. */
+  prepare?(): Promise<void>;
 }
 
 /** Raw 16 kHz mono signed 16-bit little-endian samples. */

@@ -8,7 +8,6 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import { encodeWav } from '../src/domain/wav.ts';
 import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
@@ -22,7 +21,7 @@ import { ExtractiveMinutesWriter, EXTRACTIVE_NOTE } from '../src/adapters/extrac
 import { classifyHttpFailure, parseRetryAfter } from '../src/adapters/provider-http.ts';
 
 const run = promisify(execFile);
-const ffmpeg = ffmpegInstaller.path;
+const ffmpeg = 'ffmpeg';
 let dir = '';
 
 before(async () => {

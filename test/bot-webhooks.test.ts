@@ -16,7 +16,7 @@ import {
   startFakeRecall,
   type FakeRecall,
 } from './support/fake-recall.ts';
-import { SPEECH, speechWav, startHarness, waitFor, type Harness } from './support/harness.ts';
+import { METRICS_AUTH, SPEECH, speechWav, startHarness, waitFor, type Harness } from './support/harness.ts';
 
 const MINUTE = 60_000;
 
@@ -369,7 +369,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     const waiting = await h.request('GET', `/v1/bot-recordings/${broke}`);
     assert.equal(waiting.json.status, 'pending');
     assert.match(waiting.json.lastError, /^bot\.quota_exhausted: .*HTTP 402/);
-    const metrics = await h.api.inject({ method: 'GET', url: '/metrics' });
+    const metrics = await h.api.inject({ method: 'GET', url: '/metrics', headers: METRICS_AUTH });
     assert.match(metrics.body, /^verbatim_bot_recordings_erroring [1-9]/m);
     // Credit is back: the next attempt schedules it and clears the reason.
     assert.ok(await scheduleRecording(deps, broke));

@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { it } from 'node:test';
-import ffmpeg from '@ffmpeg-installer/ffmpeg';
 import { createTestDatabase } from './support/db.ts';
 import {
   FAST_ENV,
@@ -86,7 +85,7 @@ void it('upload formats: Ogg/Opus, MP3, WebM/Opus and M4A recordings go through 
       ['m4a', 'audio/mp4', 'aac'],
     ] as const) {
       const out = path.join(dir, `in.${ext}`);
-      execFileSync(ffmpeg.path, ['-y', '-loglevel', 'error', '-i', wavFile, '-c:a', codec, out]);
+      execFileSync('ffmpeg', ['-y', '-loglevel', 'error', '-i', wavFile, '-c:a', codec, out]);
       const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: ext });
       const put = await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, fs.readFileSync(out), {
         'content-type': type,

@@ -3,6 +3,7 @@ import { it } from 'node:test';
 import { sql } from 'kysely';
 import {
   assertNoTokenLeaks,
+  METRICS_AUTH,
   processState,
   SPEECH,
   speechWav,
@@ -156,7 +157,7 @@ void it('A5/J7/J16: a window that kills its worker every time is quarantined and
 
     // The operator signal: logs, metrics and `verbatim inspect`.
     assert.match(h.logs(), /job quarantined: reclaim_cap_exceeded/);
-    const metrics = await h.api.inject({ method: 'GET', url: '/metrics' });
+    const metrics = await h.api.inject({ method: 'GET', url: '/metrics', headers: METRICS_AUTH });
     assert.match(metrics.body, /verbatim_jobs_quarantined_total 1/);
     // J16: the dead-letter listing shows the quarantined job with its attempt history.
     const deadLetters = spawnVerbatim(['dead-letters'], h.env());

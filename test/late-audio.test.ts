@@ -9,6 +9,7 @@ import {
   type ChunkRecognizer,
 } from './support/chunk-recognizer.ts';
 import {
+  METRICS_AUTH,
   processState,
   startHarness,
   supervise,
@@ -562,7 +563,7 @@ void it('L19/X2: a repair that gives up leaves its late chunk stored and counted
     const metrics = await h.api.inject({
       method: 'GET',
       url: '/metrics',
-      headers: { authorization: `Bearer ${h.apiKey}` },
+      headers: METRICS_AUTH,
     });
     assert.match(metrics.body, /verbatim_late_chunks_stuck 1/);
     const kept = await h.app.database.db

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
+import { EgressGuard } from '../src/net/egress.ts';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
 import { AppError, ErrorKind, toErrorRecord } from '../src/domain/errors.ts';
 import { verifyWebhook } from '../src/events/webhooks.ts';
@@ -24,7 +25,13 @@ let provider: RecallBotProvider;
 beforeEach(async () => {
   // A key that the generic redaction patterns would not catch: only exact scrubbing hides it.
   fake = await startFakeRecall({ apiKey: 'RecallKey0123456789abcdefXYZ' });
-  provider = new RecallBotProvider({ baseUrl: fake.url, apiKey: fake.apiKey, timeoutMs: 5_000 });
+  // The fake serves recording links on loopback, which the egress guard allows only when told to.
+  provider = new RecallBotProvider({
+    baseUrl: fake.url,
+    apiKey: fake.apiKey,
+    timeoutMs: 5_000,
+    egress: new EgressGuard('127.0.0.0/8'),
+  });
 });
 afterEach(async () => {
   await fake.close();
@@ -333,6 +340,24 @@ void describe('RecallBotProvider against the fake Recall API', () => {
     const expired = await rejection(provider.downloadRecording(done));
     assert.equal(expired.kind, ErrorKind.transient);
     assert.equal(expired.code, 'bot.recording_link_expired');
+
+    // S5: a link to an internal address is the provider's word, not ours to follow: without the
+    // operator's allowance, loopback is refused and nothing is requested.
+    fake.setRecording(bot.id, audio);
+    const fresh = await provider.retrieveBot(bot.id);
+    const downloads = fake.calls.download;
+    const guarded = new RecallBotProvider({ baseUrl: fake.url, apiKey: fake.apiKey });
+    const refused = await rejection(guarded.downloadRecording(fresh));
+    assert.deepEqual([refused.kind, refused.code], [ErrorKind.permanent, 'egress.refused']);
+    assert.equal(fake.calls.download, downloads, 'the link was never fetched');
+    const small = new RecallBotProvider({
+      baseUrl: fake.url,
+      apiKey: fake.apiKey,
+      egress: new EgressGuard('127.0.0.0/8'),
+      maxDownloadBytes: 4,
+    });
+    const big = await rejection(small.downloadRecording(fresh));
+    assert.equal(big.code, 'bot.recording_too_large');
   });
 
   void it('classifies server errors, lost connections and timeouts as transient; 400/401/403/402 as their own', async () => {

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import {
   assertNoTokenLeaks,
+  METRICS_AUTH,
   SPEECH,
   speechWav,
   startHarness,
@@ -186,7 +187,7 @@ void describe('upload pipeline end to end', () => {
   });
 
   void it('X2: /metrics reports queue age, reclaims, quarantines, outages, outbox and cleanup backlog', async () => {
-    const res = await h.api.inject({ method: 'GET', url: '/metrics' });
+    const res = await h.api.inject({ method: 'GET', url: '/metrics', headers: METRICS_AUTH });
     assert.equal(res.statusCode, 200);
     for (const line of [
       /verbatim_queue_oldest_pending_age_seconds\{queue="transcription"\} \d/,

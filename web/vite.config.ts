@@ -11,7 +11,8 @@ export default defineConfig({
     outDir: path.resolve(import.meta.dirname, '../dist/web'),
     emptyOutDir: true,
     target: 'es2022',
-    sourcemap: true,
+    // S9: the served bundle carries no source maps (they would publish the source).
+    sourcemap: false,
   },
   server: { proxy: { '/v1': 'http://127.0.0.1:8080' } },
 });

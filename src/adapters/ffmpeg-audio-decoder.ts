@@ -1,28 +1,44 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { AudioDecoder, DecodedAudio } from '../ports.ts';
 import { lastStderrLine, runProcess } from './subprocess.ts';
 
 export interface FfmpegAudioDecoderOptions {
-  /** Path to the ffmpeg binary; defaults to the one bundled by `@ffmpeg-installer/ffmpeg`. */
+  /** The ffmpeg binary: Debian's package (`/usr/bin/ffmpeg`, found on PATH) by default. */
   ffmpegPath?: string;
   /** Kill ffmpeg after this long (transient `audio.decode_timeout`). Default 10 minutes. */
   timeoutMs?: number;
+  /** The most audio one file may decode to, in seconds (`audio.too_long` past it). Default 6 h. */
+  maxSeconds?: number;
 }
 
 const SAMPLE_RATE = 16_000;
 
-/** Decodes anything ffmpeg understands to 16 kHz mono s16le. */
+/**
+ * S4: the demuxers an upload may be read with — the containers of the accepted content types
+ * (WAV, MP3, MP4/M4A, AAC, WebM/Matroska, Ogg/Opus, FLAC) and nothing else. Playlists (HLS),
+ * manifests (DASH), concat lists and every other format that names further inputs are refused,
+ * so a file cannot make ffmpeg read anything but itself.
+ */
+export const DEMUXER_ALLOWLIST = ['wav', 'mp3', 'mov', 'aac', 'matroska', 'ogg', 'flac'] as const;
+
+/**
+ * Decodes an upload to 16 kHz mono s16le with Debian's ffmpeg, reading only the file itself: the
+ * demuxer allowlist, the `file` protocol alone (no network, no nested protocols; MP4 external
+ * references stay off, ffmpeg's default), a private temporary directory as its working directory and an empty
+ * environment; output is capped at `maxSeconds` of audio (a decompression bomb stops there).
+ */
 export class FfmpegAudioDecoder implements AudioDecoder {
   private readonly ffmpegPath: string;
   private readonly timeoutMs: number;
+  private readonly maxSeconds: number;
 
   constructor(options: FfmpegAudioDecoderOptions = {}) {
-    this.ffmpegPath = options.ffmpegPath ?? ffmpegInstaller.path;
+    this.ffmpegPath = options.ffmpegPath ?? 'ffmpeg';
     this.timeoutMs = options.timeoutMs ?? 600_000;
+    this.maxSeconds = options.maxSeconds ?? 6 * 3600;
   }
 
   async decode(data: Buffer, signal?: AbortSignal): Promise<DecodedAudio> {
@@ -34,7 +50,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
     const input = join(dir, 'input');
     try {
       await writeFile(input, data);
-      const pcm = await this.run(input, signal);
+      const pcm = await this.run(dir, input, signal);
       const count = Math.floor(pcm.length / 2);
       if (count === 0) {
         throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the file contains no audio samples');
@@ -47,14 +63,19 @@ export class FfmpegAudioDecoder implements AudioDecoder {
     }
   }
 
-  private async run(input: string, signal: AbortSignal | undefined): Promise<Buffer> {
+  private async run(dir: string, input: string, signal: AbortSignal | undefined): Promise<Buffer> {
     const args = [
       '-hide_banner',
       '-loglevel',
       'error',
       '-nostdin',
+      // Input options: what may be opened, and how.
+      '-protocol_whitelist',
+      'file',
+      '-format_whitelist',
+      DEMUXER_ALLOWLIST.join(','),
       '-i',
-      input,
+      `file:${input}`,
       '-vn',
       '-f',
       's16le',
@@ -66,11 +87,21 @@ export class FfmpegAudioDecoder implements AudioDecoder {
       String(SAMPLE_RATE),
       'pipe:1',
     ];
+    const maxBytes = this.maxSeconds * SAMPLE_RATE * 2;
     const result = await runProcess({
       command: this.ffmpegPath,
       args,
       timeoutMs: this.timeoutMs,
       signal,
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      maxStdoutBytes: maxBytes,
+      overflowError: () =>
+        new AppError(
+          ErrorKind.permanent,
+          'audio.too_long',
+          `the recording decodes to more than ${this.maxSeconds} s of audio (VERBATIM_MAX_AUDIO_SECONDS)`,
+        ),
       timeoutError: () =>
         new AppError(
           ErrorKind.transient,

@@ -3,15 +3,27 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { BlobStore } from '../ports.ts';
+import { makePrivateDir, mkdirPrivate, PRIVATE_FILE_MODE } from '../storage/private-dir.ts';
 
 /** Temporaries of an interrupted atomic write carry this prefix (B7 removes old ones at start-up). */
 export const TEMP_PREFIX = '.verbatim-upload-';
 
 const TRANSIENT_FS_CODES = new Set(['EIO', 'EMFILE', 'ENFILE', 'EAGAIN', 'EBUSY', 'ETIMEDOUT', 'ENOSPC']);
 
-/** Blobs as files under one root; writes go to a temporary and are renamed into place. */
+/**
+ * Blobs as files under one root; writes go to a temporary and are renamed into place. S6: the tree
+ * is 0700 and every file 0600, so no other OS user reads a recording.
+ */
 export class LocalBlobStore implements BlobStore {
   constructor(private readonly root: string) {}
+
+  /**
+   * S6, at start: creates the root 0700, or narrows one an older version made 0755. Entries older
+   * versions wrote inside keep their modes, unreachable now through the private root.
+   */
+  async prepare(): Promise<void> {
+    await makePrivateDir(this.root);
+  }
 
   private pathOf(key: string): string {
     const resolved = path.resolve(this.root, key);
@@ -25,8 +37,8 @@ export class LocalBlobStore implements BlobStore {
     const target = this.pathOf(key);
     const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomUUID()}`);
     try {
-      await fs.mkdir(path.dirname(target), { recursive: true });
-      await fs.writeFile(temp, data);
+      await mkdirPrivate(path.dirname(target));
+      await fs.writeFile(temp, data, { mode: PRIVATE_FILE_MODE });
       await fs.rename(temp, target);
     } catch (err) {
       await fs.rm(temp, { force: true });

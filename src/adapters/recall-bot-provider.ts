@@ -8,6 +8,7 @@ import type {
   ListBotsQuery,
 } from '../ports.ts';
 import { parseRetryAfter } from './provider-http.ts';
+import { EgressError, EgressGuard } from '../net/egress.ts';
 
 /*
  * Recall.ai's bot API, as documented (checked for issue 5):
@@ -47,6 +48,13 @@ export interface RecallBotProviderOptions {
   timeoutMs?: number;
   /** Deadline for downloading one recording. Default 600 000. */
   downloadTimeoutMs?: number;
+  /**
+   * S5: the guard recording links go through (the provider names them; they are not ours to
+   * trust). Default: the guard with no internal range allowed.
+   */
+  egress?: EgressGuard;
+  /** The largest recording downloaded (`bot.recording_too_large` past it). Default 500 MB. */
+  maxDownloadBytes?: number;
 }
 
 type Operation = 'create' | 'retrieve' | 'list' | 'delete' | 'leave_call' | 'download';
@@ -79,6 +87,8 @@ export class RecallBotProvider implements BotProvider {
   readonly #root: string;
   readonly #timeoutMs: number;
   readonly #downloadTimeoutMs: number;
+  readonly #egress: EgressGuard;
+  readonly #maxDownloadBytes: number;
 
   constructor(options: RecallBotProviderOptions) {
     if (!options.apiKey) {
@@ -88,6 +98,8 @@ export class RecallBotProvider implements BotProvider {
     this.#root = options.baseUrl.replace(/\/+$/, '').replace(/\/api\/v1$/, '');
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#downloadTimeoutMs = options.downloadTimeoutMs ?? 600_000;
+    this.#egress = options.egress ?? new EgressGuard();
+    this.#maxDownloadBytes = options.maxDownloadBytes ?? 500 * 1024 * 1024;
   }
 
   async createBot(request: CreateBotRequest): Promise<Bot> {
@@ -155,16 +167,20 @@ export class RecallBotProvider implements BotProvider {
     }
     // A pre-signed link: no Authorization header (the key must not travel to the storage host).
     // Neither the link (it carries a signature) nor the fetch error goes into messages.
+    // S5: through the egress guard — an internal address named by the provider is refused, and
+    // each redirect is checked again.
     let bytes: Buffer;
     try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(this.#downloadTimeoutMs) });
-      if (!response.ok) {
-        await response.body?.cancel();
-        throw downloadFailure(response.status);
-      }
-      bytes = Buffer.from(await response.arrayBuffer());
+      const response = await this.#egress.request(url, {
+        timeoutMs: this.#downloadTimeoutMs,
+        maxBytes: this.#maxDownloadBytes,
+        maxRedirects: 3,
+      });
+      if (response.status < 200 || response.status >= 300) throw downloadFailure(response.status);
+      bytes = response.body;
     } catch (err) {
       if (err instanceof AppError) throw err;
+      if (err instanceof EgressError) throw downloadRefusal(err);
       throw this.#transportError('download', err, this.#downloadTimeoutMs, false);
     }
     return bytes.length === 0 ? null : bytes;
@@ -329,6 +345,27 @@ export class RecallBotProvider implements BotProvider {
 
   #scrub(text: string): string {
     return redactSecrets(text.split(this.#apiKey).join('[redacted]')).slice(0, 200);
+  }
+}
+
+/** A recording link the guard would not fetch, or that failed on the way. */
+function downloadRefusal(err: EgressError): AppError {
+  switch (err.category) {
+    case 'egress_refused':
+    case 'bad_url':
+      return new AppError(ErrorKind.permanent, 'egress.refused', `recording link refused: ${err.message}`);
+    case 'too_large':
+      return new AppError(ErrorKind.permanent, 'bot.recording_too_large', `recording ${err.message}`);
+    case 'connection_failed':
+    case 'connection_refused':
+    case 'dns_failure':
+    case 'timeout':
+    case 'too_many_redirects':
+      return new AppError(
+        ErrorKind.transient,
+        'bot.recording_unavailable',
+        `recording download failed: ${err.category}`,
+      );
   }
 }
 

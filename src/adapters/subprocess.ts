@@ -19,6 +19,14 @@ export interface RunProcessOptions {
   /** The error for a process that could not be started at all. */
   spawnError: (err: NodeJS.ErrnoException) => AppError;
   maxStdoutBytes?: number;
+  /**
+   * With `maxStdoutBytes`: the error for a process whose output passes it (it is killed then).
+   * Without, output past the cap is dropped and the process runs on.
+   */
+  overflowError?: () => AppError;
+  /** Working directory and environment of the child (default: inherited). */
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
 }
 
 const STDERR_KEEP = 4096;
@@ -31,7 +39,11 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessResult> {
   const { signal } = opts;
   signal?.throwIfAborted();
   return new Promise<ProcessResult>((resolve, reject) => {
-    const child = spawn(opts.command, opts.args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(opts.command, opts.args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+      ...(opts.env === undefined ? {} : { env: opts.env }),
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     let stderr = '';
@@ -56,7 +68,14 @@ export function runProcess(opts: RunProcessOptions): Promise<ProcessResult> {
     signal?.addEventListener('abort', onAbort, { once: true });
 
     child.stdout.on('data', (chunk: Buffer) => {
-      if (opts.maxStdoutBytes !== undefined && size >= opts.maxStdoutBytes) return;
+      if (opts.maxStdoutBytes !== undefined && size + chunk.length > opts.maxStdoutBytes) {
+        if (opts.overflowError) {
+          child.kill('SIGKILL');
+          finish(opts.overflowError());
+          return;
+        }
+        if (size >= opts.maxStdoutBytes) return;
+      }
       chunks.push(chunk);
       size += chunk.length;
     });

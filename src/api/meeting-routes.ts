@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { MeetingRow } from '../db/schema.ts';
+import type { Executor, MeetingRow } from '../db/schema.ts';
+import { withTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { meetingProgress, plainReason } from '../domain/meeting-progress.ts';
@@ -10,6 +11,7 @@ import { regenerateMinutes } from '../meetings/minutes.ts';
 import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
+import { UPLOAD_ROUTE } from './request-limits.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 const MAX_TITLE = 300;
@@ -26,17 +28,23 @@ const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   const graceMs = deps.config.closeoutGraceMs;
-  const viewOf = async (m: MeetingRow) =>
-    meetingView(m, await deps.meetings.windowCounts(m.id), await liveState(deps.db, m), graceMs);
+  // S10: every meeting read here runs as the tenant (src/db/tenant.ts), so a read that forgot its
+  // workspace filter finds nothing of another workspace; the writes stay on the system path.
+  const viewIn = async (trx: Executor, m: MeetingRow) =>
+    meetingView(m, await deps.meetings.windowCounts(m.id, trx), await liveState(trx, m), graceMs);
+  const viewOf = (m: MeetingRow) => withTenant(deps.db, m.workspace_id, (trx) => viewIn(trx, m));
+  const getMeeting = (workspaceId: string, id: string) =>
+    withTenant(deps.db, workspaceId, (trx) => deps.meetings.get(workspaceId, id, trx));
+  const viewById = (workspaceId: string, id: string) =>
+    withTenant(deps.db, workspaceId, async (trx) =>
+      viewIn(trx, await deps.meetings.get(workspaceId, id, trx)),
+    );
 
   // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
-  app.addContentTypeParser(
-    '*',
-    { parseAs: 'buffer', bodyLimit: deps.config.maxUploadBytes },
-    (_req, body, done) => {
-      done(null, body);
-    },
-  );
+  // S7: at the server's small limit; only the recording and chunk routes raise theirs.
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+    done(null, body);
+  });
 
   app.post('/v1/meetings', async (req, reply) => {
     const body = req.body;
@@ -79,31 +87,35 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
   });
 
-  app.put<{ Params: { id: string } }>('/v1/meetings/:id/recording', async (req, reply) => {
-    const workspaceId = workspaceOf(req);
-    await deps.meetings.get(workspaceId, req.params.id);
-    const contentType = req.headers['content-type'];
-    if (!isAcceptedAudioType(contentType)) {
-      throw new AppError(
-        ErrorKind.unsupportedMedia,
-        'recording.unsupported_type',
-        `Content-Type ${contentType ?? '(none)'} is not accepted; send one of: ${ACCEPTED_AUDIO_TYPES.join(', ')}`,
-      );
-    }
-    const body = req.body;
-    if (!Buffer.isBuffer(body) || body.length === 0) {
-      throw invalid('recording.empty', 'the recording is empty');
-    }
-    const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
-    return reply.status(202).send(await viewOf(meeting));
-  });
+  app.put<{ Params: { id: string } }>(
+    '/v1/meetings/:id/recording',
+    { bodyLimit: deps.config.maxUploadBytes, config: UPLOAD_ROUTE },
+    async (req, reply) => {
+      const workspaceId = workspaceOf(req);
+      await getMeeting(workspaceId, req.params.id);
+      const contentType = req.headers['content-type'];
+      if (!isAcceptedAudioType(contentType)) {
+        throw new AppError(
+          ErrorKind.unsupportedMedia,
+          'recording.unsupported_type',
+          `Content-Type ${contentType ?? '(none)'} is not accepted; send one of: ${ACCEPTED_AUDIO_TYPES.join(', ')}`,
+        );
+      }
+      const body = req.body;
+      if (!Buffer.isBuffer(body) || body.length === 0) {
+        throw invalid('recording.empty', 'the recording is empty');
+      }
+      const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
+      return reply.status(202).send(await viewOf(meeting));
+    },
+  );
 
   app.put<{ Params: { id: string; seq: string } }>(
     '/v1/meetings/:id/chunks/:seq',
-    { bodyLimit: deps.config.maxChunkBytes },
+    { bodyLimit: deps.config.maxChunkBytes, config: UPLOAD_ROUTE },
     async (req, reply) => {
       const workspaceId = workspaceOf(req);
-      await deps.meetings.get(workspaceId, req.params.id);
+      await getMeeting(workspaceId, req.params.id);
       const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
       const format = CHUNK_TYPES[contentType];
       if (!format) {
@@ -129,17 +141,19 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     return reply.status(202).send(await viewOf(meeting));
   });
 
-  app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) => {
-    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return await viewOf(meeting);
-  });
+  app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) =>
+    viewById(workspaceOf(req), req.params.id),
+  );
 
   app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
     '/v1/meetings/:id/transcript',
     async (req, reply) => {
-      const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
+      const workspaceId = workspaceOf(req);
+      const { meeting, segments } = await withTenant(deps.db, workspaceId, async (trx) => {
+        const m = await deps.meetings.get(workspaceId, req.params.id, trx);
+        return { meeting: m, segments: await deps.meetings.segments(m.id, trx) };
+      });
       const format = req.query.format ?? 'json';
-      const segments = await deps.meetings.segments(meeting.id);
       switch (format) {
         case 'json':
           return {
@@ -162,8 +176,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
-    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply.status(202).send(await viewOf(meeting));
+    return reply.status(202).send(await viewById(workspaceOf(req), req.params.id));
   });
 
   app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
@@ -173,11 +186,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
     const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
-    const meeting = await deps.meetings.get(workspaceOf(req), req.params.id);
-    return reply.status(202).send({
-      ...result,
-      meeting: await viewOf(meeting),
-    });
+    return reply.status(202).send({ ...result, meeting: await viewById(workspaceOf(req), req.params.id) });
   });
 
   app.post('/v1/batches', async (req, reply) => {
@@ -214,17 +223,24 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       if (!Number.isInteger(limit) || limit < 1 || limit > 200)
         throw invalid('list.limit', 'limit must be 1 to 200');
       const before = cursor === undefined ? undefined : decodeCursor(cursor);
-      const rows = await deps.meetings.list(workspaceOf(req), {
-        status: status as MeetingStatus | undefined,
-        limit,
-        before,
-        titleContains: q?.trim() || undefined,
+      const workspaceId = workspaceOf(req);
+      return withTenant(deps.db, workspaceId, async (trx) => {
+        const rows = await deps.meetings.list(
+          workspaceId,
+          {
+            status: status as MeetingStatus | undefined,
+            limit,
+            before,
+            titleContains: q?.trim() || undefined,
+          },
+          trx,
+        );
+        const last = rows.length === limit ? rows[rows.length - 1] : undefined;
+        // One connection: the views are read one after another, in the same tenant transaction.
+        const meetings = [];
+        for (const m of rows) meetings.push(await viewIn(trx, m));
+        return { meetings, nextCursor: last ? encodeCursor(last) : null };
       });
-      const last = rows.length === limit ? rows[rows.length - 1] : undefined;
-      return {
-        meetings: await Promise.all(rows.map((m) => viewOf(m))),
-        nextCursor: last ? encodeCursor(last) : null,
-      };
     },
   );
 }

@@ -30,7 +30,16 @@ export function openApiDocument(maxUploadBytes: number) {
     },
     components: {
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', description: 'API key from `verbatim keys create`' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'API key from `verbatim keys create` or POST /v1/api-keys',
+        },
+        metricsToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'the operator’s VERBATIM_METRICS_TOKEN (only for /metrics)',
+        },
       },
       schemas: {
         Error: {
@@ -398,6 +407,66 @@ export function openApiDocument(maxUploadBytes: number) {
           responses: { '200': { description: 'Deliveries' }, ...errors },
         },
       },
+      '/v1/api-keys': {
+        get: {
+          summary:
+            'S9: the workspace’s API keys with their status (active, expired, revoked), created, last used, expires and revoked times; never a key or its hash (`hint` is the public part only)',
+          responses: {
+            '200': {
+              description:
+                '{apiKeys: [{id, name, hint, status, createdAt, lastUsedAt, expiresAt, revokedAt}]}',
+            },
+            ...errors,
+          },
+        },
+        post: {
+          summary: 'S9: create an API key for this workspace; the answer carries the key, shown once',
+          requestBody: {
+            required: false,
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  additionalProperties: false,
+                  properties: {
+                    name: { type: 'string', maxLength: 100, description: 'a label (default "api")' },
+                    expiresAt: {
+                      type: 'string',
+                      format: 'date-time',
+                      description:
+                        'when the key stops working (a future time with a zone); none: it never expires',
+                    },
+                  },
+                },
+              },
+            },
+          },
+          responses: { '201': { description: 'The key as listed, plus `key` (shown once)' }, ...errors },
+        },
+      },
+      '/v1/api-keys/{id}': {
+        delete: {
+          summary:
+            'S9: revoke one of this workspace’s keys; its next request gets 401. Another workspace’s key, or one already revoked: 404. The workspace’s last active key: 409 api_key.last_key (create another first)',
+          parameters: [idParam],
+          responses: {
+            '204': { description: 'Revoked' },
+            '409': { description: 'The last active key', content: { 'application/json': { schema: error } } },
+            ...errors,
+          },
+        },
+      },
+      '/v1/api-keys/{id}/revoke': {
+        post: {
+          summary: 'S9: the same as DELETE /v1/api-keys/{id}, answering with the revoked key as listed',
+          parameters: [idParam],
+          responses: {
+            '200': { description: 'The revoked key (no secret)' },
+            '409': { description: 'The last active key', content: { 'application/json': { schema: error } } },
+            ...errors,
+          },
+        },
+      },
       '/v1/operator/overview': {
         get: {
           summary:
@@ -563,7 +632,22 @@ export function openApiDocument(maxUploadBytes: number) {
         },
       },
       '/metrics': {
-        get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'text' } } },
+        get: {
+          summary:
+            'S9: Prometheus metrics (installation-wide; no workspace ids), with `Authorization: Bearer <VERBATIM_METRICS_TOKEN>`',
+          security: [{ metricsToken: [] }],
+          responses: {
+            '200': { description: 'text' },
+            '401': {
+              description: 'Missing or wrong metrics token',
+              content: { 'application/json': { schema: error } },
+            },
+            '404': {
+              description: 'VERBATIM_METRICS_TOKEN is not set: metrics are off',
+              content: { 'application/json': { schema: error } },
+            },
+          },
+        },
       },
     },
   };

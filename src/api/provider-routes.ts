@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import {
   applyProviderWebhook,
   parseProviderEvent,
+  providerWebhookMayVerify,
   verifyProviderWebhook,
 } from '../bots/provider-webhooks.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
@@ -18,25 +19,40 @@ export function registerProviderRoutes(app: FastifyInstance, api: ApiDeps): void
     scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, next) => {
       next(null, body);
     });
-    scope.post('/providers/recall/webhooks', async (req, reply) => {
-      const raw = typeof req.body === 'string' ? req.body : '';
-      const id = verifyProviderWebhook(deps.config.recall.webhookSecrets, req.headers, raw);
-      if (!id) {
-        throw new AppError(
-          ErrorKind.unauthorized,
-          'webhook.bad_signature',
-          'the webhook signature is missing, wrong or stale',
-        );
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        throw new AppError(ErrorKind.invalidInput, 'webhook.body', 'the webhook body is not JSON');
-      }
-      const outcome = await applyProviderWebhook(deps, id, parseProviderEvent(body));
-      return reply.status(200).send({ outcome });
-    });
+    const badSignature = () =>
+      new AppError(
+        ErrorKind.unauthorized,
+        'webhook.bad_signature',
+        'the webhook signature is missing, wrong or stale',
+      );
+    // S7: no API key here, so the body is small (64 KiB) and a delivery that cannot verify (no
+    // secrets, headers missing, stale) is refused before a byte of it is read.
+    scope.post(
+      '/providers/recall/webhooks',
+      {
+        bodyLimit: deps.config.requestLimits.maxProviderWebhookBytes,
+        onRequest: (req, _reply, next) => {
+          next(
+            providerWebhookMayVerify(deps.config.recall.webhookSecrets, req.headers)
+              ? undefined
+              : badSignature(),
+          );
+        },
+      },
+      async (req, reply) => {
+        const raw = typeof req.body === 'string' ? req.body : '';
+        const id = verifyProviderWebhook(deps.config.recall.webhookSecrets, req.headers, raw);
+        if (!id) throw badSignature();
+        let body: unknown;
+        try {
+          body = JSON.parse(raw);
+        } catch {
+          throw new AppError(ErrorKind.invalidInput, 'webhook.body', 'the webhook body is not JSON');
+        }
+        const outcome = await applyProviderWebhook(deps, id, parseProviderEvent(body));
+        return reply.status(200).send({ outcome });
+      },
+    );
     done();
   });
 }

@@ -8,6 +8,13 @@ import { registerOpsRoutes } from './ops-routes.ts';
 import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
 import { registerWebhookRoutes } from './webhook-routes.ts';
+import { registerKeyRoutes } from './key-routes.ts';
+import {
+  ApiRateLimits,
+  registerRequestLimits,
+  requestLimitError,
+  serverLimitOptions,
+} from './request-limits.ts';
 import { DEFAULT_WEB_ROOT, registerWebRoutes } from './web-routes.ts';
 
 export interface ApiDeps {
@@ -34,11 +41,12 @@ export function workspaceOf(req: FastifyRequest): string {
 /** The HTTP API: JSON over /v1, Bearer API keys, one error shape `{error: {kind, code, message}}`. */
 export function buildApi(api: ApiDeps): FastifyInstance {
   const loggerInstance: FastifyBaseLogger = api.log.child({ component: 'api' });
-  const app: FastifyInstance = Fastify({
-    loggerInstance,
-    bodyLimit: api.deps.config.maxUploadBytes,
-  });
+  const limits = api.deps.config.requestLimits;
+  // S7: the small body limit and the timeouts for every route; uploads and chunks raise theirs.
+  const app: FastifyInstance = Fastify({ loggerInstance, ...serverLimitOptions(limits) });
   app.decorateRequest('workspaceId', '');
+  registerRequestLimits(app, limits);
+  const rateLimits = new ApiRateLimits(limits);
 
   // S1: decided on the matched route, not the raw URL, so an encoded path cannot skip the check.
   app.addHook('onRequest', async (req) => {
@@ -46,8 +54,9 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     if (route === undefined || !route.startsWith('/v1/')) return;
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)$/i.exec(header);
-    const workspaceId = match?.[1] ? await api.workspaces.authenticate(match[1]) : null;
-    if (!workspaceId) {
+    const token = match?.[1];
+    const workspaceId = token ? await api.workspaces.authenticate(token) : null;
+    if (!token || !workspaceId) {
       throw new AppError(
         ErrorKind.unauthorized,
         'auth.invalid_key',
@@ -55,10 +64,11 @@ export function buildApi(api: ApiDeps): FastifyInstance {
       );
     }
     req.workspaceId = workspaceId;
+    rateLimits.check(token, req);
   });
 
   app.setErrorHandler((err, req, reply) => {
-    const e = toHttpError(err);
+    const e = requestLimitError(err, req) ?? toHttpError(err);
     // A refusal that clears by itself says when to try again (chunk.too_far_ahead).
     if (err instanceof AppError && err.retryAfterSeconds !== undefined)
       void reply.header('retry-after', String(Math.ceil(err.retryAfterSeconds)));
@@ -81,6 +91,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   registerWebhookRoutes(app, api);
   registerProviderRoutes(app, api);
   registerBotRoutes(app, api);
+  registerKeyRoutes(app, api);
   registerWebRoutes(app, api.webRoot ?? DEFAULT_WEB_ROOT);
   return app;
 }

@@ -24,6 +24,8 @@ export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {
     root: webRoot,
     prefix: '/',
     index: 'index.html',
+    // S9: a source map is never served, even one left in the folder by an older build.
+    allowedPath: (pathname) => !isSourceMap(pathname),
     // The headers below decide caching; @fastify/send's own max-age=0 would override them.
     cacheControl: false,
     setHeaders: (res, filePath) => {
@@ -43,4 +45,19 @@ export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {
       }
     },
   });
+}
+
+/** `pathname` as @fastify/static has it; @fastify/send decodes it once more, so this does too. */
+export function isSourceMap(pathname: string): boolean {
+  let name = pathname;
+  for (let i = 0; i < 4; i++) {
+    try {
+      const decoded = decodeURIComponent(name);
+      if (decoded === name) break;
+      name = decoded;
+    } catch {
+      return true;
+    }
+  }
+  return /\.map[/\\\s]*$/i.test(name);
 }

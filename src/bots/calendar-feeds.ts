@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { parseIcs } from '../domain/ics.ts';
+import { INVALID_CALENDAR, type CalendarOccurrence } from '../domain/ics.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
+import { EgressError, egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
 import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import {
@@ -13,6 +14,7 @@ import {
   sameCallOverlap,
   upsertRecording,
 } from './recordings.ts';
+import { parseIcsInThread } from './feed-parser.ts';
 
 /**
  * R1: ICS feed subscriptions. Each poll fetches the feed, reads the next two weeks of events
@@ -36,13 +38,19 @@ export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, in
     url = null;
   }
   // A calendar address is a secret: it travels over TLS, but to a host the operator named.
-  const plain =
-    url?.protocol === 'http:' && deps.config.bots.feedPlainHttpHosts.includes(url.hostname.toLowerCase());
-  if (!url || (url.protocol !== 'https:' && !plain)) {
+  if (!url || !feedSchemeAllowed(deps, url)) {
     throw new AppError(
       ErrorKind.invalidInput,
       'feed.url',
       'url must be an https (or webcal) ICS feed address',
+    );
+  }
+  const internal = egressGuardOf(deps.config).literalRefusal(url);
+  if (internal !== null) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'feed.url',
+      `url must point at a public address: ${internal} (an operator may allow it with VERBATIM_EGRESS_ALLOW)`,
     );
   }
   const row = await deps.db
@@ -150,18 +158,18 @@ export async function pollFeed(
     .where('id', '=', feedId)
     .executeTakeFirstOrThrow();
   const now = new Date();
-  let events: ReturnType<typeof parseIcs>;
+  let events: CalendarOccurrence[];
   try {
-    const res = await fetch(feed.url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: 'follow' });
-    if (!res.ok) throw new Error(`feed answered HTTP ${res.status}`);
-    const text = await readCapped(res, MAX_FEED_BYTES);
-    events = parseIcs(text, now, new Date(now.getTime() + HORIZON_MS));
+    const text = await fetchFeed(deps, feed.url);
+    // S8: parsed in a thread under the feed budget; over it, the feed is refused whole.
+    const until = new Date(now.getTime() + HORIZON_MS);
+    events = await parseIcsInThread(text, now, until, deps.config.bots.feedBudget, deps.log);
   } catch (err) {
     // A feed that cannot be read changes nothing: its events are not taken as deleted.
     await deps.db
       .updateTable('calendar_feeds')
       .set({
-        last_error: String(err instanceof Error ? err.message : err).slice(0, 300),
+        last_error: feedErrorText(err).slice(0, 300),
         next_poll_at: new Date(now.getTime() + FEED_POLL_MS),
         lease_expires_at: null,
       })
@@ -358,21 +366,40 @@ function canonicalLink(stored: string | null): string | null {
   }
 }
 
-/** Reads a body up to `max` bytes; a larger one is refused without being read whole. */
-async function readCapped(res: Response, max: number): Promise<string> {
-  const reader = (res.body as ReadableStream<Uint8Array> | null)?.getReader();
-  if (!reader) return '';
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel();
-      throw new Error(`feed is larger than ${Math.round(max / 1024 / 1024)} MB`);
-    }
-    parts.push(value);
+class FeedHttpError extends Error {}
+
+/**
+ * S5: a feed is fetched through the egress guard (its name resolved and checked, the checked
+ * address connected to, every redirect checked again and held to the same scheme rule), 5 MB at
+ * most. Only the status line's category is kept of a refusal; the body is never echoed.
+ */
+async function fetchFeed(deps: MeetingDeps, url: string): Promise<string> {
+  const res = await egressGuardOf(deps.config).request(url, {
+    timeoutMs: FETCH_TIMEOUT_MS,
+    maxBytes: MAX_FEED_BYTES,
+    maxRedirects: 5,
+    headers: { accept: 'text/calendar', 'user-agent': 'verbatim-calendar' },
+    checkUrl: (u) => (feedSchemeAllowed(deps, u) ? null : 'a redirect to a plain-http address'),
+  });
+  if (res.status < 200 || res.status >= 300) {
+    throw new FeedHttpError(`${httpStatusCategory(res.status)}: the feed answered HTTP ${res.status}`);
   }
-  return Buffer.concat(parts).toString('utf8');
+  return res.body.toString('utf8');
+}
+
+/** https always; plain http only to the hosts an operator names. */
+function feedSchemeAllowed(deps: MeetingDeps, url: URL): boolean {
+  return (
+    url.protocol === 'https:' ||
+    (url.protocol === 'http:' && deps.config.bots.feedPlainHttpHosts.includes(url.hostname.toLowerCase()))
+  );
+}
+
+/** What a tenant sees of a feed that could not be read: a category and our words, never its body. */
+function feedErrorText(err: unknown): string {
+  if (err instanceof FeedHttpError) return err.message;
+  if (err instanceof EgressError) return egressFailureText(err);
+  if (err instanceof AppError && err.code === INVALID_CALENDAR) return `invalid_calendar: ${err.message}`;
+  if (err instanceof AppError) return `${err.code}: ${err.message}`;
+  return 'invalid_calendar: the feed could not be read as a calendar';
 }

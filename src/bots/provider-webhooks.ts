@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource } from '../domain/status.ts';
-import { verifyWebhook } from '../events/webhooks.ts';
+import { verifyWebhook, webhookHeadersFresh } from '../events/webhooks.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { storeRecording } from '../meetings/intake.ts';
@@ -103,17 +103,29 @@ export function verifyProviderWebhook(
   headers: Record<string, string | string[] | undefined>,
   rawBody: string,
 ): string | null {
+  const h = signatureHeaders(headers);
+  if (!h['webhook-id']) return null;
+  return secrets.some((secret) => verifyWebhook(secret, h, rawBody)) ? h['webhook-id'] : null;
+}
+
+/** S7: whether a delivery could verify at all, decided before its body is read. */
+export function providerWebhookMayVerify(
+  secrets: string[],
+  headers: Record<string, string | string[] | undefined>,
+): boolean {
+  return secrets.length > 0 && webhookHeadersFresh(signatureHeaders(headers));
+}
+
+function signatureHeaders(headers: Record<string, string | string[] | undefined>) {
   const get = (name: string) => {
     const v = headers[`svix-${name}`] ?? headers[`webhook-${name}`];
     return Array.isArray(v) ? v[0] : v;
   };
-  const h = {
+  return {
     'webhook-id': get('id'),
     'webhook-timestamp': get('timestamp'),
     'webhook-signature': get('signature'),
   };
-  if (!h['webhook-id']) return null;
-  return secrets.some((secret) => verifyWebhook(secret, h, rawBody)) ? h['webhook-id'] : null;
 }
 
 export type WebhookOutcome = 'applied' | 'duplicate' | 'unknown_bot' | 'stale' | 'ignored' | 'held';

@@ -4,6 +4,7 @@ import type { Db } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotProvider } from '../ports.ts';
 import { RateBudget } from './rate-budget.ts';
+import { egressGuardOf } from '../net/egress.ts';
 
 /** Recall.ai's documented per-minute limits per endpoint (R2); the default of VERBATIM_RECALL_LIMITS. */
 export const RECALL_LIMITS = {
@@ -29,7 +30,12 @@ export function botProviderOf(deps: MeetingDeps): BotDeps | null {
   const { recall } = deps.config;
   if (!recall.apiKey) return null;
   return {
-    provider: new RecallBotProvider({ baseUrl: recall.url, apiKey: recall.apiKey }),
+    provider: new RecallBotProvider({
+      baseUrl: recall.url,
+      apiKey: recall.apiKey,
+      egress: egressGuardOf(deps.config),
+      maxDownloadBytes: deps.config.maxUploadBytes,
+    }),
     budget: recallBudget(deps.db, deps.config),
   };
 }

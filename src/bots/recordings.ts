@@ -5,6 +5,7 @@ import { JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Selectable } from 'kysely';
 import type { BotRecordingsTable, Tx } from '../db/schema.ts';
+import { withTenant } from '../db/tenant.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { canonicalMeetingUrl, MEETING_PLATFORM_NAMES, meetingPlatformOf } from '../domain/meeting-url.ts';
@@ -355,13 +356,16 @@ export async function setBotRecordingEnabled(
 }
 
 export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
+  // S10: read as the tenant (src/db/tenant.ts), the second wall behind the workspace filter.
   const row = isUuid(id)
-    ? await deps.db
-        .selectFrom('bot_recordings')
-        .selectAll()
-        .where('id', '=', id)
-        .where('workspace_id', '=', workspaceId)
-        .executeTakeFirst()
+    ? await withTenant(deps.db, workspaceId, (trx) =>
+        trx
+          .selectFrom('bot_recordings')
+          .selectAll()
+          .where('id', '=', id)
+          .where('workspace_id', '=', workspaceId)
+          .executeTakeFirst(),
+      )
     : undefined;
   if (!row) throw new AppError(ErrorKind.notFound, 'recording.not_found', `no bot recording ${id}`);
   return row;
@@ -451,7 +455,9 @@ export async function listBotRecordings(
     }
     q = q.where(sql<boolean>`(join_at, id) < (${before.at}::timestamptz, ${before.id}::uuid)`);
   }
-  const rows = await q.orderBy('join_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  // S10: run as the tenant (src/db/tenant.ts), the second wall behind the workspace filter.
+  const listing = q.orderBy('join_at', 'desc').orderBy('id', 'desc').limit(limit).compile();
+  const { rows } = await withTenant(deps.db, workspaceId, (trx) => trx.executeQuery(listing));
   const last = rows.length === limit ? rows.at(-1) : undefined;
   return {
     recordings: rows.map(recordingView),

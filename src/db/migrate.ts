@@ -16,6 +16,8 @@ import * as m0013 from './migrations/0013-bot-recording-copies.ts';
 import * as m0014 from './migrations/0014-bot-errors.ts';
 import * as m0015 from './migrations/0015-live-timeline.ts';
 import * as m0016 from './migrations/0016-bot-recovery.ts';
+import * as m0017 from './migrations/0017-api-key-expiry.ts';
+import * as m0018 from './migrations/0018-row-level-security.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -34,6 +36,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0014-bot-errors': m0014,
   '0015-live-timeline': m0015,
   '0016-bot-recovery': m0016,
+  '0017-api-key-expiry': m0017,
+  '0018-row-level-security': m0018,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

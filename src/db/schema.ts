@@ -21,6 +21,7 @@ export interface ApiKeysTable {
   created_at: Timestamp;
   last_used_at: NullableTimestamp;
   revoked_at: NullableTimestamp;
+  expires_at: NullableTimestamp;
 }
 
 export interface MeetingsTable {

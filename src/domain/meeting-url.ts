@@ -28,7 +28,11 @@ export function canonicalMeetingUrl(input: URL): string {
     url.search = '';
     for (const [name, value] of kept) url.searchParams.append(name, value);
   }
-  if (url.pathname.length > 1) url.pathname = url.pathname.replace(/\/+$/, '');
+  // Trailing slashes dropped by a loop: `\/+$` backtracks quadratically on a long run of them (S8).
+  const path = url.pathname;
+  let end = path.length;
+  while (end > 1 && path[end - 1] === '/') end--;
+  if (end < path.length) url.pathname = path.slice(0, end);
   return url.toString();
 }
 

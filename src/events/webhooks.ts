@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
+import { egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
 import type { OutboxEvent } from './dispatcher.ts';
 
 /**
@@ -49,6 +50,19 @@ export function signWebhook(secret: string, id: string, timestamp: number | stri
  * the timestamp and the raw body exactly as received, compare in constant time against each
  * "v1," signature in the header, and refuse timestamps more than five minutes away.
  */
+/**
+ * S7: what can be checked before the body is read, so a receiver can refuse a request that cannot
+ * verify without reading it: all three headers there and the timestamp within tolerance.
+ */
+export function webhookHeadersFresh(
+  headers: { 'webhook-id'?: string; 'webhook-timestamp'?: string; 'webhook-signature'?: string },
+  nowSeconds = Math.floor(Date.now() / 1000),
+): boolean {
+  const stamp = headers['webhook-timestamp'] ?? '';
+  if (!headers['webhook-id'] || !headers['webhook-signature'] || !/^\d{1,12}$/.test(stamp)) return false;
+  return Math.abs(nowSeconds - Number(stamp)) <= TOLERANCE_S;
+}
+
 export function verifyWebhook(
   secret: string,
   headers: { 'webhook-id'?: string; 'webhook-timestamp'?: string; 'webhook-signature'?: string },
@@ -58,8 +72,7 @@ export function verifyWebhook(
   const id = headers['webhook-id'];
   const stamp = headers['webhook-timestamp'] ?? '';
   const signatures = headers['webhook-signature'];
-  if (!id || !/^\d{1,12}$/.test(stamp) || !signatures) return false;
-  if (Math.abs(nowSeconds - Number(stamp)) > TOLERANCE_S) return false;
+  if (!id || !signatures || !webhookHeadersFresh(headers, nowSeconds)) return false;
   // Signed over the header exactly as sent.
   const expected = Buffer.from(signWebhook(secret, id, stamp, body));
   return signatures.split(' ').some((candidate) => {
@@ -89,6 +102,14 @@ export async function createEndpoint(deps: WebhookDeps, workspaceId: string, inp
   if (parsed.username || parsed.password) {
     // They would travel in every request and show in the delivery log; the signature authenticates.
     throw new AppError(ErrorKind.invalidInput, 'webhook.url', 'url must not carry a user name or password');
+  }
+  const internal = egressGuardOf(deps.config).literalRefusal(parsed);
+  if (internal !== null) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'webhook.url',
+      `url must point at a public address: ${internal} (an operator may allow it with VERBATIM_EGRESS_ALLOW)`,
+    );
   }
   const events = body.events ?? [];
   if (!Array.isArray(events) || events.some((e) => typeof e !== 'string' || !WEBHOOK_EVENTS.includes(e))) {
@@ -183,7 +204,9 @@ async function attempt(
   let statusCode: number | null = null;
   let error: string | null = null;
   try {
-    const res = await fetch(d.url, {
+    // S5: through the egress guard (the receiver's name checked and pinned; no redirects), and
+    // what is kept of the answer is its status: a category, never its body.
+    const res = await egressGuardOf(deps.config).request(d.url, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
@@ -193,18 +216,16 @@ async function attempt(
         'webhook-signature': signWebhook(d.secret, d.event_id, timestamp, d.body),
       },
       body: d.body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(deps.config.webhookTimeoutMs),
+      timeoutMs: deps.config.webhookTimeoutMs,
+      maxBytes: 64 * 1024,
+      maxRedirects: 0,
     });
     statusCode = res.status;
-    await res.body?.cancel().catch(() => undefined);
-    if (res.status < 200 || res.status >= 300) error = `receiver answered HTTP ${res.status}`;
+    if (res.status < 200 || res.status >= 300) {
+      error = `${httpStatusCategory(res.status)}: the receiver answered HTTP ${res.status}`;
+    }
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code;
-    error =
-      err instanceof Error && err.name === 'TimeoutError'
-        ? 'receiver timed out'
-        : `request failed: ${cause ?? String(err)}`;
+    error = egressFailureText(err);
   }
   const durationMs = Math.round(performance.now() - started);
   const attemptNo = d.attempts + 1;

@@ -36,6 +36,10 @@ export interface WindowCounts {
 
 export type MeetingTransition = keyof typeof MeetingTransitions;
 
+/**
+ * Reads take an optional executor so the API can run them in a tenant transaction (withTenant,
+ * src/db/tenant.ts); without one they run on the system path and see every workspace.
+ */
 export class PgMeetingStore {
   constructor(private readonly db: Db) {}
 
@@ -120,8 +124,9 @@ export class PgMeetingStore {
       /** Case-insensitive substring of the title; LIKE wildcards in it match literally. */
       titleContains?: string;
     },
+    db: Executor = this.db,
   ): Promise<MeetingRow[]> {
-    let q = this.db.selectFrom('meetings').selectAll().where('workspace_id', '=', workspaceId);
+    let q = db.selectFrom('meetings').selectAll().where('workspace_id', '=', workspaceId);
     if (opts.status) q = q.where('status', '=', opts.status);
     if (opts.titleContains) {
       const pattern = `%${opts.titleContains.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

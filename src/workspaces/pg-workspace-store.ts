@@ -1,6 +1,8 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
+import { isUuid } from '../meetings/pg-meeting-store.ts';
+import { ApiKeyStatus, apiKeyStatus, apiKeyView, type ApiKeyView } from './api-keys.ts';
 
 export interface CreatedKey {
   workspaceId: string;
@@ -8,6 +10,12 @@ export interface CreatedKey {
   /** Shown once; only its SHA-256 is stored (S1). */
   apiKey: string;
 }
+
+export type RevokeOutcome =
+  | { outcome: 'revoked'; key: ApiKeyView }
+  | { outcome: 'already_revoked'; key: ApiKeyView }
+  | { outcome: 'last_key'; key: ApiKeyView }
+  | { outcome: 'not_found' };
 
 const KEY_PREFIX = 'vbt_';
 
@@ -24,19 +32,131 @@ export class PgWorkspaceStore {
     return id;
   }
 
-  async createApiKey(workspaceId: string, name: string): Promise<CreatedKey> {
+  async createApiKey(
+    workspaceId: string,
+    name: string,
+    opts: { expiresAt?: Date | null } = {},
+  ): Promise<CreatedKey> {
     const prefix = randomBytes(6).toString('hex');
     const secret = randomBytes(24).toString('base64url');
     const apiKey = `${KEY_PREFIX}${prefix}_${secret}`;
     const keyId = randomUUID();
     await this.db
       .insertInto('api_keys')
-      .values({ id: keyId, workspace_id: workspaceId, name, prefix, key_hash: hashKey(apiKey) })
+      .values({
+        id: keyId,
+        workspace_id: workspaceId,
+        name,
+        prefix,
+        key_hash: hashKey(apiKey),
+        expires_at: opts.expiresAt ?? null,
+      })
       .execute();
     return { workspaceId, keyId, apiKey };
   }
 
-  /** Returns the caller's workspace for a valid, unrevoked key, else null. */
+  /** S9: keys without their secrets or hashes; one workspace's, or every workspace's (the CLI). */
+  async listApiKeys(workspaceId: string | null): Promise<ApiKeyView[]> {
+    const now = await this.now();
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .select([
+        'id',
+        'workspace_id',
+        'name',
+        'prefix',
+        'created_at',
+        'last_used_at',
+        'expires_at',
+        'revoked_at',
+      ])
+      .$if(workspaceId !== null, (q) => q.where('workspace_id', '=', workspaceId!))
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map((row) => apiKeyView(row, now));
+  }
+
+  /**
+   * S9: revokes a key; the next request with it gets 401 (authenticate reads the row every time,
+   * nothing caches a key). `workspaceId` confines it to that workspace's keys (the API); with
+   * `keepOne` a workspace's last active key is kept, so an API caller cannot lock itself out.
+   */
+  async revokeApiKey(
+    keyId: string,
+    opts: { workspaceId?: string; keepOne?: boolean } = {},
+  ): Promise<RevokeOutcome> {
+    if (!isUuid(keyId)) return { outcome: 'not_found' };
+    return this.db.transaction().execute(async (trx) => {
+      // The workspace row first: two revokes in one workspace serialize here, so both cannot pass
+      // the last-key check at once.
+      const owner = await trx
+        .selectFrom('workspaces')
+        .innerJoin('api_keys', 'api_keys.workspace_id', 'workspaces.id')
+        .select('workspaces.id')
+        .where('api_keys.id', '=', keyId)
+        .$if(opts.workspaceId !== undefined, (q) => q.where('workspaces.id', '=', opts.workspaceId!))
+        .forUpdate('workspaces')
+        .executeTakeFirst();
+      if (!owner) return { outcome: 'not_found' };
+      const key = await trx
+        .selectFrom('api_keys')
+        .select([
+          'id',
+          'workspace_id',
+          'name',
+          'prefix',
+          'created_at',
+          'last_used_at',
+          'expires_at',
+          'revoked_at',
+        ])
+        .where('id', '=', keyId)
+        .executeTakeFirstOrThrow();
+      const now = await this.now(trx);
+      if (key.revoked_at) return { outcome: 'already_revoked', key: apiKeyView(key, now) };
+      if (opts.keepOne && apiKeyStatus(key, now) === ApiKeyStatus.active) {
+        const others = await trx
+          .selectFrom('api_keys')
+          .select('id')
+          .where('workspace_id', '=', key.workspace_id)
+          .where('id', '<>', key.id)
+          .where('revoked_at', 'is', null)
+          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+          .limit(1)
+          .executeTakeFirst();
+        if (!others) return { outcome: 'last_key', key: apiKeyView(key, now) };
+      }
+      const revoked = await trx
+        .updateTable('api_keys')
+        .set({ revoked_at: now })
+        .where('id', '=', key.id)
+        .where('revoked_at', 'is', null)
+        .returning([
+          'id',
+          'workspace_id',
+          'name',
+          'prefix',
+          'created_at',
+          'last_used_at',
+          'expires_at',
+          'revoked_at',
+        ])
+        .executeTakeFirstOrThrow();
+      return { outcome: 'revoked', key: apiKeyView(revoked, now) };
+    });
+  }
+
+  /** The database's clock, the one authenticate compares expiry against. */
+  private async now(db: Db = this.db): Promise<Date> {
+    const { rows } = await sql<{ now: Date }>`select now() as now`.execute(db);
+    return rows[0]!.now;
+  }
+
+  /**
+   * Returns the caller's workspace for a valid, unrevoked, unexpired key, else null. Read from the
+   * database on every request: a revocation or expiry takes effect at the next request (S9).
+   */
   async authenticate(apiKey: string): Promise<string | null> {
     const match = /^vbt_([0-9a-f]{12})_[A-Za-z0-9_-]+$/.exec(apiKey);
     if (!match?.[1]) return null;
@@ -45,6 +165,7 @@ export class PgWorkspaceStore {
       .select(['id', 'workspace_id', 'key_hash'])
       .where('prefix', '=', match[1])
       .where('revoked_at', 'is', null)
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
       .executeTakeFirst();
     if (!row) return null;
     const expected = Buffer.from(row.key_hash, 'hex');

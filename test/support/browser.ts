@@ -3,7 +3,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { buildApi } from '../../src/api/server.ts';
@@ -96,7 +95,7 @@ export function fakeMicrophoneFile(text: string): string {
   const raw = path.join(dir, 'speech-16k.wav');
   const out = path.join(dir, 'speech.wav');
   execFileSync('flite', ['-voice', 'rms', '--setf', 'duration_stretch=1.2', '-t', text, '-o', raw]);
-  execFileSync(ffmpegInstaller.path, [
+  execFileSync('ffmpeg', [
     '-hide_banner',
     '-loglevel',
     'error',

@@ -1,4 +1,3 @@
-import ffmpegInstaller from '@ffmpeg-installer/ffmpeg';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,8 +12,16 @@ import { createTestDatabase, type TestDatabase } from './db.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
+/** S9: what tests send to /metrics (`Authorization: Bearer`); FAST_ENV sets it. */
+export const METRICS_TOKEN = 'test-metrics-token-0123456789';
+export const METRICS_AUTH = { authorization: `Bearer ${METRICS_TOKEN}` };
+
 /** Short timings so crash tests finish in seconds; the defaults are exercised by the benchmark. */
 export const FAST_ENV: Record<string, string> = {
+  VERBATIM_METRICS_TOKEN: METRICS_TOKEN,
+  // S5: the tests' receivers, calendars and fake providers listen on loopback, which the egress
+  // guard refuses unless an operator allows it; the S5 tests themselves set this to nothing.
+  VERBATIM_EGRESS_ALLOW: '127.0.0.0/8',
   VERBATIM_LOG_LEVEL: 'info',
   VERBATIM_WINDOW_SECONDS: '3',
   VERBATIM_LEASE_SECONDS: '2',
@@ -201,7 +208,7 @@ export function speechWav(text: string): Buffer {
 /** `wav` encoded as WebM/Opus by ffmpeg into a pipe, as a browser's MediaRecorder streams it. */
 export function webmOpus(wav: Buffer): Buffer {
   return execFileSync(
-    ffmpegInstaller.path,
+    'ffmpeg',
     [
       '-hide_banner',
       '-loglevel',

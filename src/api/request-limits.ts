@@ -1,0 +1,228 @@
+import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { PassThrough } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { RequestLimits } from '../config.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { KeyRateLimiter } from './rate-limit.ts';
+
+/**
+ * S7: no request ties up the server. Every route takes a small body (`maxJsonBytes`) unless it
+ * says otherwise; a body over its route's limit is refused with 413 and cut off unread; the
+ * request line and headers, the body and every silence have deadlines; each API key has a budget
+ * of calls. The reasoning behind each number is in docs/security.md, "Request limits".
+ */
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A recording or a chunk: the upload timeout instead of the request timeout (S7). */
+    upload?: boolean;
+  }
+}
+
+/** Route config of the routes that take audio: big bodies, over slow links. */
+export const UPLOAD_ROUTE = { upload: true } as const;
+
+interface LimitError {
+  status: number;
+  kind: ErrorKind;
+  code: string;
+  message: string;
+}
+
+/** The options of `Fastify(...)` that carry the limits. */
+export function serverLimitOptions(limits: RequestLimits) {
+  return {
+    bodyLimit: limits.maxJsonBytes,
+    // Node's socket timeout: the longest silence. Suspended while a handler works (see below).
+    connectionTimeout: limits.idleTimeoutMs,
+    // Node's own deadline for a whole request, the longest one (uploads); shorter per route below.
+    requestTimeout: limits.uploadTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.uploadTimeoutMs,
+      // Node checks both deadlines on this timer (30 s by default, which would double a short one).
+      connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    clientErrorHandler: clientErrorHandler(limits),
+  };
+}
+
+/** The hooks that enforce the per-route body deadline, the idle timeout and the cut-off. */
+export function registerRequestLimits(app: FastifyInstance, limits: RequestLimits): void {
+  // A small body must arrive whole within `requestTimeoutMs` of its headers; an upload has Node's
+  // longer deadline. The body passes through a stream the deadline can fail with a 408, so the
+  // answer still goes out (failing the request itself would close the socket first).
+  app.addHook('preParsing', (req, reply, payload, done) => {
+    if (req.routeOptions.config.upload === true || !bodyStillArriving(req)) {
+      done(null, payload);
+      return;
+    }
+    const guarded = new PassThrough();
+    const timer = setTimeout(() => {
+      payload.unpipe(guarded);
+      payload.pause();
+      guarded.destroy(new BodyTimeoutError(limits.requestTimeoutMs));
+    }, limits.requestTimeoutMs);
+    const stop = () => clearTimeout(timer);
+    guarded.once('close', stop);
+    reply.raw.once('close', stop);
+    payload.once('error', (err) => guarded.destroy(err));
+    payload.pipe(guarded);
+    done(null, guarded);
+  });
+
+  // The idle timeout is for a peer that stops sending or reading. Once the body is in, the time is
+  // ours (a recording stored to S3 may take a while): no socket timeout until the answer is sent.
+  app.addHook('preHandler', (req, _reply, done) => {
+    socketOf(req)?.setTimeout(0);
+    done();
+  });
+
+  app.addHook('onSend', (req, reply, payload, done) => {
+    socketOf(req)?.setTimeout(limits.idleTimeoutMs);
+    // Answered before the body was in (401 before the body, 413, 404, 429, 408): close the
+    // connection instead of letting Node read the rest to keep it alive.
+    if (bodyStillArriving(req)) {
+      void reply.header('connection', 'close');
+      lingerThenClose(req.raw);
+    }
+    done(null, payload);
+  });
+}
+
+/** After an early answer, what is still read (and dropped) so the answer is not lost. */
+const LINGER_MS = 2000;
+const LINGER_BYTES = 1024 * 1024;
+
+/**
+ * Closing a socket that still has unread input makes the kernel send a reset, which can destroy
+ * the answer before a client that is still sending reads it. So, like nginx's lingering close,
+ * the answer is followed by our FIN, and what the client sends on is dropped until it stops, at
+ * most LINGER_BYTES or LINGER_MS; then the connection is cut. Node calls `destroySoon` once the
+ * `Connection: close` answer is written; this replaces it for this one socket.
+ */
+function lingerThenClose(req: IncomingMessage): void {
+  const socket = req.socket as Socket | null;
+  if (typeof socket?.destroySoon !== 'function') return; // inject: no socket
+  socket.destroySoon = () => {
+    socket.end();
+    const readAtAnswer = socket.bytesRead;
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    socket.once('close', () => clearTimeout(timer));
+    req.on('data', () => {
+      if (socket.bytesRead - readAtAnswer > LINGER_BYTES) socket.destroy();
+    });
+    // Away from the body deadline's stream, if any, which nobody reads any more.
+    req.unpipe();
+    req.resume();
+  };
+}
+
+/** 413 naming the route's limit, and 408 for a body past its deadline; null for other errors. */
+export function requestLimitError(err: unknown, req: FastifyRequest): LimitError | null {
+  if (err instanceof BodyTimeoutError) {
+    return {
+      status: 408,
+      kind: ErrorKind.transient,
+      code: 'request.timeout',
+      message: err.message,
+    };
+  }
+  if ((err as { code?: unknown } | null)?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    const limit = req.routeOptions.bodyLimit;
+    return {
+      status: 413,
+      kind: ErrorKind.tooLarge,
+      code: 'request.too_large',
+      message: `the request body is larger than this route's limit of ${formatBytes(limit)}`,
+    };
+  }
+  return null;
+}
+
+/** S7: each API key's budgets, one for live chunks and one for every other call. */
+export class ApiRateLimits {
+  private readonly calls: KeyRateLimiter;
+  private readonly chunks: KeyRateLimiter;
+
+  constructor(private readonly limits: RequestLimits) {
+    this.calls = new KeyRateLimiter(limits.rateLimitRequests, limits.rateWindowMs);
+    this.chunks = new KeyRateLimiter(limits.rateLimitChunks, limits.rateWindowMs);
+  }
+
+  /** Counts one call of an authenticated key; throws 429 (with Retry-After) when over budget. */
+  check(apiKey: string, req: FastifyRequest): void {
+    // Chunks are counted apart: a recording must never wait behind its own tab's polling.
+    const chunk = req.method === 'PUT' && req.routeOptions.url === '/v1/meetings/:id/chunks/:seq';
+    const limiter = chunk ? this.chunks : this.calls;
+    // Keyed by a digest, so no key is kept in memory past its request.
+    const retryAfter = limiter.take(createHash('sha256').update(apiKey).digest('base64url'));
+    if (retryAfter === null) return;
+    const limit = chunk ? this.limits.rateLimitChunks : this.limits.rateLimitRequests;
+    throw new AppError(
+      ErrorKind.quotaExhausted,
+      'request.rate_limited',
+      `this API key made more than ${limit} ${chunk ? 'chunk uploads' : 'calls'} in ${seconds(this.limits.rateWindowMs)}; try again in ${retryAfter} s`,
+      { retryAfterSeconds: retryAfter },
+    );
+  }
+}
+
+class BodyTimeoutError extends Error {
+  readonly statusCode = 408;
+  constructor(ms: number) {
+    super(`the request body did not arrive within ${seconds(ms)} of its headers`);
+  }
+}
+
+/** A body is announced and not all of it has been received. False for inject (no socket). */
+function bodyStillArriving(req: FastifyRequest): boolean {
+  const announced =
+    req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  return announced && (req.raw as { complete?: boolean }).complete === false;
+}
+
+function socketOf(req: FastifyRequest): Socket | null {
+  const socket = req.raw.socket as Socket | undefined;
+  return typeof socket?.setTimeout === 'function' ? socket : null;
+}
+
+/**
+ * Node's own refusals before a request reaches Fastify: the headers or the whole request too slow
+ * (408), headers too large (431), anything unparsable (400). In our error shape, then closed.
+ */
+function clientErrorHandler(limits: RequestLimits) {
+  return (err: Error & { code?: string }, socket: Socket): void => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const [status, reason, code, message] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [
+            408,
+            'Request Timeout',
+            'request.timeout',
+            `the request did not arrive in time: headers within ${seconds(limits.headersTimeoutMs)}, the whole request within ${seconds(limits.uploadTimeoutMs)}`,
+          ]
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'Request Header Fields Too Large', 'request.headers_too_large', 'the headers are too large']
+          : [400, 'Bad Request', 'request.malformed', 'the request is not valid HTTP'];
+    const kind = status === 408 ? ErrorKind.transient : ErrorKind.invalidInput;
+    const body = JSON.stringify({ error: { kind, code, message } });
+    if (socket.writable) {
+      socket.write(
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy();
+  };
+}
+
+function formatBytes(n: number): string {
+  const unit = n % 1048576 === 0 ? `${n / 1048576} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : null;
+  return unit ? `${unit} (${n} bytes)` : `${n} bytes`;
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
+}

@@ -35,7 +35,18 @@ void describe('S4: decoding reads only the upload', () => {
     // The same as an MPEG-TS segment, which an HLS playlist may name (ffmpeg checks a segment's
     // extension against its format, so `.ts` is what an attacker would use).
     secretTs = path.join(dir, 'other-tenant.ts');
-    execFileSync('ffmpeg', ['-y', '-loglevel', 'error', '-i', secretWav, '-c:a', 'aac', '-f', 'mpegts', secretTs]);
+    execFileSync('ffmpeg', [
+      '-y',
+      '-loglevel',
+      'error',
+      '-i',
+      secretWav,
+      '-c:a',
+      'aac',
+      '-f',
+      'mpegts',
+      secretTs,
+    ]);
     listener = http.createServer((req, res) => {
       heard.push(`${req.method} ${req.url}`);
       res.writeHead(200, { 'content-type': 'audio/wav' }).end(fs.readFileSync(secretWav));
@@ -121,7 +132,11 @@ void describe('S4: decoding reads only the upload', () => {
     }
     for (const u of uploads) {
       const meeting = await waitForMeeting(h, u.id, 'failed');
-      assert.equal(meeting.failure.code, 'audio.undecodable', `${u.label}: ${JSON.stringify(meeting.failure)}`);
+      assert.equal(
+        meeting.failure.code,
+        'audio.undecodable',
+        `${u.label}: ${JSON.stringify(meeting.failure)}`,
+      );
       const transcript = await h.request('GET', `/v1/meetings/${u.id}/transcript?format=txt`);
       assert.ok(!/budget/i.test(transcript.text), `${u.label}: no word of the named file`);
     }
@@ -157,7 +172,9 @@ void describe('S4: decoding reads only the upload', () => {
 
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'bomb' });
     const id = created.json.id as string;
-    const put = await h.request('PUT', `/v1/meetings/${id}/recording`, bytes, { 'content-type': 'audio/flac' });
+    const put = await h.request('PUT', `/v1/meetings/${id}/recording`, bytes, {
+      'content-type': 'audio/flac',
+    });
     assert.equal(put.status, 202, put.text);
     const meeting = await waitForMeeting(h, id, 'failed');
     assert.equal(meeting.failure.code, 'audio.too_long');

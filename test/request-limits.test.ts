@@ -174,9 +174,11 @@ void describe('request limits (S7)', () => {
       assert.equal(statusOf(x.answer), c.status, `${c.what}: ${x.answer}`);
       assert.equal(errorOf(x.answer).code, c.code, c.what);
       assert.match(x.answer, /\r\nconnection: close\r\n/i, `${c.what}: the connection is closed`);
-      // The server answered and hung up long before the client was through, having read little.
-      assert.ok(x.writtenBeforeAnswer < 4 * MiB, `${c.what}: client wrote ${x.writtenBeforeAnswer}`);
-      assert.ok(x.serverRead < MiB, `${c.what}: the server read ${x.serverRead} bytes`);
+      // The server answered and hung up long before the client was through (what the client
+      // wrote is mostly in kernel buffers), having read little: what arrived before the answer,
+      // and at most 1 MiB dropped after it so the client sees the answer (docs/security.md).
+      assert.ok(x.writtenBeforeAnswer < TWENTY_MB / 2, `${c.what}: client wrote ${x.writtenBeforeAnswer}`);
+      assert.ok(x.serverRead < 2 * MiB, `${c.what}: the server read ${x.serverRead} bytes`);
       if (c.status === 413 && c.what.startsWith('provider')) {
         assert.match(errorOf(x.answer).message, /64 KiB \(65536 bytes\)/, c.what);
       }

@@ -107,7 +107,7 @@ export function parseIcs(
     // Given no exceptions, ical.js relates every RECURRENCE-ID vevent of the calendar to each event,
     // whatever its UID: quadratic in the feed (16,000 events took 99 s), and another series'
     // exception could replace this one's occurrence. Exceptions are related below, by UID.
-    const event = new ICAL.Event(vevent);
+    const event = new ICAL.Event(vevent, { exceptions: [], strictExceptions: true });
     if (vevent.hasProperty('recurrence-id')) exceptions.push(event);
     else masters.set(event.uid, event);
   }

@@ -86,33 +86,35 @@ export function registerRequestLimits(app: FastifyInstance, limits: RequestLimit
     // connection instead of letting Node read the rest to keep it alive.
     if (bodyStillArriving(req)) {
       void reply.header('connection', 'close');
-      lingerThenClose(req.raw);
+      // A caller with a valid key (an upload a little over the limit, say) is read on for longer,
+      // so its client sees the 413 naming the limit rather than a reset; a stranger is not.
+      lingerThenClose(req.raw, req.workspaceId ? TRUSTED_LINGER : LINGER);
     }
     done(null, payload);
   });
 }
 
 /** After an early answer, what is still read (and dropped) so the answer is not lost. */
-const LINGER_MS = 2000;
-const LINGER_BYTES = 1024 * 1024;
+const LINGER = { ms: 2000, bytes: 1024 * 1024 };
+const TRUSTED_LINGER = { ms: 10_000, bytes: 16 * 1024 * 1024 };
 
 /**
  * Closing a socket that still has unread input makes the kernel send a reset, which can destroy
  * the answer before a client that is still sending reads it. So, like nginx's lingering close,
  * the answer is followed by our FIN, and what the client sends on is dropped until it stops, at
- * most LINGER_BYTES or LINGER_MS; then the connection is cut. Node calls `destroySoon` once the
+ * most `linger.bytes` or `linger.ms`; then the connection is cut. Node calls `destroySoon` once the
  * `Connection: close` answer is written; this replaces it for this one socket.
  */
-function lingerThenClose(req: IncomingMessage): void {
+function lingerThenClose(req: IncomingMessage, linger: { ms: number; bytes: number }): void {
   const socket = req.socket as Socket | null;
   if (typeof socket?.destroySoon !== 'function') return; // inject: no socket
   socket.destroySoon = () => {
     socket.end();
     const readAtAnswer = socket.bytesRead;
-    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    const timer = setTimeout(() => socket.destroy(), linger.ms);
     socket.once('close', () => clearTimeout(timer));
     req.on('data', () => {
-      if (socket.bytesRead - readAtAnswer > LINGER_BYTES) socket.destroy();
+      if (socket.bytesRead - readAtAnswer > linger.bytes) socket.destroy();
     });
     // Away from the body deadline's stream, if any, which nobody reads any more.
     req.unpipe();

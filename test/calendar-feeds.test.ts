@@ -6,28 +6,9 @@ import { addCalendarFeed, pollFeed } from '../src/bots/calendar-feeds.ts';
 import { meetingUrlOf, parseIcs } from '../src/domain/ics.ts';
 import { canonicalMeetingUrl } from '../src/domain/meeting-url.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { stamp, vevent } from './support/ics.ts';
 
 const HOUR = 3_600_000;
-
-function stamp(d: Date): string {
-  return d
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d{3}/, '');
-}
-
-function vevent(uid: string, start: Date, extra: string[] = [], minutes = 30): string {
-  return [
-    'BEGIN:VEVENT',
-    `UID:${uid}`,
-    `DTSTAMP:${stamp(new Date())}`,
-    `DTSTART:${stamp(start)}`,
-    `DTEND:${stamp(new Date(start.getTime() + minutes * 60_000))}`,
-    `SUMMARY:${uid}`,
-    ...extra,
-    'END:VEVENT',
-  ].join('\r\n');
-}
 
 const calendar = (events: string[]) =>
   ['BEGIN:VCALENDAR', 'VERSION:2.0', 'PRODID:-//verbatim-test//EN', ...events, 'END:VCALENDAR'].join('\r\n');

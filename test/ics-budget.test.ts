@@ -9,6 +9,7 @@ import { addCalendarFeed, pollFeed } from '../src/bots/calendar-feeds.ts';
 import { meetingUrlOf, parseIcs, type CalendarOccurrence } from '../src/domain/ics.ts';
 import { startFakeRecall, type FakeRecall } from './support/fake-recall.ts';
 import { startHarness, waitFor, type Harness } from './support/harness.ts';
+import { stamp, vevent } from './support/ics.ts';
 
 /**
  * S8: one tenant's calendar cannot burn a worker's CPU. Recurring events skip ahead to the window
@@ -19,26 +20,6 @@ import { startHarness, waitFor, type Harness } from './support/harness.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-
-function stamp(d: Date): string {
-  return d
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d{3}/, '');
-}
-
-function vevent(uid: string, start: Date, extra: string[] = [], minutes = 30): string {
-  return [
-    'BEGIN:VEVENT',
-    `UID:${uid}`,
-    `DTSTAMP:${stamp(new Date())}`,
-    `DTSTART:${stamp(start)}`,
-    `DTEND:${stamp(new Date(start.getTime() + minutes * 60_000))}`,
-    `SUMMARY:${uid}`,
-    ...extra,
-    'END:VEVENT',
-  ].join('\r\n');
-}
 
 const calendar = (events: string[], extra: string[] = []) =>
   [

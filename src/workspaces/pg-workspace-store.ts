@@ -23,6 +23,18 @@ function hashKey(secret: string): string {
   return createHash('sha256').update(secret).digest('hex');
 }
 
+/** What a key view reads of its row: never the hash. */
+const API_KEY_VIEW_COLUMNS = [
+  'id',
+  'workspace_id',
+  'name',
+  'prefix',
+  'created_at',
+  'last_used_at',
+  'expires_at',
+  'revoked_at',
+] as const;
+
 export class PgWorkspaceStore {
   constructor(private readonly db: Db) {}
 
@@ -60,16 +72,7 @@ export class PgWorkspaceStore {
     const now = await this.now();
     const rows = await this.db
       .selectFrom('api_keys')
-      .select([
-        'id',
-        'workspace_id',
-        'name',
-        'prefix',
-        'created_at',
-        'last_used_at',
-        'expires_at',
-        'revoked_at',
-      ])
+      .select(API_KEY_VIEW_COLUMNS)
       .$if(workspaceId !== null, (q) => q.where('workspace_id', '=', workspaceId!))
       .orderBy('created_at')
       .orderBy('id')
@@ -101,16 +104,7 @@ export class PgWorkspaceStore {
       if (!owner) return { outcome: 'not_found' };
       const key = await trx
         .selectFrom('api_keys')
-        .select([
-          'id',
-          'workspace_id',
-          'name',
-          'prefix',
-          'created_at',
-          'last_used_at',
-          'expires_at',
-          'revoked_at',
-        ])
+        .select(API_KEY_VIEW_COLUMNS)
         .where('id', '=', keyId)
         .executeTakeFirstOrThrow();
       const now = await this.now(trx);

@@ -369,7 +369,19 @@ void it('L19: a chunk sent during the close-out, after the last stretch was cut,
     assert.deepEqual(done.missingChunks, []);
     await assertEveryChunkOnce(h, id);
     await assertTimeline(h.app.database.db, id, { settled: true });
-    // L4: the repair committed before the close-out deleted the audio.
+    // L4: the late chunk's audio is deleted, and only after its repair committed. The close-out may
+    // hand off the meeting's audio before the repair commits, but it keeps what is not yet in the
+    // transcript; the repair's commit hands off the rest (the wait covers that last step).
+    await waitFor('the late chunk handed to cleanup', async () => {
+      const blob = await h.app.database.db
+        .selectFrom('chunks as c')
+        .innerJoin('blobs as b', 'b.id', 'c.blob_id')
+        .select('b.deleted_at')
+        .where('c.meeting_id', '=', id)
+        .where('c.seq', '=', 12)
+        .executeTakeFirstOrThrow();
+      return blob.deleted_at !== null;
+    });
     const trail = await h.app.database.db
       .selectFrom('audit_events')
       .select(['id', 'to_status', 'reason'])
@@ -377,8 +389,20 @@ void it('L19: a chunk sent during the close-out, after the last stretch was cut,
       .orderBy('id')
       .execute();
     const repaired = trail.findIndex((a) => a.reason?.startsWith('repair committed'));
-    const deleted = trail.findIndex((a) => a.to_status === 'audio:deleted');
-    assert.ok(repaired >= 0 && deleted > repaired, 'repair, then audio deletion');
+    assert.ok(repaired >= 0, 'the repair committed');
+    const deletions = trail.flatMap((a, i) =>
+      a.to_status === 'audio:deleted' ? [{ i, reason: a.reason }] : [],
+    );
+    for (const d of deletions.filter((d) => d.i < repaired))
+      assert.match(
+        d.reason ?? '',
+        /kept for late audio/,
+        'audio handed off before the repair kept the late chunk',
+      );
+    assert.ok(
+      deletions.some((d) => d.i > repaired),
+      'the late chunk was handed off after the repair committed',
+    );
   } finally {
     await h.close();
     await recognizer.close();

@@ -8,6 +8,7 @@ import {
   MinutesStatus,
   WindowStatus,
 } from '../domain/status.ts';
+import type { Tx } from '../db/schema.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
@@ -52,33 +53,19 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
         const counts = await deps.meetings.windowCounts(meetingId);
         const repairing = await repairActive(deps, meetingId);
         if (counts.inFlight > 0 || repairing) {
-          const waited = await deps.db
-            .selectFrom('meetings')
-            .select(
-              sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as(
-                'ms',
-              ),
-            )
-            .where('id', '=', meetingId)
-            .executeTakeFirstOrThrow();
-          if (waited.ms < config.closeoutWaitCapMs) {
+          const waitedMs = await closeoutWaitedMs(deps, meetingId);
+          if (waitedMs < config.closeoutWaitCapMs) {
             await ctx.requeue(
               config.closeoutPollMs,
               repairing && counts.inFlight === 0
                 ? 'waiting for a repair of late audio'
                 : `waiting for ${counts.inFlight} windows in retry`,
-              async (trx) => {
-                await trx
-                  .updateTable('meetings')
-                  .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
-                  .where('id', '=', meetingId)
-                  .execute();
-              },
+              (trx) => startCloseoutWait(trx, meetingId),
             );
             return;
           }
           ctx.log.warn(
-            { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waited.ms) },
+            { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waitedMs) },
             'close-out wait cap reached; finishing without windows still in retry',
           );
         }
@@ -89,6 +76,17 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           await settleUnworkedWindows(deps, ctx, meetingId);
         }
         await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
+        // L19: a chunk that came in while the last stretch was cut has a repair queued; wait for it
+        // too (within the same cap), so the transcript published next already holds it.
+        if (
+          (await repairActive(deps, meetingId)) &&
+          (await closeoutWaitedMs(deps, meetingId)) < config.closeoutWaitCapMs
+        ) {
+          await ctx.requeue(config.closeoutPollMs, 'waiting for a repair of late audio', (trx) =>
+            startCloseoutWait(trx, meetingId),
+          );
+          return;
+        }
 
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
         await ctx.requeue(config.minutesRetryMs, 'waiting for minutes', async (trx) => {
@@ -172,6 +170,26 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },
   };
+}
+
+/** How long the close-out has been waiting for windows in retry or a repair (0 before it started). */
+async function closeoutWaitedMs(deps: MeetingDeps, meetingId: string): Promise<number> {
+  const row = await deps.db
+    .selectFrom('meetings')
+    .select(
+      sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'),
+    )
+    .where('id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return row.ms;
+}
+
+async function startCloseoutWait(trx: Tx, meetingId: string): Promise<void> {
+  await trx
+    .updateTable('meetings')
+    .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
+    .where('id', '=', meetingId)
+    .execute();
 }
 
 /** L19: a repair of late audio is queued or running for this meeting. */

@@ -12,11 +12,11 @@ import {
 } from 'kysely';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import type { Executor } from '../src/db/schema.ts';
-import { withTenant } from '../src/db/tenant.ts';
+import { asSystem, runAsTenant, withTenant } from '../src/db/tenant.ts';
 import { PgMeetingStore } from '../src/meetings/pg-meeting-store.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
-import { startHarness, type Harness } from './support/harness.ts';
+import { speechWav, startHarness, type Harness } from './support/harness.ts';
 
 /**
  * Rewrites every `workspace_id = x` in a query to `1 = 1`: the store's own query, exactly as it is
@@ -251,6 +251,82 @@ void describe('row-level security', () => {
   });
 });
 
+void describe('row-level security for a tenant flow', () => {
+  let tdb: TestDatabase;
+  let handle: DatabaseHandle;
+  const a = randomUUID();
+  const b = randomUUID();
+
+  before(async () => {
+    tdb = await createTestDatabase();
+    // One connection, so the tenant flow and the system reads after it share it.
+    handle = openDatabase(tdb.url, createLogger('silent'), 1);
+    await handle.db
+      .insertInto('workspaces')
+      .values([
+        { id: a, name: 'a' },
+        { id: b, name: 'b' },
+      ])
+      .execute();
+    const store = new PgMeetingStore(handle.db);
+    for (const ws of [a, b])
+      await store.create(ws, { source: 'upload', language: null, windowMs: 60_000, title: 'untouched' });
+  });
+  after(async () => {
+    await handle?.close();
+    await tdb?.drop();
+  });
+
+  void it('S10: in a tenant flow, a write that forgets its workspace filter changes no row of another workspace; the connection returns as the system role', async () => {
+    const titles = async () =>
+      Object.fromEntries(
+        (await handle.db.selectFrom('meetings').select(['workspace_id', 'title']).execute()).map((r) => [
+          r.workspace_id,
+          r.title,
+        ]),
+      );
+    // The update below names workspace B and then forgets even that: as A's tenant it reaches A only.
+    const updated = await runAsTenant(a, () =>
+      forgetful(handle.db)
+        .updateTable('meetings')
+        .set({ title: 'overwritten' })
+        .where('workspace_id', '=', b)
+        .executeTakeFirst(),
+    );
+    assert.equal(Number(updated.numUpdatedRows), 1);
+    assert.deepEqual(await titles(), { [a]: 'overwritten', [b]: 'untouched' });
+
+    // A row of another workspace cannot be written into, either.
+    await assert.rejects(
+      runAsTenant(a, () =>
+        handle.db
+          .insertInto('meetings')
+          .values({
+            id: randomUUID(),
+            workspace_id: b,
+            source: 'upload',
+            status: 'created',
+            title: 'planted',
+            window_ms: 60_000,
+          })
+          .execute(),
+      ),
+      /row-level security/,
+    );
+
+    // Who runs the queries: the tenant inside the flow, the system role after it (same connection).
+    const who = async () =>
+      (
+        await sql<{ role: string; ws: string }>`select current_user as role,
+          coalesce(current_setting('verbatim.workspace_id', true), '') as ws`.execute(handle.db)
+      ).rows[0];
+    assert.deepEqual(await runAsTenant(a, who), { role: 'verbatim_tenant', ws: a });
+    assert.deepEqual(await who(), { role: 'postgres', ws: '' });
+    // asSystem is the named way back to every workspace, for whole-installation figures.
+    assert.deepEqual(await runAsTenant(a, () => asSystem(who)), { role: 'postgres', ws: '' });
+  });
+});
+
 void describe('row-level security in the API', () => {
   let h: Harness;
   before(async () => {
@@ -313,6 +389,67 @@ void describe('row-level security in the API', () => {
           h.app.deps.db,
         );
       }
+    }
+  });
+  void it('S10: every authenticated request runs as its tenant, writes included: each row it inserts or updates is written by verbatim_tenant with its workspace set', async () => {
+    // A test-only trigger records who wrote each row, on the tables a request writes.
+    const db = h.app.deps.db;
+    await sql`create table s10_writers (tbl text, op text, role text, ws text)`.execute(db);
+    await sql`grant insert on s10_writers to verbatim_tenant`.execute(db);
+    await sql`create function s10_record() returns trigger language plpgsql as $$
+      begin
+        insert into s10_writers values (tg_table_name, tg_op, current_user,
+          coalesce(current_setting('verbatim.workspace_id', true), ''));
+        return null;
+      end $$`.execute(db);
+    const tables = [
+      'meetings',
+      'blobs',
+      'object_cleanups',
+      'jobs',
+      'webhook_endpoints',
+      'api_keys',
+      'outbox',
+    ];
+    for (const t of tables)
+      await sql`create trigger s10_record after insert or update on ${sql.table(t)}
+        for each row execute function s10_record()`.execute(db);
+    try {
+      const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'written' });
+      assert.equal(created.status, 201, created.text);
+      const upload = await h.request(
+        'PUT',
+        `/v1/meetings/${created.json.id}/recording`,
+        speechWav('one two three'),
+        {
+          'content-type': 'audio/wav',
+        },
+      );
+      assert.equal(upload.status, 202, upload.text);
+      const hook = await h.request('POST', '/v1/webhooks', { url: 'https://example.com/hook' });
+      assert.equal(hook.status, 201, hook.text);
+      const key = await h.request('POST', '/v1/api-keys', { name: 'second' });
+      assert.equal(key.status, 201, key.text);
+
+      const rows = (
+        await sql<{ tbl: string; op: string; role: string; ws: string }>`select * from s10_writers`.execute(
+          db,
+        )
+      ).rows;
+      const byRequests = rows.filter((r) => r.role === 'verbatim_tenant');
+      // Each table the requests write was written by the tenant, with the caller's workspace.
+      for (const t of ['meetings', 'blobs', 'object_cleanups', 'jobs', 'webhook_endpoints', 'api_keys'])
+        assert.ok(
+          byRequests.some((r) => r.tbl === t),
+          `a request wrote ${t} as the tenant: ${JSON.stringify(rows)}`,
+        );
+      assert.deepEqual([...new Set(byRequests.map((r) => r.ws))], [h.workspaceId]);
+      // What else wrote these tables is the worker (the upload's processing), as the system role.
+      assert.deepEqual([...new Set(rows.filter((r) => r.role !== 'verbatim_tenant').map((r) => r.ws))], ['']);
+    } finally {
+      for (const t of tables) await sql`drop trigger s10_record on ${sql.table(t)}`.execute(db);
+      await sql`drop function s10_record()`.execute(db);
+      await sql`drop table s10_writers`.execute(db);
     }
   });
 });

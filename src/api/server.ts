@@ -1,5 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { AppError, ErrorKind, httpStatusFor, redactSecrets } from '../domain/errors.ts';
+import { runAsTenant } from '../db/tenant.ts';
 import type { Logger } from '../log.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { PgWorkspaceStore } from '../workspaces/pg-workspace-store.ts';
@@ -65,6 +66,17 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     }
     req.workspaceId = workspaceId;
     rateLimits.check(token, req);
+  });
+
+  // S10: an authenticated request runs as its workspace's tenant from its handler on: every
+  // database checkout it makes sees only that workspace's rows (src/db/tenant.ts). Added before the
+  // routes, so it wraps each of them.
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/v1/')) return;
+    const handler = route.handler;
+    route.handler = function (this: FastifyInstance, req, reply) {
+      return runAsTenant(workspaceOf(req), () => handler.call(this, req, reply));
+    };
   });
 
   app.setErrorHandler((err, req, reply) => {

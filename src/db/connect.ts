@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.ts';
 import type { Database } from './schema.ts';
+import { checkoutStatement } from './tenant.ts';
 
 // bigint (int8) columns: counts and sizes here stay far below 2^53.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -9,7 +10,7 @@ pg.types.setTypeParser(20, (value) => Number(value));
 export const CHECKOUT_DEADLINE_MS = 5000;
 
 /**
- * L12: a checkout is validated with a cheap query; a dead connection (a database restart cut it) is
+ * L12: a checkout is validated with a cheap query (the S10 role statement); a dead connection (a database restart cut it) is
  * destroyed and the next one tried, and checkout fails once no live connection was had within 5 s.
  * Without this, dead connections stay in line until they fail the next enqueue.
  */
@@ -47,7 +48,10 @@ export class ValidatingPool {
         continue;
       }
       try {
-        await client.query('select 1');
+        // S10: the liveness check also gives the connection the role and workspace of the flow
+        // that checks it out (tenant or system), so a setting never outlives its checkout.
+        const { text, values } = checkoutStatement();
+        await client.query(text, values);
         return client;
       } catch (err) {
         lastError = err;
@@ -72,9 +76,10 @@ export interface DatabaseHandle {
 }
 
 /**
- * The connection's user owns the tables, so row-level security does not apply to it: this handle is
- * the system path, which sees every workspace on purpose (workers, sweeps, auth, writes). Tenant
- * reads narrow it per transaction with withTenant (src/db/tenant.ts, docs/security.md).
+ * The connection's user owns the tables, so row-level security does not apply to it: used outside a
+ * tenant flow this handle is the system path, which sees every workspace on purpose (workers,
+ * sweeps, auth). Inside one (runAsTenant: every authenticated API request) each checkout switches
+ * to the tenant role and workspace (src/db/tenant.ts, docs/security.md).
  */
 export function openDatabase(connectionString: string, log: Logger, max = 10): DatabaseHandle {
   const pool = new ValidatingPool(connectionString, log, max);

@@ -18,6 +18,7 @@ import * as m0015 from './migrations/0015-live-timeline.ts';
 import * as m0016 from './migrations/0016-bot-recovery.ts';
 import * as m0017 from './migrations/0017-api-key-expiry.ts';
 import * as m0018 from './migrations/0018-row-level-security.ts';
+import * as m0019 from './migrations/0019-tenant-requests.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016-bot-recovery': m0016,
   '0017-api-key-expiry': m0017,
   '0018-row-level-security': m0018,
+  '0019-tenant-requests': m0019,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -1,26 +1,81 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'kysely';
 import type { Db, Tx } from './schema.ts';
 
-/** The role tenant transactions run as (migration 0018): no BYPASSRLS, rows of one workspace only. */
+/** The role tenant work runs as (migration 0018): no BYPASSRLS, rows of one workspace only. */
 export const TENANT_ROLE = 'verbatim_tenant';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+function checkedWorkspace(workspaceId: string): string {
+  // An empty or malformed id would be a bug upstream; the policy would also refuse it.
+  if (!UUID.test(workspaceId)) throw new Error(`not a workspace id: ${JSON.stringify(workspaceId)}`);
+  return workspaceId;
+}
+
 /**
- * Runs `fn` in a transaction that can see and write only `workspaceId`'s rows (S10): the role is
- * switched to verbatim_tenant and `verbatim.workspace_id` set, both for this transaction only, so
- * a query that forgets its `where workspace_id` returns nothing of another workspace. Queries keep
- * their own workspace filter; this is the second wall. `db` is the system connection (the table
- * owner, which RLS does not apply to): everything not run through here is the system path, which
- * sees every workspace on purpose (workers, sweeps, auth). See docs/security.md.
+ * S10: the workspace the current async flow acts for, or none (the system path). Set for the whole
+ * of an authenticated API request (runAsTenant, src/api/server.ts); every database connection
+ * checked out inside it is switched to the tenant role with that workspace (ValidatingPool.connect,
+ * src/db/connect.ts), so every query of the request, read or write, sees only that workspace's rows.
+ */
+const scope = new AsyncLocalStorage<{ workspaceId: string | null }>();
+
+/** The workspace the current flow acts for; null on the system path. */
+export function currentTenant(): string | null {
+  return scope.getStore()?.workspaceId ?? null;
+}
+
+/** Runs `fn` (and everything it starts) as `workspaceId`'s tenant: its connections see that workspace only. */
+export function runAsTenant<T>(workspaceId: string, fn: () => T): T {
+  return scope.run({ workspaceId: checkedWorkspace(workspaceId) }, fn);
+}
+
+/**
+ * Runs `fn` on the system path from inside a tenant flow: for the few reads that are about the whole
+ * installation on purpose (the installation's storage quota, the operator's queue figures). Its
+ * connections are checked out as the system role. Use it by name, never to get around a policy.
+ */
+export function asSystem<T>(fn: () => T): T {
+  return scope.run({ workspaceId: null }, fn);
+}
+
+/**
+ * The statement a checked-out connection runs first (it doubles as the liveness check): the role
+ * and workspace of the current flow, session-wide until the next checkout sets them again.
+ */
+export function checkoutStatement(): { text: string; values: string[] } {
+  const workspaceId = currentTenant();
+  return {
+    text: "select set_config('role', $1, false), set_config('verbatim.workspace_id', $2, false)",
+    values: workspaceId ? [TENANT_ROLE, workspaceId] : ['none', ''],
+  };
+}
+
+/**
+ * Inside a transaction of a tenant flow, runs `fn` as the system role and switches back: for a
+ * whole-installation read that must share the transaction (the installation quota under the
+ * storage guards). On the system path it only runs `fn`.
+ */
+export async function systemInTx<T>(trx: Tx, fn: () => Promise<T>): Promise<T> {
+  const workspaceId = currentTenant();
+  if (!workspaceId) return fn();
+  await sql`select set_config('role', 'none', true)`.execute(trx);
+  // On failure the transaction is going down, and the local setting with it.
+  const result = await fn();
+  await sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
+  return result;
+}
+
+/**
+ * Runs `fn` in a transaction that can see and write only `workspaceId`'s rows (S10), whatever the
+ * flow it is called from: the role and `verbatim.workspace_id` are set for this transaction only
+ * (SET LOCAL), so a query that forgets its `where workspace_id` returns nothing of another
+ * workspace. Queries keep their own workspace filter; this is the second wall.
  */
 export async function withTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx) => Promise<T>): Promise<T> {
-  // An empty or malformed id would be a bug upstream; the policy would also refuse it.
-  if (!UUID.test(workspaceId))
-    throw new Error(`withTenant: not a workspace id: ${JSON.stringify(workspaceId)}`);
+  checkedWorkspace(workspaceId);
   return db.transaction().execute(async (trx) => {
-    // set_config(..., true) is SET LOCAL: undone at commit or rollback, so a pooled connection goes
-    // back to the pool as the system role with no workspace set. One round trip for both.
     await sql`select set_config('role', ${TENANT_ROLE}, true),
                      set_config('verbatim.workspace_id', ${workspaceId}, true)`.execute(trx);
     return fn(trx);

@@ -34,8 +34,9 @@ export async function emitEvent(
   // if it cannot be added, the sweep still delivers the event.
   await sql`savepoint wake_dispatcher`.execute(trx);
   try {
-    await sql`select graphile_worker.add_job(${DISPATCH_TASK}::text, '{}'::json,
-      job_key => ${DISPATCH_TASK}::text, max_attempts => 1)`.execute(trx);
+    await sql`select verbatim_enqueue(${DISPATCH_TASK}::text, '{}'::json, null, 1, ${DISPATCH_TASK}::text)`.execute(
+      trx,
+    );
     await sql`release savepoint wake_dispatcher`.execute(trx);
   } catch {
     await sql`rollback to savepoint wake_dispatcher`.execute(trx);

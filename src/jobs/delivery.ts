@@ -27,12 +27,13 @@ export async function enqueueDelivery(
   try {
     await deps.checkpoints.hit('enqueue', { kind: job.kind });
     const payload: DeliveryPayload = { jobId: job.id, deliveryId: job.delivery_id };
-    await sql`select graphile_worker.add_job(
+    // graphile_worker.add_job through its wrapper (migration 0019), which a tenant may call.
+    await sql`select verbatim_enqueue(
         ${job.kind}::text,
         ${JSON.stringify(payload)}::json,
-        run_at => ${job.run_after}::timestamptz,
-        max_attempts => ${TRANSPORT_MAX_ATTEMPTS}::int,
-        job_key => ${job.delivery_id}::text
+        ${job.run_after}::timestamptz,
+        ${TRANSPORT_MAX_ATTEMPTS}::int,
+        ${job.delivery_id}::text
       )`.execute(trx);
     await trx
       .updateTable('jobs')

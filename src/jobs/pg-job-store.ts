@@ -472,7 +472,7 @@ export class PgJobStore {
         .where('id', '=', job.id)
         .execute();
       if (job.status === JobStatus.pending) {
-        await sql`select graphile_worker.remove_job(${job.delivery_id}::text)`.execute(trx);
+        await sql`select verbatim_unqueue(${job.delivery_id}::text)`.execute(trx);
       }
       await this.rows.auditJob(trx, job, to, actor, reason);
     }
@@ -495,7 +495,7 @@ export class PgJobStore {
       .executeTakeFirst();
     if (!job) return;
     // The superseded delivery would only be acknowledged and dropped; don't leave it queued.
-    if (before) await sql`select graphile_worker.remove_job(${before.delivery_id}::text)`.execute(trx);
+    if (before) await sql`select verbatim_unqueue(${before.delivery_id}::text)`.execute(trx);
     await this.rows.auditJob(trx, job, JobStatus.pending, actor, reason);
     await enqueueDelivery(trx, job, this.deps);
   }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
+import { asSystem } from '../db/tenant.ts';
 import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
 import { storedBytes } from '../storage/objects.ts';
 import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats.ts';
@@ -65,7 +66,9 @@ export interface OperatorOverview {
  * because a stuck queue is stuck for every workspace.
  */
 export async function operatorOverview(db: Db, workspaceId: string): Promise<OperatorOverview> {
-  const [queues, health] = await Promise.all([queueStats(db), healthFigures(db)]);
+  // The installation's figures, read as the system role on purpose (S10): a stuck queue is stuck for
+  // everyone, and these hold counts and ages only.
+  const [queues, health] = await asSystem(() => Promise.all([queueStats(db), healthFigures(db)]));
 
   const failed = await db
     .selectFrom('jobs as j')

@@ -1,3 +1,4 @@
+import { systemInTx } from '../db/tenant.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
@@ -130,7 +131,9 @@ async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number
   ];
   for (const [quota, scope, what] of checks) {
     if (quota === 0) continue;
-    const used = await storedBytes(trx, scope);
+    // The installation's total is read as the system role (S10): a tenant sees only its own bytes.
+    const used =
+      scope === null ? await systemInTx(trx, () => storedBytes(trx, null)) : await storedBytes(trx, scope);
     if (used + bytes > quota) {
       throw new AppError(
         ErrorKind.tooLarge,

@@ -145,6 +145,13 @@ export async function startHarness(
       await app.close();
       await db.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
+      // S10 tripwire: a request path that touched a table its tenant role may not (or wrote a row
+      // of another workspace) is logged by whichever code caught it; no test expects one.
+      const denied = /permission denied for|violates row-level security/.exec(captured);
+      if (denied) {
+        const line = captured.slice(Math.max(0, denied.index - 300), denied.index + 200);
+        throw new Error(`S10: the app hit its row-level wall during this test: …${line}…`);
+      }
     },
   };
 }

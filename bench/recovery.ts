@@ -29,6 +29,8 @@ export interface RecoverySetting {
   leaseS: number;
   heartbeatS: number;
   sweepS: number;
+  /** J18's death watch on (the default) or off (the lease-only baseline). */
+  deathWatch: boolean;
 }
 
 export interface RecoverySample {

@@ -4,7 +4,8 @@
  *
  *   (a) raw graphile-worker no-op jobs/s at concurrency C
  *   (b) Verbatim windows/s through claim → heartbeat → commit → audit, instant recogniser, same C
- *   (c) kill-to-rerun latency after SIGKILL, with the default and with short lease settings
+ *   (c) kill-to-rerun latency after SIGKILL: defaults (J18 death watch), the same with only the
+ *       lease (the baseline), and short lease settings
  *   (d) close-out latency: End → complete minus the grace period, instant recogniser (issue 3)
  *   (e) boundary loss: windowed / whole-file word error rate, fixed cuts vs. ours (issue 3)
  *   (f) many meetings at once: M live meetings streaming 5 s chunks concurrently in accelerated
@@ -53,10 +54,20 @@ const BOUNDARY_TARGET = 1.05;
 const CLOSEOUT_SAMPLES = 10;
 const CLOSEOUT_TARGET_S = 1;
 const RATIO_TARGET = 0.3;
-const DEFAULTS_CEILING_S = 20;
+/** J18: with default settings a killed worker's window runs again within 3 s (from ≤ 20 s by lease). */
+const DEFAULTS_CEILING_S = 3;
 
 const SETTINGS: RecoverySetting[] = [
-  { label: 'defaults', env: {}, leaseS: 15, heartbeatS: 5, sweepS: 5 },
+  { label: 'defaults', env: {}, leaseS: 15, heartbeatS: 5, sweepS: 5, deathWatch: true },
+  // The baseline: the same defaults with the J18 death watch off, so only the lease recovers.
+  {
+    label: 'lease only',
+    env: { VERBATIM_DEATH_CHECK_SECONDS: '3600' },
+    leaseS: 15,
+    heartbeatS: 5,
+    sweepS: 5,
+    deathWatch: false,
+  },
   {
     label: 'short',
     env: {
@@ -67,6 +78,7 @@ const SETTINGS: RecoverySetting[] = [
     leaseS: 2,
     heartbeatS: 0.4,
     sweepS: 0.5,
+    deathWatch: true,
   },
 ];
 
@@ -159,7 +171,7 @@ async function main(): Promise<number> {
       }
       say(
         `    exit → attempt 2: ${samples.map((s) => fmt(s.latencyS, 2)).join(', ')} s; ` +
-          `lease expiry → attempt 2: ${samples.map((s) => fmt(s.afterExpiryS, 2)).join(', ')} s`,
+          `attempt 1's lease end (cut short by J18) → attempt 2: ${samples.map((s) => fmt(s.afterExpiryS, 2)).join(', ')} s`,
       );
       const bySweep = samples.filter((s) => s.reclaimedBy === 'sweep').length;
       say(
@@ -169,15 +181,16 @@ async function main(): Promise<number> {
       const latencies = samples.map((s) => s.latencyS);
       const med = median(latencies);
       const worst = max(latencies);
-      const bound = setting.leaseS + setting.sweepS + 2;
-      let line =
+      // By lease: it runs out, then a sweep notices. By the death watch (J18): two checks of 0.5 s
+      // see the lock free, then the reclaim and a claim.
+      const bound = setting.deathWatch ? DEFAULTS_CEILING_S : setting.leaseS + setting.sweepS + 2;
+      const how = setting.deathWatch
+        ? 'death watch'
+        : `lease ${setting.leaseS} + sweep ${setting.sweepS} + 2`;
+      const line =
         `(c) kill-to-rerun, ${setting.label}`.padEnd(43) +
         `median ${fmt(med).padStart(4)} s  ` +
-        `max ${fmt(worst).padStart(4)} s   max ≤ ${fmt(bound)} s (lease ${setting.leaseS} + sweep ` +
-        `${setting.sweepS} + 2)  ${verdict(worst <= bound)}`;
-      if (setting.label === 'defaults') {
-        line += `   max ≤ ${DEFAULTS_CEILING_S} s  ${verdict(worst <= DEFAULTS_CEILING_S)}`;
-      }
+        `max ${fmt(worst).padStart(4)} s   max ≤ ${fmt(bound)} s (${how})  ${verdict(worst <= bound)}`;
       rows.push(line);
     }
   }

@@ -19,6 +19,7 @@ import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/connect.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.ts';
 import { migrateToLatest } from './db/migrate.ts';
+import { assertTenantRole } from './db/tenant.ts';
 import { assertNever } from './domain/errors.ts';
 import { Consumer } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
@@ -66,6 +67,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   }
   const database = openDatabase(connectionString, log);
   await migrateToLatest(database.db as never, connectionString);
+  // S10: every API request switches to the tenant role; a user that may not is told at start.
+  await assertTenantRole(database.db);
   // B2: staged cleanup rows are committed on their own short transactions, often while a request's
   // own transaction is open; a separate small pool means they never wait for that pool to drain.
   const staging = openDatabase(connectionString, log, 4);

@@ -118,6 +118,11 @@ export const SETTINGS = {
     default: '5',
     help: 'fast sweep interval in each worker (J8)',
   },
+  deathCheckSeconds: {
+    env: 'VERBATIM_DEATH_CHECK_SECONDS',
+    default: '0.5',
+    help: "how often each worker checks the other workers' life locks; a lock seen free on two checks is a death (J18)",
+  },
   rescueAfterSeconds: {
     env: 'VERBATIM_RESCUE_AFTER_SECONDS',
     default: '30',
@@ -375,6 +380,8 @@ export interface Config {
   heartbeatMs: number;
   leaseGraceMs: number;
   sweepMs: number;
+  /** J18: the period of the death watch (life locks). */
+  deathCheckMs: number;
   rescueAfterMs: number;
   jobTimeoutMs: number;
   drainMs: number;
@@ -509,6 +516,7 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatMs: ms('heartbeatSeconds', 0.05),
     leaseGraceMs: ms('leaseGraceSeconds'),
     sweepMs: ms('sweepSeconds', 0.05),
+    deathCheckMs: ms('deathCheckSeconds', 0.05),
     rescueAfterMs: ms('rescueAfterSeconds'),
     jobTimeoutMs: ms('jobTimeoutSeconds', 1),
     drainMs: ms('drainSeconds'),

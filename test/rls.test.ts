@@ -453,3 +453,66 @@ void describe('row-level security in the API', () => {
     }
   });
 });
+
+void it("S10: the installation's storage quota counts every workspace's bytes, though the request runs as one tenant", async () => {
+  const wav = speechWav('one two three four five six seven');
+  // Room for one recording, not two.
+  const h = await startHarness({
+    apiEnv: { VERBATIM_GLOBAL_QUOTA_BYTES: String(Math.floor(wav.length * 1.5)) },
+  });
+  try {
+    const other = await h.app.workspaces.createWorkspace('other');
+    const { apiKey: otherKey } = await h.app.workspaces.createApiKey(other, 'other');
+    const asOther = await h.request(
+      'POST',
+      '/v1/meetings',
+      { source: 'upload', title: 'of the other' },
+      {
+        authorization: `Bearer ${otherKey}`,
+      },
+    );
+    assert.equal(asOther.status, 201, asOther.text);
+    const stored = await h.request('PUT', `/v1/meetings/${asOther.json.id}/recording`, wav, {
+      'content-type': 'audio/wav',
+      authorization: `Bearer ${otherKey}`,
+    });
+    assert.equal(stored.status, 202, stored.text);
+    // This workspace stores nothing yet: only the other workspace's bytes leave no room for it.
+    const mine = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'mine' });
+    const refused = await h.request('PUT', `/v1/meetings/${mine.json.id}/recording`, wav, {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(refused.status, 413, refused.text);
+    assert.equal(refused.json.error.code, 'storage.quota_exceeded');
+    assert.match(refused.json.error.message, /this installation/);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('S10: a close-out started inside a tenant request is enqueued, not left for the rescue sweep', async () => {
+  const h = await startHarness();
+  try {
+    const db = h.app.deps.db;
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'closing' });
+    assert.equal(created.status, 201, created.text);
+    const id = created.json.id as string;
+    await db.updateTable('meetings').set({ status: 'processing' }).where('id', '=', id).execute();
+    const outcome = await runAsTenant(h.workspaceId, () =>
+      sql<{ r: string }>`select verbatim_start_close_out(${id}::uuid, 'test', 3, 3, 0) as r`.execute(db),
+    );
+    assert.equal(outcome.rows[0]!.r, 'started');
+    const job = await db
+      .selectFrom('jobs')
+      .select(['delivered_at', 'delivery_id'])
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'close-out-meeting')
+      .executeTakeFirstOrThrow();
+    assert.ok(job.delivered_at, 'delivered in the same transaction');
+    const queued = await sql<{ n: number }>`select count(*)::int as n from graphile_worker.jobs
+      where key = ${job.delivery_id}`.execute(db);
+    assert.equal(queued.rows[0]!.n, 1);
+  } finally {
+    await h.close();
+  }
+});

@@ -56,6 +56,11 @@ export class ValidatingPool {
       } catch (err) {
         lastError = err;
         client.release(err instanceof Error ? err : true);
+        // A refusal (the role cannot be set: a missing grant) is not a dead connection: another
+        // connection would be refused the same way, so say so now instead of trying for 5 s.
+        if (!connectionLost(err)) {
+          throw new Error(`a database connection could not take its role: ${String(err)}`, { cause: err });
+        }
       }
     }
     throw new Error(`no live database connection within ${CHECKOUT_DEADLINE_MS} ms: ${String(lastError)}`, {
@@ -66,6 +71,13 @@ export class ValidatingPool {
   async end(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/** The error says the connection (or the server) is gone, rather than that a statement was refused. */
+function connectionLost(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true; // a socket error, no SQLSTATE
+  return code.startsWith('08') || code.startsWith('57P');
 }
 
 export interface DatabaseHandle {

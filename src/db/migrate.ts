@@ -19,6 +19,8 @@ import * as m0016 from './migrations/0016-bot-recovery.ts';
 import * as m0017 from './migrations/0017-api-key-expiry.ts';
 import * as m0018 from './migrations/0018-row-level-security.ts';
 import * as m0019 from './migrations/0019-tenant-requests.ts';
+import * as m0020 from './migrations/0020-worker-life-locks.ts';
+import * as m0021 from './migrations/0021-tenant-review.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -40,6 +42,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0017-api-key-expiry': m0017,
   '0018-row-level-security': m0018,
   '0019-tenant-requests': m0019,
+  '0020-worker-life-locks': m0020,
+  '0021-tenant-review': m0021,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

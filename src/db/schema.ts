@@ -370,6 +370,10 @@ export interface WorkersTable {
   heartbeat_at: Timestamp;
   stopped_at: NullableTimestamp;
   declared_dead_at: NullableTimestamp;
+  /** J18: the second key of the worker's life lock, and when it was last taken / first seen free. */
+  lock_key: number | null;
+  lock_taken_at: NullableTimestamp;
+  lock_free_since: NullableTimestamp;
 }
 
 export interface AuditEventsTable {

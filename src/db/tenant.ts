@@ -60,10 +60,18 @@ export function checkoutStatement(): { text: string; values: string[] } {
 export async function systemInTx<T>(trx: Tx, fn: () => Promise<T>): Promise<T> {
   const workspaceId = currentTenant();
   if (!workspaceId) return fn();
+  const restore = () => sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
   await sql`select set_config('role', 'none', true)`.execute(trx);
-  // On failure the transaction is going down, and the local setting with it.
-  const result = await fn();
-  await sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
+  let result: T;
+  try {
+    result = await fn();
+  } catch (err) {
+    // A caller may catch this and go on (a savepoint): the rest must not run as the system role. In
+    // an aborted transaction the restore fails, and the rollback (to the savepoint) restores it.
+    await restore().catch(() => undefined);
+    throw err;
+  }
+  await restore();
   return result;
 }
 
@@ -80,4 +88,19 @@ export async function withTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx) =
                      set_config('verbatim.workspace_id', ${workspaceId}, true)`.execute(trx);
     return fn(trx);
   });
+}
+
+/** Start-up check (S10): the connection user may switch to the tenant role; otherwise a clear error. */
+export async function assertTenantRole(db: Db): Promise<void> {
+  try {
+    await db.transaction().execute(async (trx) => {
+      await sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
+    });
+  } catch (err) {
+    throw new Error(
+      `the database user cannot switch to the role ${TENANT_ROLE} (${String(err)}); as an administrator run: ` +
+        `grant ${TENANT_ROLE} to <the app's user> (on PostgreSQL 16 and later add: with set true)`,
+      { cause: err },
+    );
+  }
 }

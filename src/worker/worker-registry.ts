@@ -1,8 +1,8 @@
 import os from 'node:os';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { recordAudit } from '../jobs/audit.ts';
 import type { Logger } from '../log.ts';
+import { declareDead } from './death-watch.ts';
 
 /**
  * Worker heartbeats in our own table. graphile-worker only frees a dead worker's locked rows after
@@ -14,6 +14,7 @@ export class WorkerRegistry {
     private readonly log: Logger,
   ) {}
 
+  /** The row goes in before the life lock is taken; a row with no lock key is not watched. */
   async register(workerId: string): Promise<void> {
     await this.db
       .insertInto('workers')
@@ -45,36 +46,32 @@ export class WorkerRegistry {
       .execute();
   }
 
-  /** Declares workers silent for longer than `silenceMs` dead and unlocks their graphile-worker rows. */
+  /**
+   * Declares workers silent for longer than `silenceMs` dead and unlocks their graphile-worker rows:
+   * the backstop for a worker whose death its life lock cannot show (J18: a database restart freed
+   * every lock, or a connection pooler in between). Their leases run out on their own.
+   */
   async reapDeadWorkers(silenceMs: number, actor: string): Promise<string[]> {
     // Declaring and unlocking commit together: a worker is never marked dead with its locks kept.
     return this.db.transaction().execute(async (trx) => {
-      const dead = await trx
-        .updateTable('workers')
-        .set({ declared_dead_at: sql<Date>`now()` })
+      const silent = await trx
+        .selectFrom('workers')
+        .select('id')
         .where('stopped_at', 'is', null)
         .where('declared_dead_at', 'is', null)
         .where(sql<boolean>`heartbeat_at < now() - ${silenceMs} * interval '1 millisecond'`)
-        .returning(['id', 'pool_ids', 'pid', 'hostname'])
+        .forUpdate()
+        .skipLocked()
         .execute();
-      if (dead.length === 0) return [];
-      const poolIds = dead.flatMap((w) => w.pool_ids);
-      if (poolIds.length > 0) {
-        await sql`select graphile_worker.force_unlock_workers(${poolIds}::text[])`.execute(trx);
-      }
-      for (const w of dead) {
-        await recordAudit(trx, {
-          workspaceId: null,
-          subjectType: 'worker',
-          subjectId: w.id,
-          from: 'alive',
-          to: 'dead',
-          actor,
-          reason: `no heartbeat for ${silenceMs} ms; transport locks released`,
-          details: { pid: w.pid, hostname: w.hostname },
-        });
-        this.log.warn({ deadWorker: w.id, pid: w.pid }, 'worker stopped heartbeating; declared dead');
-      }
+      if (silent.length === 0) return [];
+      const dead = await declareDead(
+        trx,
+        silent.map((w) => w.id),
+        null,
+        actor,
+        this.log,
+        `no heartbeat for ${silenceMs} ms`,
+      );
       return dead.map((w) => w.id);
     });
   }

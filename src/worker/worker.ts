@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import os from 'node:os';
 import {
@@ -25,6 +25,8 @@ import { botProviderOf } from '../bots/provider.ts';
 import { runBotBackstops } from '../bots/resume.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
+import { declareWorkersWithFreeLocks } from './death-watch.ts';
+import { LifeLock } from './life-lock.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
 export interface WorkerHandle {
@@ -53,6 +55,14 @@ export async function startWorker(
   const sweepActor = `sweep:${workerId}`;
   const registry = new WorkerRegistry(deps.db, wlog);
   await registry.register(workerId);
+  // J18: the worker's life, as a lock Postgres frees the moment this process is gone.
+  const lifeLock = new LifeLock(connectionString, randomInt(2 ** 31), wlog, async (client) => {
+    await client.query(
+      'update workers set lock_key = $1, lock_taken_at = now(), lock_free_since = null where id = $2',
+      [lifeLock.key, workerId],
+    );
+  });
+  await lifeLock.start();
 
   const hooks: TerminalFailureHooks = {};
   for (const def of definitions) if (def.onTerminalFailure) hooks[def.kind] = def.onTerminalFailure;
@@ -193,6 +203,26 @@ export async function startWorker(
       sweeping = null;
     });
   }, config.sweepMs);
+  // J18: each worker watches the others' life locks; a death is reclaimed at once, not at lease end.
+  let watching: Promise<void> | null = null;
+  const deathWatch = setInterval(() => {
+    if (watching) return;
+    watching = (async () => {
+      const dead = await declareWorkersWithFreeLocks(
+        deps.db,
+        workerId,
+        config.deathCheckMs * 0.8,
+        config.leaseGraceMs,
+        sweepActor,
+        wlog,
+      );
+      if (dead.length > 0) await sweeps.reclaimExpiredLeases(sweepActor, hooks);
+    })()
+      .catch((err: unknown) => wlog.warn({ err: String(err) }, 'death watch failed'))
+      .finally(() => {
+        watching = null;
+      });
+  }, config.deathCheckMs);
   let providerSweeping: Promise<void> | null = null;
   const providerTimer = bots
     ? setInterval(() => {
@@ -209,6 +239,7 @@ export async function startWorker(
     workerId,
     stop: async (drainMs = config.drainMs) => {
       clearInterval(sweepTimer);
+      clearInterval(deathWatch);
       if (providerTimer) clearInterval(providerTimer);
       wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
       const drained = Promise.all(runners.map((r) => r.stop()));
@@ -218,7 +249,10 @@ export async function startWorker(
       clearInterval(heartbeat);
       await sweeping?.catch(() => undefined);
       await providerSweeping?.catch(() => undefined);
+      await watching?.catch(() => undefined);
+      // Stopped first, then the lock released: a free lock on a stopped row is not a death.
       await registry.stopped(workerId).catch(() => undefined);
+      await lifeLock.stop();
       await transportPool.end();
       wlog.info('worker stopped');
     },

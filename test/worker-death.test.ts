@@ -1,0 +1,242 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
+import { createLogger } from '../src/log.ts';
+import { declareWorkersWithFreeLocks } from '../src/worker/death-watch.ts';
+import { LIFE_LOCK_NAMESPACE } from '../src/worker/life-lock.ts';
+import { createTestDatabase, type TestDatabase } from './support/db.ts';
+import {
+  processState,
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+} from './support/harness.ts';
+
+const wav = speechWav(SPEECH);
+
+/** The attempts of window `index`'s transcription job, oldest first. */
+async function attemptsOf(h: Harness, meetingId: string, index: number) {
+  return h.app.database.db
+    .selectFrom('job_attempts as a')
+    .innerJoin('jobs as j', 'j.id', 'a.job_id')
+    .innerJoin('windows as w', 'w.id', 'j.subject_id')
+    .select(['a.status', 'a.owner', 'a.started_at', 'a.heartbeat_at', 'a.lease_expires_at'])
+    .where('j.kind', '=', 'transcribe-window')
+    .where('w.meeting_id', '=', meetingId)
+    .where('w.index', '=', index)
+    .orderBy('a.attempt_no')
+    .execute();
+}
+
+async function workerAudit(h: Harness) {
+  return h.app.database.db
+    .selectFrom('audit_events')
+    .select(['subject_id', 'reason'])
+    .where('subject_type', '=', 'worker')
+    .where('to_status', '=', 'dead')
+    .execute();
+}
+
+void it('J18: a SIGKILLed worker is known dead by its free session lock, and its window runs again long before its 15 s lease could have run out (default lease and heartbeat)', async () => {
+  const h = await startHarness({
+    env: { VERBATIM_LEASE_SECONDS: '15', VERBATIM_HEARTBEAT_SECONDS: '5', VERBATIM_SWEEP_SECONDS: '5' },
+  });
+  try {
+    // Both workers carry the fault; it fires once across them: whichever claims window 1 dies.
+    const faults = JSON.stringify([
+      { at: 'transcribe-window.after-claim', action: 'kill', times: 1, match: { windowIndex: 1 } },
+    ]);
+    const workers = [h.spawnWorker({ VERBATIM_FAULTS: faults }), h.spawnWorker({ VERBATIM_FAULTS: faults })];
+    const id = await uploadMeeting(h, wav);
+    await waitForMeeting(h, id);
+    const attempts = await attemptsOf(h, id, 1);
+    assert.deepEqual(
+      attempts.map((a) => a.status),
+      ['lease_expired', 'completed'],
+    );
+    const [first, second] = attempts as [(typeof attempts)[0], (typeof attempts)[0]];
+    assert.notEqual(first.owner, second.owner);
+    // Attempt 1's lease ran to at least its last heartbeat plus 15 s; attempt 2 started well before.
+    const early = second.started_at.getTime() - first.heartbeat_at.getTime();
+    assert.ok(early < 15_000, `attempt 2 started ${early} ms after attempt 1's last heartbeat`);
+    const deaths = await workerAudit(h);
+    assert.equal(deaths.length, 1);
+    assert.equal(deaths[0]!.subject_id, first.owner);
+    assert.match(deaths[0]!.reason ?? '', /session lock was released/);
+    await Promise.all(workers.map((w) => w.stop()));
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J18: a SIGSTOPped worker keeps its session lock: it is not reclaimed before its lease runs out', async () => {
+  const h = await startHarness();
+  try {
+    const faults = JSON.stringify([
+      { at: 'transcribe-window.after-claim', action: 'stop', times: 1, match: { windowIndex: 1 } },
+    ]);
+    const workers = [h.spawnWorker({ VERBATIM_FAULTS: faults }), h.spawnWorker({ VERBATIM_FAULTS: faults })];
+    const id = await uploadMeeting(h, wav);
+    const stopped = await waitFor('a worker to stop at window 1', async () =>
+      workers.find((w) => processState(w.pid) === 'T'),
+    );
+    await waitForMeeting(h, id);
+    const attempts = await attemptsOf(h, id, 1);
+    assert.deepEqual(
+      attempts.map((a) => a.status),
+      ['lease_expired', 'completed'],
+    );
+    const [first, second] = attempts as [(typeof attempts)[0], (typeof attempts)[0]];
+    // The lease was never cut short: attempt 2 began only after attempt 1's lease had run out.
+    assert.ok(second.started_at.getTime() >= first.lease_expires_at.getTime());
+    assert.ok(!(await workerAudit(h)).some((d) => /session lock/.test(d.reason ?? '')));
+    process.kill(stopped.pid, 'SIGCONT');
+    await Promise.all(workers.map((w) => w.stop()));
+  } finally {
+    await h.close();
+  }
+});
+
+void describe('J18: the death watch on crafted workers', () => {
+  let tdb: TestDatabase;
+  let handle: DatabaseHandle;
+  const log = createLogger('silent');
+  const clients: pg.Client[] = [];
+
+  before(async () => {
+    tdb = await createTestDatabase();
+    handle = openDatabase(tdb.url, log, 2);
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
+    await handle?.close();
+    await tdb?.drop();
+  });
+
+  /** A worker row whose life lock a client of this test holds; `release` ends that session. */
+  async function crafted(opts: { takenBeforeStart?: boolean } = {}) {
+    const id = `crafted-${randomUUID()}`;
+    const key = Math.floor(Math.random() * 2 ** 31);
+    const client = new pg.Client({ connectionString: tdb.url });
+    clients.push(client);
+    await client.connect();
+    await client.query('select pg_advisory_lock($1, $2)', [LIFE_LOCK_NAMESPACE, key]);
+    await handle.db
+      .insertInto('workers')
+      .values({
+        id,
+        hostname: 'test',
+        pid: 1,
+        lock_key: key,
+        lock_taken_at: opts.takenBeforeStart
+          ? sql<Date>`pg_postmaster_start_time() - interval '1 second'`
+          : sql<Date>`now()`,
+      })
+      .execute();
+    return { id, key, client, release: () => client.end() };
+  }
+
+  const watch = (confirmMs = 200) =>
+    declareWorkersWithFreeLocks(handle.db, 'the-watcher', confirmMs, 0, 'test', log).then((d) =>
+      d.map((w) => w.id),
+    );
+  const freeSince = async (id: string) =>
+    (
+      await handle.db
+        .selectFrom('workers')
+        .select('lock_free_since')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow()
+    ).lock_free_since;
+
+  void it('J18: a held lock is alive; a free lock is a death only when seen free twice, confirmMs apart; a lock seen held again clears the first sighting', async () => {
+    const w = await crafted();
+    assert.deepEqual(await watch(), []);
+    assert.equal(await freeSince(w.id), null);
+
+    await w.release();
+    assert.deepEqual(await watch(), [], 'the first sighting only notes it');
+    assert.ok(await freeSince(w.id));
+    // The lock is taken again (a terminated backend, reconnected): the sighting is forgotten.
+    const again = new pg.Client({ connectionString: tdb.url });
+    clients.push(again);
+    await again.connect();
+    await again.query('select pg_advisory_lock($1, $2)', [LIFE_LOCK_NAMESPACE, w.key]);
+    assert.deepEqual(await watch(), []);
+    assert.equal(await freeSince(w.id), null);
+
+    await again.end();
+    assert.deepEqual(await watch(60_000), []);
+    assert.deepEqual(await watch(60_000), [], 'not confirmed within confirmMs');
+    await handle.db
+      .updateTable('workers')
+      .set({ lock_free_since: sql<Date>`now() - interval '1 minute'` })
+      .where('id', '=', w.id)
+      .execute();
+    assert.deepEqual(await watch(), [w.id]);
+    assert.deepEqual(await watch(), [], 'declared once');
+  });
+
+  void it('J18: a dead worker’s running attempt has its lease ended at once, so the next reclaim takes it', async () => {
+    const w = await crafted();
+    const workspace = randomUUID();
+    await handle.db.insertInto('workspaces').values({ id: workspace, name: 'w' }).execute();
+    const jobId = randomUUID();
+    await handle.db
+      .insertInto('jobs')
+      .values({
+        id: jobId,
+        workspace_id: workspace,
+        kind: 'write-minutes',
+        queue: 'minutes',
+        subject_type: 'meeting',
+        subject_id: randomUUID(),
+        status: 'running',
+        payload: JSON.stringify({}),
+        max_errors: 3,
+        max_reclaims: 3,
+        run_after: new Date(),
+        delivery_id: randomUUID(),
+      })
+      .execute();
+    await handle.db
+      .insertInto('job_attempts')
+      .values({
+        id: randomUUID(),
+        job_id: jobId,
+        workspace_id: workspace,
+        attempt_no: 1,
+        status: 'running',
+        context: JSON.stringify({}),
+        input_revision: 0,
+        owner: w.id,
+        token: randomUUID(),
+        lease_expires_at: sql<Date>`now() + interval '15 seconds'`,
+      })
+      .execute();
+    await w.release();
+    await watch(0);
+    assert.deepEqual(await watch(0), [w.id]);
+    const lease = await handle.db
+      .selectFrom('job_attempts')
+      .select(sql<boolean>`lease_expires_at < now()`.as('over'))
+      .where('job_id', '=', jobId)
+      .executeTakeFirstOrThrow();
+    assert.equal(lease.over, true);
+  });
+
+  void it('J18: a lock taken before the database last started is not read as a death (a restart frees every lock)', async () => {
+    const w = await crafted({ takenBeforeStart: true });
+    await w.release();
+    await watch(0);
+    assert.deepEqual(await watch(0), []);
+    assert.equal(await freeSince(w.id), null, 'not even noted');
+  });
+});

@@ -23,7 +23,7 @@ export default tseslint.config(
     rules: { 'import-x/no-cycle': 'off' },
   },
   {
-    files: ['test/**', 'bench/**'],
+    files: ['test/**', 'bench/**', 'sim/**'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

@@ -65,13 +65,13 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     // S6: the embedded start makes the data dir private itself (0710 for its postgres user as root).
     await makePrivateDir(config.dataDir);
   }
-  const database = openDatabase(connectionString, log);
+  const database = openDatabase(connectionString, log, 10, config.idleTransactionMs);
   await migrateToLatest(database.db as never, connectionString);
   // S10: every API request switches to the tenant role; a user that may not is told at start.
   await assertTenantRole(database.db);
   // B2: staged cleanup rows are committed on their own short transactions, often while a request's
   // own transaction is open; a separate small pool means they never wait for that pool to drain.
-  const staging = openDatabase(connectionString, log, 4);
+  const staging = openDatabase(connectionString, log, 4, config.idleTransactionMs);
   // R2: the provider's per-minute limits, one budget per endpoint for the whole installation.
   await recallBudget(database.db, config).install();
   if (config.recall.apiKey && config.recall.webhookSecrets.length === 0) {

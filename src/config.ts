@@ -118,6 +118,11 @@ export const SETTINGS = {
     default: '5',
     help: 'fast sweep interval in each worker (J8)',
   },
+  idleTransactionSeconds: {
+    env: 'VERBATIM_DB_IDLE_TRANSACTION_SECONDS',
+    default: '30',
+    help: 'a database session idle inside a transaction this long (a paused process holding locks) is ended by Postgres; 0 = never',
+  },
   deathCheckSeconds: {
     env: 'VERBATIM_DEATH_CHECK_SECONDS',
     default: '0.5',
@@ -380,6 +385,8 @@ export interface Config {
   heartbeatMs: number;
   leaseGraceMs: number;
   sweepMs: number;
+  /** A paused process's open transaction is ended after this long (0: never). */
+  idleTransactionMs: number;
   /** J18: the period of the death watch (life locks). */
   deathCheckMs: number;
   rescueAfterMs: number;
@@ -517,6 +524,7 @@ export function loadConfig(env: Env = process.env): Config {
     leaseGraceMs: ms('leaseGraceSeconds'),
     sweepMs: ms('sweepSeconds', 0.05),
     deathCheckMs: ms('deathCheckSeconds', 0.05),
+    idleTransactionMs: ms('idleTransactionSeconds'),
     rescueAfterMs: ms('rescueAfterSeconds'),
     jobTimeoutMs: ms('jobTimeoutSeconds', 1),
     drainMs: ms('drainSeconds'),

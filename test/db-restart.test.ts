@@ -1,52 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { it } from 'node:test';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
+import { startCluster } from './support/cluster.ts';
 import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting } from './support/harness.ts';
 
-const PORT = 55432;
-
-/** A throwaway Postgres cluster of Debian's own build on its own port, so the test may restart it. */
-function startCluster(): { url: string; restart(): void; stop(): void } {
-  const version = fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!;
-  const bin = (name: string) => `/usr/lib/postgresql/${version}/bin/${name}`;
-  const dir = `/tmp/verbatim-pg-${process.pid}`;
-  fs.rmSync(dir, { recursive: true, force: true });
-  fs.mkdirSync(dir, { mode: 0o755 });
-  execFileSync('chown', ['postgres:postgres', dir]);
-  const asPostgres = (cmd: string, args: string[]) =>
-    execFileSync('runuser', ['-u', 'postgres', '--', bin(cmd), ...args], { stdio: 'ignore' });
-  asPostgres('initdb', ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres']);
-  const ctl = (action: string, extra: string[] = []) =>
-    asPostgres('pg_ctl', [
-      '-D',
-      path.join(dir, 'data'),
-      '-l',
-      path.join(dir, 'log'),
-      '-o',
-      `-p ${PORT} -k ${dir} -c listen_addresses=127.0.0.1`,
-      '-w',
-      action,
-      ...extra,
-    ]);
-  ctl('start');
-  return {
-    url: `postgres://postgres@127.0.0.1:${PORT}/postgres`,
-    restart: () => ctl('restart', ['-m', 'fast']),
-    stop: () => {
-      try {
-        ctl('stop', ['-m', 'immediate']);
-      } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  };
-}
-
 void it('L12: Postgres restarts while chunks stream in; no process exits, uploads resume, nothing is lost', async () => {
-  const cluster = startCluster();
+  const cluster = startCluster(55432);
   try {
     const h = await startHarness({
       adminUrl: cluster.url,

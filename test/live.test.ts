@@ -503,6 +503,39 @@ void it('L10/L11: past the reclaim cap the close-out fails the meeting with its 
   }
 });
 
+void it('L4/L6: a speech failure that passes (a timeout) on the last stretch is waited out: the stretch is transcribed, not failed', async () => {
+  const h = await startHarness({ env: LIVE_ENV });
+  try {
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    // Found by the simulation (issue 14): one timeout on the stretch the close-out transcribes
+    // itself used to fail that window at once, and its words were deleted with the audio.
+    const fault = [
+      {
+        at: 'close-out-meeting.transcribe-directly',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.timeout',
+        times: 2,
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
+    const id = await streamAndEnd(h, chunks);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.exhausted, 0);
+    assert.equal(meeting.windows.done, meeting.windows.total);
+    assert.match(h.logs(), /the last stretch could not be transcribed yet; waiting/);
+    const last = await h.app.database.db
+      .selectFrom('windows')
+      .select(['status'])
+      .where('meeting_id', '=', id)
+      .orderBy('index', 'desc')
+      .executeTakeFirstOrThrow();
+    assert.equal(last.status, 'transcribed');
+  } finally {
+    await h.close();
+  }
+});
+
 void it('L6: when the last stretch cannot be transcribed only that window fails, and the minutes are still written', async () => {
   const h = await startHarness({ env: LIVE_ENV });
   try {

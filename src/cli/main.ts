@@ -2,6 +2,7 @@
 import { inspect as describeValue, parseArgs } from 'node:util';
 import { buildAppApi, openApp, startAppWorker, type App } from '../app.ts';
 import { ConfigError, loadConfig } from '../config.ts';
+import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { deadLetters, inspect, resubmit, status } from './ops.ts';
@@ -48,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
     case 'api':
     case 'worker':
-      return serve(command, await openApp(config, { logger: log }), log);
+      return serve(command, await openAppPatiently(config, log), log);
     case 'migrate': {
       const app = await openApp(config, { logger: log });
       await app.close();
@@ -145,6 +146,15 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
 /** J11: a fatal error exits non-zero so a supervisor restarts the process. */
 function installProcessGuards(log: Logger): void {
   process.on('unhandledRejection', (reason) => {
+    // A background task of a library (graphile-worker failing a job batch) can lose its database
+    // connection during a restart; that is an outage the process rides out, not a bug (V8).
+    if (isDatabaseConnectionLoss(reason)) {
+      log.warn(
+        { err: reason instanceof Error ? reason.message : String(reason) },
+        'a background task lost its database connection; continuing',
+      );
+      return;
+    }
     log.fatal(
       { err: reason instanceof Error ? reason.stack : String(reason) },
       'unhandled rejection; exiting',
@@ -155,6 +165,28 @@ function installProcessGuards(log: Logger): void {
     log.fatal({ err: err.stack }, 'uncaught exception; exiting');
     process.exit(1);
   });
+}
+
+/**
+ * Opens the app, waiting out a database that is restarting or unreachable (up to 2 minutes, then
+ * the error): a process started during an outage comes up when the database does (V8).
+ */
+async function openAppPatiently(config: ReturnType<typeof loadConfig>, log: Logger): Promise<App> {
+  const deadline = Date.now() + 120_000;
+  let delay = 250;
+  for (;;) {
+    try {
+      return await openApp(config, { logger: log });
+    } catch (err) {
+      if (!isDatabaseConnectionLoss(err) || Date.now() > deadline) throw err;
+      log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        'database not reachable yet; retrying',
+      );
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 5000);
+    }
+  }
 }
 
 class UsageError extends Error {}

@@ -21,10 +21,14 @@ export class ValidatingPool {
     connectionString: string,
     private readonly log: Logger,
     max = 10,
+    idleTransactionMs = 0,
   ) {
     this.pool = new pg.Pool({
       connectionString,
       max,
+      // A process paused inside a transaction (SIGSTOP, a frozen VM) holds its row locks; Postgres
+      // ends such a session after this long so it cannot block every other process. 0: never.
+      ...(idleTransactionMs > 0 ? { idle_in_transaction_session_timeout: idleTransactionMs } : {}),
       connectionTimeoutMillis: CHECKOUT_DEADLINE_MS,
       idleTimeoutMillis: 30_000,
     });
@@ -73,6 +77,24 @@ export class ValidatingPool {
   }
 }
 
+/**
+ * The error is a database connection (or the server) going away: a restart, a terminated backend,
+ * a refused or reset socket. Such errors are transient; everything else is not.
+ */
+export function isDatabaseConnectionLoss(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(08|57P)/.test(code)) return true;
+  if (
+    typeof code === 'string' &&
+    ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN'].includes(code)
+  )
+    return true;
+  return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect|no live database connection/i.test(
+    err.message,
+  );
+}
+
 /** The error says the connection (or the server) is gone, rather than that a statement was refused. */
 function connectionLost(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
@@ -93,8 +115,13 @@ export interface DatabaseHandle {
  * sweeps, auth). Inside one (runAsTenant: every authenticated API request) each checkout switches
  * to the tenant role and workspace (src/db/tenant.ts, docs/security.md).
  */
-export function openDatabase(connectionString: string, log: Logger, max = 10): DatabaseHandle {
-  const pool = new ValidatingPool(connectionString, log, max);
+export function openDatabase(
+  connectionString: string,
+  log: Logger,
+  max = 10,
+  idleTransactionMs = 0,
+): DatabaseHandle {
+  const pool = new ValidatingPool(connectionString, log, max, idleTransactionMs);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

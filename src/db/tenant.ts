@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'kysely';
+import { isDatabaseConnectionLoss } from './connect.ts';
 import type { Db, Tx } from './schema.ts';
 
 /** The role tenant work runs as (migration 0018): no BYPASSRLS, rows of one workspace only. */
@@ -97,6 +98,7 @@ export async function assertTenantRole(db: Db): Promise<void> {
       await sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
     });
   } catch (err) {
+    if (isDatabaseConnectionLoss(err)) throw err;
     throw new Error(
       `the database user cannot switch to the role ${TENANT_ROLE} (${String(err)}); as an administrator run: ` +
         `grant ${TENANT_ROLE} to <the app's user> (on PostgreSQL 16 and later add: with set true)`,

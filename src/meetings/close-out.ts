@@ -15,7 +15,7 @@ import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
-import { transcribeDirectly } from './transcription.ts';
+import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 
 /** Extra time past the minutes wait cap before close-out stops waiting for a minutes job that never ran. */
 const MINUTES_BACKSTOP_MARGIN_MS = 10 * 60 * 1000;
@@ -44,50 +44,25 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       }
 
       if (!meeting.transcript_completed_at) {
-        // (1) Windows with no transcript and nobody working on them: no audio, or a job that never
-        // got registered.
-        await settleUnworkedWindows(deps, ctx, meetingId);
-
-        // (2) L4/L5: only windows still being attempted are worth waiting for, and (L19) a repair
-        // of late audio in progress.
-        const counts = await deps.meetings.windowCounts(meetingId);
-        const repairing = await repairActive(deps, meetingId);
-        if (counts.inFlight > 0 || repairing) {
-          const waitedMs = await closeoutWaitedMs(deps, meetingId);
-          if (waitedMs < config.closeoutWaitCapMs) {
-            await ctx.requeue(
-              config.closeoutPollMs,
-              repairing && counts.inFlight === 0
-                ? 'waiting for a repair of late audio'
-                : `waiting for ${counts.inFlight} windows in retry`,
-              (trx) => startCloseoutWait(trx, meetingId),
-            );
-            return;
-          }
+        try {
+          if (await settleTranscript(deps, ctx, meetingId, meeting.source)) return;
+        } catch (err) {
+          if (!(err instanceof LastStretchOutage)) throw err;
+          // The speech provider failed on a window transcribed here with an error that passes:
+          // wait and try again, like a window in retry (L4, L7: waiting spends no retry).
           ctx.log.warn(
-            { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waitedMs) },
-            'close-out wait cap reached; finishing without windows still in retry',
+            { meetingId, code: err.error.code },
+            'the last stretch could not be transcribed yet; waiting',
           );
-        }
-
-        // (3) The last stretch of a live meeting, transcribed here rather than queued (L4).
-        if (meeting.source === MeetingSource.live) {
-          await advanceTimeline(deps, meetingId, ctx.actor, { final: true, runTx: ctx.fenced });
-          await settleUnworkedWindows(deps, ctx, meetingId);
-        }
-        await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
-        // L19: a chunk that came in while the last stretch was cut has a repair queued; wait for it
-        // too (within the same cap), so the transcript published next already holds it.
-        if (
-          (await repairActive(deps, meetingId)) &&
-          (await closeoutWaitedMs(deps, meetingId)) < config.closeoutWaitCapMs
-        ) {
-          await ctx.requeue(config.closeoutPollMs, 'waiting for a repair of late audio', (trx) =>
-            startCloseoutWait(trx, meetingId),
+          await ctx.requeue(
+            config.closeoutPollMs,
+            `speech provider unavailable for the last stretch: ${err.error.code}`,
+            (trx) => startCloseoutWait(trx, meetingId),
           );
           return;
         }
 
+        const counts = await deps.meetings.windowCounts(meetingId);
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
         await ctx.requeue(config.minutesRetryMs, 'waiting for minutes', async (trx) => {
           const locked = await deps.meetings.lock(trx, meetingId);
@@ -172,6 +147,66 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
   };
 }
 
+/**
+ * Close-out steps (1)–(3): settle windows nobody works on, wait for windows in retry and repairs
+ * (up to the wait cap), transcribe the last stretch of a live meeting here. True when the job was
+ * requeued to wait. A passing speech failure on a window transcribed here throws LastStretchOutage
+ * until the wait cap, after which the window fails (L6).
+ */
+async function settleTranscript(
+  deps: MeetingDeps,
+  ctx: JobContext,
+  meetingId: string,
+  source: string,
+): Promise<boolean> {
+  const { config } = deps;
+  const failPassing = (await closeoutWaitedMs(deps, meetingId)) >= config.closeoutWaitCapMs;
+  // (1) Windows with no transcript and nobody working on them: no audio, or a job that never
+  // got registered.
+  await settleUnworkedWindows(deps, ctx, meetingId, failPassing);
+
+  // (2) L4/L5: only windows still being attempted are worth waiting for, and (L19) a repair
+  // of late audio in progress.
+  const counts = await deps.meetings.windowCounts(meetingId);
+  const repairing = await repairActive(deps, meetingId);
+  if (counts.inFlight > 0 || repairing) {
+    const waitedMs = await closeoutWaitedMs(deps, meetingId);
+    if (waitedMs < config.closeoutWaitCapMs) {
+      await ctx.requeue(
+        config.closeoutPollMs,
+        repairing && counts.inFlight === 0
+          ? 'waiting for a repair of late audio'
+          : `waiting for ${counts.inFlight} windows in retry`,
+        (trx) => startCloseoutWait(trx, meetingId),
+      );
+      return true;
+    }
+    ctx.log.warn(
+      { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waitedMs) },
+      'close-out wait cap reached; finishing without windows still in retry',
+    );
+  }
+
+  // (3) The last stretch of a live meeting, transcribed here rather than queued (L4).
+  if (source === MeetingSource.live) {
+    await advanceTimeline(deps, meetingId, ctx.actor, { final: true, runTx: ctx.fenced });
+    await settleUnworkedWindows(deps, ctx, meetingId, failPassing);
+  }
+  await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
+  // L19: a chunk that came in while the last stretch was cut has a repair queued; wait for it
+  // too (within the same cap), so the transcript published next already holds it.
+  if (
+    (await repairActive(deps, meetingId)) &&
+    (await closeoutWaitedMs(deps, meetingId)) < config.closeoutWaitCapMs
+  ) {
+    await ctx.requeue(config.closeoutPollMs, 'waiting for a repair of late audio', (trx) =>
+      startCloseoutWait(trx, meetingId),
+    );
+    return true;
+  }
+  return false;
+}
+
 /** How long the close-out has been waiting for windows in retry or a repair (0 before it started). */
 async function closeoutWaitedMs(deps: MeetingDeps, meetingId: string): Promise<number> {
   const row = await deps.db
@@ -205,7 +240,12 @@ async function repairActive(deps: MeetingDeps, meetingId: string): Promise<boole
 }
 
 /** Settles each pending window that has no active job: missing if it has no audio, else transcribed here. */
-async function settleUnworkedWindows(deps: MeetingDeps, ctx: JobContext, meetingId: string): Promise<void> {
+async function settleUnworkedWindows(
+  deps: MeetingDeps,
+  ctx: JobContext,
+  meetingId: string,
+  failPassing: boolean,
+): Promise<void> {
   const orphans = await deps.db
     .selectFrom('windows as w')
     .selectAll('w')
@@ -246,7 +286,7 @@ async function settleUnworkedWindows(deps: MeetingDeps, ctx: JobContext, meeting
         });
       });
     } else {
-      await transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced);
+      await transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced, failPassing);
     }
   }
 }

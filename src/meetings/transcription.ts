@@ -165,19 +165,35 @@ export async function markWindowFailed(
  * stretch) is transcribed inside the close-out. If that fails, only the window is marked failed
  * (L6) and close-out goes on.
  */
+/**
+ * The speech provider failed on a window the close-out transcribes itself with an error that may
+ * pass (an outage, a rate limit, a quota): the close-out waits and tries again (within its wait
+ * cap) instead of failing the window at the first try.
+ */
+export class LastStretchOutage extends Error {
+  constructor(readonly error: ErrorRecord) {
+    super(`${error.code}: ${error.message}`);
+  }
+}
+
 export async function transcribeDirectly(
   deps: MeetingDeps,
   window: WindowRow,
   signal: AbortSignal,
   actor: string,
   fenced: <T>(fn: (trx: Tx) => Promise<T>) => Promise<T>,
+  /** Past the close-out's wait cap a passing failure fails the window too (L6). */
+  failPassing = true,
 ): Promise<void> {
   let segments: TranscriptSegment[];
   try {
+    await deps.checkpoints.hit('close-out-meeting.transcribe-directly', { windowIndex: window.index });
     segments = await recogniseWindow(deps, window, signal);
   } catch (err) {
     if (signal.aborted) throw err;
     const error = toErrorRecord(err, 'asr');
+    if (!failPassing && (error.kind === ErrorKind.transient || error.kind === ErrorKind.quotaExhausted))
+      throw new LastStretchOutage(error);
     deps.log.warn(
       { windowId: window.id, code: error.code },
       'close-out could not transcribe a window; marking it failed',

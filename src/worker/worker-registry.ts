@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
+import { recordAudit } from '../jobs/audit.ts';
 import type { Logger } from '../log.ts';
 import { declareDead } from './death-watch.ts';
 
@@ -30,12 +31,31 @@ export class WorkerRegistry {
       .execute();
   }
 
+  /**
+   * Renews the worker's heartbeat. A worker declared dead while it was only paused (its heartbeat
+   * went silent past a lease: SIGSTOP, a frozen VM) is alive again: its row is cleared so that its
+   * real death, later, is noticed too (otherwise the transport rows it locks since would stay locked).
+   */
   async heartbeat(workerId: string): Promise<void> {
-    await this.db
-      .updateTable('workers')
-      .set({ heartbeat_at: sql<Date>`now()` })
-      .where('id', '=', workerId)
-      .execute();
+    await this.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ was_dead: boolean }>`
+        with before as (select id, declared_dead_at from workers where id = ${workerId} for update)
+        update workers w set heartbeat_at = now(), declared_dead_at = null
+          from before where w.id = before.id
+        returning before.declared_dead_at is not null as was_dead`.execute(trx);
+      if (!rows[0]?.was_dead) return;
+      await recordAudit(trx, {
+        workspaceId: null,
+        subjectType: 'worker',
+        subjectId: workerId,
+        from: 'dead',
+        to: 'alive',
+        actor: `worker:${workerId}`,
+        reason:
+          'declared dead while paused; heartbeating again (its earlier work was reclaimed and stays fenced)',
+      });
+      this.log.warn({ workerId }, 'this worker was declared dead while paused; it is alive again');
+    });
   }
 
   async stopped(workerId: string): Promise<void> {

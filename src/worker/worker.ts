@@ -113,6 +113,9 @@ export async function startWorker(
 
   const transportPool = new pg.Pool({
     connectionString,
+    ...(config.idleTransactionMs > 0
+      ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
+      : {}),
     // A LISTEN connection per runner, one per concurrent job, and some room for graphile-worker itself.
     max: 8 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
   });

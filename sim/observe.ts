@@ -1,0 +1,130 @@
+/**
+ * What the oracle needs, read after quiescence: the clients' view of what was accepted, the final
+ * transcripts through the API, and the database's and the blob store's settled state.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
+import type { History, MeetingObservation } from './oracle.ts';
+import type { ClientMeeting } from './run.ts';
+
+export async function observe(ctx: {
+  dbUrl: string;
+  dataDir: string;
+  apiPorts: number[];
+  apiKey: string;
+  meetings: ClientMeeting[];
+  unexpected: History['unexpectedExits'];
+}): Promise<History & { orphans: number }> {
+  const db = new pg.Client({ connectionString: ctx.dbUrl });
+  await db.connect();
+  try {
+    const q = async <T extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
+      (await db.query<T>(text, values)).rows;
+    const meetings: MeetingObservation[] = [];
+    for (const c of ctx.meetings) {
+      const [row] = await q<{ status: string; failure_code: string | null }>(
+        'select status, failure_code from meetings where id = $1',
+        [c.id],
+      );
+      let segments: MeetingObservation['segments'] = [];
+      if (row && !c.deleted) {
+        const res = await fetch(`http://127.0.0.1:${ctx.apiPorts[0]}/v1/meetings/${c.id}/transcript`, {
+          headers: { authorization: `Bearer ${ctx.apiKey}` },
+        });
+        if (res.ok) segments = ((await res.json()) as { segments: MeetingObservation['segments'] }).segments;
+      }
+      const [left] = await q<{ n: number }>(
+        `select (select count(*) from blobs where meeting_id = $1 and deleted_at is null)
+              + (select count(*) from object_cleanups where meeting_id = $1) as n`,
+        [c.id],
+      );
+      const deletions = await q<{ blob: string; at: Date; settled: Array<Date | null> }>(
+        `select b.id as blob, b.deleted_at as at,
+                array(select coalesce(w.transcribed_at, w.failed_at, w.missing_at) from windows w
+                       where w.meeting_id = b.meeting_id and w.created_at <= b.deleted_at
+                         and (w.blob_id = b.id
+                              or (w.blob_id is null or w.blob_id <> b.id) and exists (
+                                select 1 from chunks ch where (ch.blob_id = b.id or ch.pcm_blob_id = b.id)
+                                  and ch.start_samples is not null
+                                  and ch.start_samples < w.end_samples
+                                  and ch.start_samples + coalesce(ch.samples, 0) > w.start_samples)
+                              or not exists (select 1 from windows x where x.blob_id = b.id)
+                                 and not exists (select 1 from chunks ch where ch.blob_id = b.id or ch.pcm_blob_id = b.id))
+                         and (w.superseded_at is null or w.superseded_at > b.deleted_at)) as settled
+           from blobs b where b.meeting_id = $1 and b.deleted_at is not null`,
+        [c.id],
+      );
+      meetings.push({
+        id: c.id,
+        label: c.scenario,
+        kind: c.kind,
+        deleted: c.deleted || !row,
+        expectFailure: c.expectFailure,
+        accepted: c.accepted,
+        status: row?.status ?? 'gone',
+        failureCode: row?.failure_code ?? null,
+        segments,
+        audioObjectsLeft: Number(left?.n ?? 0),
+        deletions: deletions.map((d) => ({
+          blob: d.blob,
+          at: d.at.getTime(),
+          windowsSettledAt: d.settled.map((t) => (t ? new Date(t).getTime() : null)),
+        })),
+      });
+    }
+    const known = new Set(ctx.meetings.map((m) => m.id));
+    const all = await q<{ id: string }>('select id from meetings');
+    const orphans = all.filter((m) => !known.has(m.id)).length;
+
+    const [stuck] = await q<Record<string, string>>(`select
+        (select count(*) from jobs where status in ('pending', 'running')) as "jobs waiting or running",
+        (select count(*) from job_attempts where status = 'running') as "attempts running",
+        (select count(*) from outbox where delivered_at is null) as "outbox undelivered",
+        (select count(*) from object_cleanups) as "cleanups left",
+        (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);
+    const stale = await q<{ id: string }>(
+      `select a.id from job_attempts a
+        where a.status = 'completed'
+          and exists (select 1 from job_attempts later where later.job_id = a.job_id
+                       and later.attempt_no > a.attempt_no and later.started_at < a.ended_at)`,
+    );
+    const segs = await q<{ key: string; n: number }>(
+      `select window_id || '/' || seq as key, count(*)::int as n from segments group by window_id, seq having count(*) > 1`,
+    );
+    const [ledger] = await q<{ bytes: string }>(
+      `select (select coalesce(sum(size_bytes), 0) from blobs where deleted_at is null)
+            + (select coalesce(sum(bytes), 0) from object_cleanups) as bytes`,
+    );
+    return {
+      meetings,
+      orphans,
+      stuck: Object.fromEntries(Object.entries(stuck ?? {}).map(([k, v]) => [k, Number(v)])),
+      effects: {
+        staleCommits: stale.map((r) => r.id),
+        segmentsPerWindowSeq: new Map(segs.map((r) => [r.key, r.n])),
+        webhookDeliveriesPerEndpointEvent: new Map(),
+        botsPerRecording: new Map(),
+      },
+      providerCalls: [],
+      ledgerBytes: Number(ledger?.bytes ?? 0),
+      storeBytes: storeBytes(path.join(ctx.dataDir, 'blobs')),
+      unexpectedExits: ctx.unexpected,
+    };
+  } finally {
+    await db.end();
+  }
+}
+
+/** Bytes of the objects in a local blob store (temporaries of writes in flight excluded). */
+function storeBytes(dir: string): number {
+  if (!fs.existsSync(dir)) return 0;
+  let total = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) total += storeBytes(full);
+    else if (!entry.name.startsWith(TEMP_PREFIX)) total += fs.statSync(full).size;
+  }
+  return total;
+}

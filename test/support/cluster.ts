@@ -1,0 +1,47 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export interface Cluster {
+  url: string;
+  /** A fast restart (pg_ctl restart -m fast): every session is cut, the server is back when it returns. */
+  restart(): void;
+  stop(): void;
+}
+
+/** A throwaway Postgres cluster of Debian's own build on its own port, so the test may restart it. */
+export function startCluster(port: number): Cluster {
+  const version = fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!;
+  const bin = (name: string) => `/usr/lib/postgresql/${version}/bin/${name}`;
+  const dir = `/tmp/verbatim-pg-${process.pid}-${port}`;
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { mode: 0o755 });
+  execFileSync('chown', ['postgres:postgres', dir]);
+  const asPostgres = (cmd: string, args: string[]) =>
+    execFileSync('runuser', ['-u', 'postgres', '--', bin(cmd), ...args], { stdio: 'ignore' });
+  asPostgres('initdb', ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres']);
+  const ctl = (action: string, extra: string[] = []) =>
+    asPostgres('pg_ctl', [
+      '-D',
+      path.join(dir, 'data'),
+      '-l',
+      path.join(dir, 'log'),
+      '-o',
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`,
+      '-w',
+      action,
+      ...extra,
+    ]);
+  ctl('start');
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    restart: () => ctl('restart', ['-m', 'fast']),
+    stop: () => {
+      try {
+        ctl('stop', ['-m', 'immediate']);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}

@@ -172,7 +172,7 @@ export function checkHistory(h: History): Violation[] {
     add(
       'V8',
       e.name,
-      `exited (code ${e.code}, signal ${e.signal}) without being killed: …${e.tail.slice(-300)}`,
+      `exited (code ${e.code}, signal ${e.signal}) without being killed: …${e.tail.slice(-1500)}`,
     );
   return out;
 }

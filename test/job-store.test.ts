@@ -10,7 +10,7 @@ import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
 import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
-import { PgJobStore } from '../src/jobs/pg-job-store.ts';
+import { DATABASE_OUTAGE_WAITS, PgJobStore } from '../src/jobs/pg-job-store.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -185,6 +185,32 @@ void describe('job store', () => {
       /job_attempts_one_running/,
       'one running attempt per job',
     );
+  });
+
+  void it('L7/J6: a lost database connection is an outage waited out without spending retries, up to a bound (found by the simulation)', async () => {
+    const job = await newJob(1);
+    const lost = {
+      kind: ErrorKind.transient,
+      code: 'db.connection_lost',
+      message: 'database connection lost',
+    };
+    for (let i = 0; i < 3; i++) {
+      const h = (await store.claimJob(job.id, 'w1'))!.handle;
+      assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'retrying');
+      await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
+    }
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.status, 'pending');
+    assert.equal(row.error_count, 0, 'no retry spent');
+    assert.equal(row.wait_count, 3);
+    // Past the bound such errors spend retries like any other (a job that kills its own connection ends).
+    await sql`update jobs set wait_count = ${DATABASE_OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
+    const h = (await store.claimJob(job.id, 'w1'))!.handle;
+    assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'failed');
   });
 
   void it('J6: transient errors retry with growing backoff until the budget is spent; permanent ones fail at once', async () => {

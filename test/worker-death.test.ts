@@ -5,7 +5,9 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import { createLogger } from '../src/log.ts';
+import { isDatabaseConnectionLoss } from '../src/db/connect.ts';
 import { declareWorkersWithFreeLocks } from '../src/worker/death-watch.ts';
+import { WorkerRegistry } from '../src/worker/worker-registry.ts';
 import { LIFE_LOCK_NAMESPACE } from '../src/worker/life-lock.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 import {
@@ -230,6 +232,48 @@ void describe('J18: the death watch on crafted workers', () => {
       .where('job_id', '=', jobId)
       .executeTakeFirstOrThrow();
     assert.equal(lease.over, true);
+  });
+
+  void it('J18: a worker declared dead while only paused clears the declaration when it heartbeats again, so its real death later is noticed too (found by the simulation)', async () => {
+    const w = await crafted();
+    await handle.db
+      .updateTable('workers')
+      .set({ declared_dead_at: sql<Date>`now()` })
+      .where('id', '=', w.id)
+      .execute();
+    await new WorkerRegistry(handle.db, log).heartbeat(w.id);
+    const row = await handle.db
+      .selectFrom('workers')
+      .select('declared_dead_at')
+      .where('id', '=', w.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.declared_dead_at, null);
+    const audit = await handle.db
+      .selectFrom('audit_events')
+      .select(['from_status', 'to_status'])
+      .where('subject_id', '=', w.id)
+      .execute();
+    assert.deepEqual(audit, [{ from_status: 'dead', to_status: 'alive' }]);
+    // Now it dies for real: the death watch sees it.
+    await w.release();
+    await watch(0);
+    assert.deepEqual(await watch(0), [w.id]);
+  });
+
+  void it('V8: a lost database connection is told apart from other errors (the process rides the first out)', () => {
+    const lost = [
+      Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      new Error('Connection terminated unexpectedly'),
+      new Error('Client has encountered a connection error and is not queryable'),
+    ];
+    for (const err of lost) assert.equal(isDatabaseConnectionLoss(err), true, err.message);
+    const others = [
+      Object.assign(new Error('permission denied to set role "verbatim_tenant"'), { code: '42501' }),
+      new TypeError("Cannot read properties of undefined (reading 'id')"),
+      'a string',
+    ];
+    for (const err of others) assert.equal(isDatabaseConnectionLoss(err), false, String(err));
   });
 
   void it('J18: a lock taken before the database last started is not read as a death (a restart frees every lock)', async () => {

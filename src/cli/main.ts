@@ -123,7 +123,7 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
-  const worker = mode === 'api' ? null : await startAppWorker(app);
+  const worker = mode === 'api' ? null : await patiently(log, 'worker start', () => startAppWorker(app));
   const api = mode === 'worker' ? null : buildAppApi(app);
   if (api) {
     await api.listen({ host: app.config.host, port: app.config.port });
@@ -171,17 +171,21 @@ function installProcessGuards(log: Logger): void {
  * Opens the app, waiting out a database that is restarting or unreachable (up to 2 minutes, then
  * the error): a process started during an outage comes up when the database does (V8).
  */
-async function openAppPatiently(config: ReturnType<typeof loadConfig>, log: Logger): Promise<App> {
+function openAppPatiently(config: ReturnType<typeof loadConfig>, log: Logger): Promise<App> {
+  return patiently(log, 'start-up', () => openApp(config, { logger: log }));
+}
+
+async function patiently<T>(log: Logger, what: string, fn: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + 120_000;
   let delay = 250;
   for (;;) {
     try {
-      return await openApp(config, { logger: log });
+      return await fn();
     } catch (err) {
       if (!isDatabaseConnectionLoss(err) || Date.now() > deadline) throw err;
       log.warn(
         { err: err instanceof Error ? err.message : String(err) },
-        'database not reachable yet; retrying',
+        `${what}: database not reachable; retrying`,
       );
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 5000);

@@ -55,6 +55,13 @@ export interface ClaimedJob {
   handle: AttemptHandle;
 }
 
+/** How many times a job waits out a database outage before such errors spend its retries. */
+export const DATABASE_OUTAGE_WAITS = 100;
+
+function isDatabaseOutage(error: ErrorRecord): boolean {
+  return error.code === 'db.connection_lost' || error.code === 'db.transient';
+}
+
 export class PgJobStore {
   private readonly rows: JobRows;
 
@@ -346,6 +353,32 @@ export class PgJobStore {
   ): Promise<'retrying' | 'failed'> {
     let after: AfterCommit | null = null;
     const result = await this.withFencedAttempt(handle, async (trx, job) => {
+      // The database went away under the attempt (a restart, a failover, a cut connection): an
+      // outside outage, waited out without spending the job's retries (L7), up to a bound so a job
+      // that kills its own connection every time still ends.
+      if (isDatabaseOutage(error) && job.wait_count < DATABASE_OUTAGE_WAITS) {
+        const delayMs = Math.min(this.timings.retryStepMs * 2 ** Math.min(job.wait_count, 5), 30_000);
+        await this.rows.closeAttempt(
+          trx,
+          job,
+          handle.attemptId,
+          AttemptOutcome.retryableFailed,
+          actor,
+          error,
+        );
+        await this.rows.returnToPending(trx, job, delayMs, {
+          wait_count: job.wait_count + 1,
+          ...lastError(error),
+        });
+        await this.rows.auditJob(
+          trx,
+          job,
+          JobStatus.pending,
+          actor,
+          `${error.code}: the database went away; waiting ${delayMs} ms, no retry spent`,
+        );
+        return 'retrying' as const;
+      }
       const errorCount = job.error_count + 1;
       const decision = decideFailure(
         error,

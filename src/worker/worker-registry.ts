@@ -23,12 +23,26 @@ export class WorkerRegistry {
       .execute();
   }
 
+  /**
+   * Records a transport pool of this worker: without it, the pool's locks would outlive the worker's
+   * death by graphile-worker's 4 hours. Tried again (for up to a minute) when the database is away.
+   */
   async addPool(workerId: string, poolId: string): Promise<void> {
-    await this.db
-      .updateTable('workers')
-      .set({ pool_ids: sql<string[]>`array_append(pool_ids, ${poolId}::text)` })
-      .where('id', '=', workerId)
-      .execute();
+    const deadline = Date.now() + 60_000;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        await this.db
+          .updateTable('workers')
+          .set({ pool_ids: sql<string[]>`array_append(pool_ids, ${poolId}::text)` })
+          .where('id', '=', workerId)
+          .where(sql<boolean>`not (${poolId}::text = any(pool_ids))`)
+          .execute();
+        return;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
   /**

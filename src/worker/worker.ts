@@ -171,26 +171,38 @@ export async function startWorker(
   });
   const runners: Runner[] = [];
   const graphileLogger = bridgeLogger(wlog);
-  for (const spec of specs) {
-    const events: WorkerEvents = new EventEmitter();
-    events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
-      registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
-        wlog.error({ err: String(err) }, 'could not record transport pool id');
+  try {
+    await startRunners();
+  } catch (err) {
+    // A start cut short (the database went away): undo what started, so the caller may try again.
+    await Promise.allSettled(runners.map((r) => r.stop()));
+    await registry.stopped(workerId).catch(() => undefined);
+    await lifeLock.stop();
+    await transportPool.end().catch(() => undefined);
+    throw err;
+  }
+  async function startRunners(): Promise<void> {
+    for (const spec of specs) {
+      const events: WorkerEvents = new EventEmitter();
+      events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
+        registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
+          wlog.error({ err: String(err) }, 'could not record transport pool id');
+        });
       });
-    });
-    runners.push(
-      await run({
-        pgPool: transportPool,
-        taskList: spec.taskList,
-        concurrency: spec.concurrency,
-        noHandleSignals: true,
-        pollInterval: 1000,
-        logger: graphileLogger,
-        events,
-        // An empty crontab would make graphile-worker read ./crontab; say "no cron" explicitly.
-        ...(spec.crontab === null ? { parsedCronItems: [] } : { crontab: spec.crontab }),
-      }),
-    );
+      runners.push(
+        await run({
+          pgPool: transportPool,
+          taskList: spec.taskList,
+          concurrency: spec.concurrency,
+          noHandleSignals: true,
+          pollInterval: 1000,
+          logger: graphileLogger,
+          events,
+          // An empty crontab would make graphile-worker read ./crontab; say "no cron" explicitly.
+          ...(spec.crontab === null ? { parsedCronItems: [] } : { crontab: spec.crontab }),
+        }),
+      );
+    }
   }
 
   const heartbeat = setInterval(() => {

@@ -33,6 +33,8 @@ interface Options {
   port: number;
   /** Keep the cluster running and the data dir after a failed run, to look at them. */
   keep: boolean;
+  /** CI: the run must also have injected its minimum of faults (1,000; 50 kills or stops; 3 restarts). */
+  ci: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -52,6 +54,7 @@ function parseArgs(argv: string[]): Options {
     meetings: Number(get('meetings') ?? String(Math.max(12, Math.round(minutes * 24)))),
     port: Number(get('port') ?? '55433'),
     keep: argv.includes('--keep'),
+    ci: argv.includes('--ci'),
   };
 }
 
@@ -247,6 +250,17 @@ export async function simulate(opts: Options): Promise<{ failed: boolean }> {
       say(`  ${inv} ${String(n).padStart(4)} violations  ${INVARIANTS[inv]}`);
     }
     say(`heal → quiescence ${healS.toFixed(1)} s`);
+    let short = false;
+    if (opts.ci) {
+      const kills = (counts.get('process kill') ?? 0) + (counts.get('process stop') ?? 0);
+      const restarts = counts.get('postgres restart') ?? 0;
+      const enough = total >= 1000 && kills >= 50 && restarts >= 3;
+      say(
+        `CI minimum: ${total} faults (≥ 1000), ${kills} kills or stops (≥ 50), ${restarts} Postgres restarts (≥ 3)  ` +
+          (enough ? 'PASS' : 'MISS'),
+      );
+      if (!enough) short = true;
+    }
     if (violations.length > 0) {
       keepForLooking = opts.keep;
       if (keepForLooking) say(`kept: ${dbUrl} and ${dataDir}`);
@@ -257,7 +271,7 @@ export async function simulate(opts: Options): Promise<{ failed: boolean }> {
       say('fault schedule:');
       for (const line of schedule) say(`  ${line}`);
     }
-    return { failed: violations.length > 0, ...{ total, healS } };
+    return { failed: violations.length > 0 || short };
   } finally {
     for (const m of members) {
       m.retired = true;
@@ -319,8 +333,15 @@ async function runFaults(ctx: {
   const restarts = opts.faults.has('pg-restart')
     ? [0.2, 0.5, 0.8].map((f) => Date.now() + (ctx.until - Date.now()) * f)
     : [];
+  // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
+  // tick (a restart blocks for seconds) does not thin them out.
+  const RATE = { kill: 0.2, stop: 0.2, terminate: 5, queueLoss: 1 };
+  let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
+    const dt = (Date.now() - last) / 1000;
+    last = Date.now();
+    const due = (perSecond: number) => rng.chance(1 - Math.exp(-perSecond * dt));
     const now = Date.now();
     for (const m of members)
       if (m.stoppedUntil && m.stoppedUntil <= now) {
@@ -338,7 +359,7 @@ async function runFaults(ctx: {
       }
       continue;
     }
-    if (opts.faults.has('kill') && rng.chance(0.012)) {
+    if (opts.faults.has('kill') && due(RATE.kill)) {
       const m = rng.pick(members.filter((x) => x.alive()));
       if (m) {
         m.killedBySim = true;
@@ -348,7 +369,7 @@ async function runFaults(ctx: {
         count('process kill');
       }
     }
-    if (opts.faults.has('stop') && rng.chance(0.012)) {
+    if (opts.faults.has('stop') && due(RATE.stop)) {
       const m = rng.pick(members.filter((x) => x.alive() && !x.stoppedUntil));
       if (m) {
         m.stoppedUntil = now + 300 + rng.int(3500);
@@ -358,7 +379,7 @@ async function runFaults(ctx: {
       }
     }
     try {
-      if (opts.faults.has('pg-terminate') && rng.chance(0.35)) {
+      if (opts.faults.has('pg-terminate') && due(RATE.terminate)) {
         const r = await probe.query<{ n: number }>(
           `select count(pg_terminate_backend(pid))::int as n from (
              select pid from pg_stat_activity
@@ -371,7 +392,7 @@ async function runFaults(ctx: {
           note(`pg_terminate_backend ×${n}`);
         }
       }
-      if (opts.faults.has('queue-loss') && rng.chance(0.15)) {
+      if (opts.faults.has('queue-loss') && due(RATE.queueLoss)) {
         // A lost queue message: a waiting transport row vanishes; the rescue sweep must re-drive it.
         const r = await probe.query(
           `delete from graphile_worker._private_jobs where id in (

@@ -10,7 +10,7 @@ import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
 import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
-import { DATABASE_OUTAGE_WAITS, PgJobStore } from '../src/jobs/pg-job-store.ts';
+import { OUTAGE_WAITS, PgJobStore } from '../src/jobs/pg-job-store.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -187,16 +187,21 @@ void describe('job store', () => {
     );
   });
 
-  void it('L7/J6: a lost database connection is an outage waited out without spending retries, up to a bound (found by the simulation)', async () => {
+  void it('L7/J6: a lost database connection or a speech-provider outage is waited out without spending retries, up to a bound (found by the simulation)', async () => {
     const job = await newJob(1);
     const lost = {
       kind: ErrorKind.transient,
       code: 'db.connection_lost',
       message: 'database connection lost',
     };
-    for (let i = 0; i < 3; i++) {
+    const down = {
+      kind: ErrorKind.transient,
+      code: 'asr.unreachable',
+      message: 'speech provider unreachable',
+    };
+    for (const error of [lost, down, lost]) {
       const h = (await store.claimJob(job.id, 'w1'))!.handle;
-      assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'retrying');
+      assert.equal(await store.failAttempt(h, 'w1', error, undefined, undefined), 'retrying');
       await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
     }
     const row = await handle.db
@@ -208,7 +213,7 @@ void describe('job store', () => {
     assert.equal(row.error_count, 0, 'no retry spent');
     assert.equal(row.wait_count, 3);
     // Past the bound such errors spend retries like any other (a job that kills its own connection ends).
-    await sql`update jobs set wait_count = ${DATABASE_OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
+    await sql`update jobs set wait_count = ${OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
     const h = (await store.claimJob(job.id, 'w1'))!.handle;
     assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'failed');
   });
@@ -216,7 +221,8 @@ void describe('job store', () => {
   void it('J6: transient errors retry with growing backoff until the budget is spent; permanent ones fail at once', async () => {
     const job = await newJob(2);
     let h = (await store.claimJob(job.id, 'w1'))!.handle;
-    const transient = { kind: ErrorKind.transient, code: 'asr.timeout', message: 'timed out' };
+    // Not an outside outage (those wait without spending retries: the test above).
+    const transient = { kind: ErrorKind.transient, code: 'storage.unavailable', message: 'read failed' };
     assert.equal(await store.failAttempt(h, 'w1', transient, undefined, undefined), 'retrying');
     await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
     h = (await store.claimJob(job.id, 'w1'))!.handle;
@@ -227,7 +233,7 @@ void describe('job store', () => {
       .where('id', '=', job.id)
       .executeTakeFirstOrThrow();
     assert.equal(row.status, 'failed');
-    assert.equal(row.last_error_code, 'asr.timeout');
+    assert.equal(row.last_error_code, 'storage.unavailable');
 
     const job2 = await newJob(5);
     const h2 = (await store.claimJob(job2.id, 'w1'))!.handle;

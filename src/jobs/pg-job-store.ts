@@ -55,11 +55,33 @@ export interface ClaimedJob {
   handle: AttemptHandle;
 }
 
-/** How many times a job waits out a database outage before such errors spend its retries. */
-export const DATABASE_OUTAGE_WAITS = 100;
+/**
+ * How many times a job waits out an outside outage (the database, or the speech provider) before
+ * such errors spend its retries: with the backoff below, about half an hour at the default step.
+ */
+export const OUTAGE_WAITS = 30;
 
-function isDatabaseOutage(error: ErrorRecord): boolean {
-  return error.code === 'db.connection_lost' || error.code === 'db.transient';
+/** Speech-provider answers that say "not now" rather than "never" (src/adapters/provider-http.ts). */
+const SPEECH_OUTAGE_CODES = new Set([
+  'asr.rate_limited',
+  'asr.overloaded',
+  'asr.server_error',
+  'asr.unreachable',
+  'asr.timeout',
+  'asr.quota_exhausted',
+]);
+
+/**
+ * An outside outage: the database went away under the attempt (a restart, a failover, a cut
+ * connection), or the speech provider is down, overloaded, rate-limiting or out of quota. Waited
+ * out without spending retries (L7), like the minutes model's outages (L8).
+ */
+function isOutsideOutage(error: ErrorRecord): boolean {
+  return (
+    error.code === 'db.connection_lost' ||
+    error.code === 'db.transient' ||
+    SPEECH_OUTAGE_CODES.has(error.code)
+  );
 }
 
 export class PgJobStore {
@@ -353,11 +375,13 @@ export class PgJobStore {
   ): Promise<'retrying' | 'failed'> {
     let after: AfterCommit | null = null;
     const result = await this.withFencedAttempt(handle, async (trx, job) => {
-      // The database went away under the attempt (a restart, a failover, a cut connection): an
-      // outside outage, waited out without spending the job's retries (L7), up to a bound so a job
-      // that kills its own connection every time still ends.
-      if (isDatabaseOutage(error) && job.wait_count < DATABASE_OUTAGE_WAITS) {
-        const delayMs = Math.min(this.timings.retryStepMs * 2 ** Math.min(job.wait_count, 5), 30_000);
+      // An outside outage is waited out without spending the job's retries, up to a bound, so a
+      // job that fails the same way every time (it kills its own connection) still ends.
+      if (isOutsideOutage(error) && job.wait_count < OUTAGE_WAITS) {
+        const delayMs = Math.max(
+          (retryAfterSeconds ?? 0) * 1000,
+          Math.min(this.timings.retryStepMs * 2 ** Math.min(job.wait_count, 5), 60_000),
+        );
         await this.rows.closeAttempt(
           trx,
           job,
@@ -375,7 +399,7 @@ export class PgJobStore {
           job,
           JobStatus.pending,
           actor,
-          `${error.code}: the database went away; waiting ${delayMs} ms, no retry spent`,
+          `${error.code}: an outside outage; waiting ${delayMs} ms, no retry spent`,
         );
         return 'retrying' as const;
       }

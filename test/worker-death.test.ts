@@ -266,6 +266,12 @@ void describe('J18: the death watch on crafted workers', () => {
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
       new Error('Connection terminated unexpectedly'),
       new Error('Client has encountered a connection error and is not queryable'),
+      Object.assign(new Error('sorry, too many clients already'), { code: '53300' }),
+      new Error('migration failed', {
+        cause: Object.assign(new Error('terminating connection due to administrator command'), {
+          code: '57P01',
+        }),
+      }),
     ];
     for (const err of lost) assert.equal(isDatabaseConnectionLoss(err), true, err.message);
     const others = [

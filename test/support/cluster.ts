@@ -27,7 +27,7 @@ export function startCluster(port: number): Cluster {
       '-l',
       path.join(dir, 'log'),
       '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`,
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300`,
       '-w',
       action,
       ...extra,

@@ -27,6 +27,3 @@ pg_isready -h 127.0.0.1 -p 5432
 npm run check
 npm test
 
-# Issue 14: the whole system (2 api + 3 worker processes) under faults drawn from a fixed seed,
-# healed, then checked by the oracle (docs/simulation.md). About 4 minutes.
-npm run sim -- --seed 1401 --minutes 3 --ci

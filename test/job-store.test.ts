@@ -218,6 +218,43 @@ void describe('job store', () => {
     assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'failed');
   });
 
+  void it('J9/V3: a transport row left locked by a live worker is released once its job no longer runs, or, without a job, once it is stuck (found by the simulation)', async () => {
+    const running = await newJob();
+    await store.claimJob(running.id, 'w1');
+    const settled = await newJob();
+    await sql`update jobs set status = 'completed' where id = ${settled.id}`.execute(handle.db);
+    const keyOf = async (id: string) =>
+      (
+        await handle.db
+          .selectFrom('jobs')
+          .select('delivery_id')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow()
+      ).delivery_id;
+    const rows = {
+      running: await keyOf(running.id),
+      settled: await keyOf(settled.id),
+      wakeUp: 'dispatch-outbox',
+    };
+    // Each row is in the queue (createJob enqueued the two jobs'; the wake-up is added here), then
+    // locked an hour ago by a worker that never completed it.
+    await sql`select verbatim_enqueue('dispatch-outbox', '{}'::json, null, 1, 'dispatch-outbox')`.execute(
+      handle.db,
+    );
+    await sql`update graphile_worker._private_jobs set locked_at = now() - interval '1 hour', locked_by = 'pool-test'
+      where key in (${rows.running}, ${rows.settled}, ${rows.wakeUp})`.execute(handle.db);
+    const left = async () =>
+      (
+        await sql<{ key: string }>`select key from graphile_worker._private_jobs
+          where key in (${rows.running}, ${rows.settled}, ${rows.wakeUp}) order by key`.execute(handle.db)
+      ).rows.map((r) => r.key);
+    // Younger than the idle bound, the wake-up stays; the settled job's row goes (past a lease).
+    assert.equal(await sweeps.releaseStaleTransportRows(2 * 3_600_000), 1);
+    assert.deepEqual(await left(), [rows.running, rows.wakeUp].sort());
+    assert.equal(await sweeps.releaseStaleTransportRows(60_000), 1);
+    assert.deepEqual(await left(), [rows.running], 'a running job keeps its row');
+  });
+
   void it('J6: transient errors retry with growing backoff until the budget is spent; permanent ones fail at once', async () => {
     const job = await newJob(2);
     let h = (await store.claimJob(job.id, 'w1'))!.handle;

@@ -94,6 +94,36 @@ export class PgJobSweeps {
    * is re-driven. The compare-and-swap on delivery_id claims the rescue, so racing sweeps re-drive
    * it once, and the new delivery id keeps graphile-worker's job key from deduplicating it.
    */
+  /**
+   * A transport row can stay locked by a worker that is alive: graphile-worker completes or fails
+   * job rows in batches, and a batch cut by a lost database connection is dropped (logged, and no
+   * longer fatal: V8), leaving its rows locked for graphile-worker's 4 hours. Our rows are the truth,
+   * so such a row is only a stale message: a row whose job of ours is not running any more
+   * (settled, or pending under a new delivery id) and that has been locked for longer than a
+   * lease, or a wake-up row without a job of ours (the outbox dispatcher, the cron backstop)
+   * locked for longer than `idleLockMs`, is deleted. Found by the simulation (docs/simulation.md).
+   */
+  async releaseStaleTransportRows(idleLockMs: number): Promise<number> {
+    const lease = this.timings.leaseMs + this.timings.leaseGraceMs;
+    const released = await sql`
+      delete from graphile_worker._private_jobs g
+       where g.locked_at is not null
+         and (
+           (g.key is not null and exists (select 1 from jobs j where j.delivery_id::text = g.key)
+             and not exists (select 1 from jobs j where j.delivery_id::text = g.key and j.status = 'running')
+             and g.locked_at < now() - ${lease} * interval '1 millisecond')
+           or
+           ((g.key is null or not exists (select 1 from jobs j where j.delivery_id::text = g.key))
+             and g.locked_at < now() - ${idleLockMs} * interval '1 millisecond'))`.execute(this.db);
+    const n = Number(released.numAffectedRows ?? 0);
+    if (n > 0)
+      this.deps.log.warn(
+        { released: n },
+        'stale transport rows released (their work is settled or re-driven)',
+      );
+    return n;
+  }
+
   async rescuePendingJobs(actor: string): Promise<string[]> {
     const candidates = await this.db
       .selectFrom('jobs')

@@ -94,6 +94,8 @@ export async function startWorker(
       ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
       ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
       ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
+      // A dispatch or backstop run lasting five leases is stuck, not slow.
+      ['release-stale-transport-rows', () => sweeps.releaseStaleTransportRows(5 * config.leaseMs)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['object-cleanup', () => cleanupPass(deps, workerId)],

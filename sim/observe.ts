@@ -16,7 +16,8 @@ export async function observe(ctx: {
   apiKey: string;
   meetings: ClientMeeting[];
   unexpected: History['unexpectedExits'];
-}): Promise<History & { orphans: number }> {
+  webhooks: History['webhooks'];
+}): Promise<History> {
   const db = new pg.Client({ connectionString: ctx.dbUrl });
   await db.connect();
   try {
@@ -63,6 +64,8 @@ export async function observe(ctx: {
         deleted: c.deleted || !row,
         expectFailure: c.expectFailure,
         accepted: c.accepted,
+        canceled: c.canceled,
+        regenerations: c.regenerations,
         status: row?.status ?? 'gone',
         failureCode: row?.failure_code ?? null,
         segments,
@@ -76,13 +79,14 @@ export async function observe(ctx: {
     }
     const known = new Set(ctx.meetings.map((m) => m.id));
     const all = await q<{ id: string }>('select id from meetings');
-    const orphans = all.filter((m) => !known.has(m.id)).length;
+    const unknownMeetings = all.filter((m) => !known.has(m.id)).map((m) => m.id);
 
     const [stuck] = await q<Record<string, string>>(`select
         (select count(*) from jobs where status in ('pending', 'running')) as "jobs waiting or running",
         (select count(*) from job_attempts where status = 'running') as "attempts running",
         (select count(*) from outbox where delivered_at is null) as "outbox undelivered",
         (select count(*) from object_cleanups) as "cleanups left",
+        (select count(*) from webhook_deliveries where status = 'pending') as "webhook deliveries pending",
         (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);
     const stale = await q<{ id: string }>(
       `select a.id from job_attempts a
@@ -99,12 +103,12 @@ export async function observe(ctx: {
     );
     return {
       meetings,
-      orphans,
+      unknownMeetings,
+      webhooks: ctx.webhooks,
       stuck: Object.fromEntries(Object.entries(stuck ?? {}).map(([k, v]) => [k, Number(v)])),
       effects: {
         staleCommits: stale.map((r) => r.id),
         segmentsPerWindowSeq: new Map(segs.map((r) => [r.key, r.n])),
-        webhookDeliveriesPerEndpointEvent: new Map(),
         botsPerRecording: new Map(),
       },
       providerCalls: [],

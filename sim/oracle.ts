@@ -10,9 +10,9 @@ export type Invariant = 'V1' | 'V2' | 'V3' | 'V4' | 'V5' | 'V6' | 'V7' | 'V8';
 export const INVARIANTS: Record<Invariant, string> = {
   V1: 'every accepted sample is in the final transcript exactly once, in order',
   V2: 'every meeting not deleted is terminal, with a reason where it is not complete',
-  V3: 'after quiescence nothing is stuck (jobs, attempts, outbox, cleanups, bots, transport locks)',
+  V3: 'after quiescence nothing is stuck (jobs, attempts, outbox, cleanups, bots, transport locks, webhooks)',
   V4: 'terminal meetings hold no audio, and no audio was deleted before its windows settled',
-  V5: 'no effect done twice (attempt commits, segments, webhook deliveries, bots)',
+  V5: 'no effect done twice (attempt commits, segments, minutes, webhook deliveries, bots)',
   V6: 'provider rate limits never exceeded at the provider',
   V7: 'the quota ledger equals the bytes in the store',
   V8: 'no process exited that the simulation did not kill',
@@ -46,10 +46,28 @@ export interface MeetingObservation {
    * (null: that window never settled).
    */
   deletions: Array<{ blob: string; at: number; windowsSettledAt: Array<number | null> }>;
+  /** The client canceled it (its batch): its words are not wanted, so settling before deletion is not. */
+  canceled?: boolean;
+  /** Regenerate requests that may have taken effect (every try sent): each may write minutes again. */
+  regenerations?: number;
+}
+
+/** One request a tenant's webhook endpoint took (answered 2xx). */
+export interface WebhookReceipt {
+  endpoint: string;
+  /** The `webhook-id` header: one event's id, the same on every retry. */
+  id: string;
+  type: string;
+  meetingId: string | null;
+  revision: number | null;
 }
 
 export interface History {
   meetings: MeetingObservation[];
+  /** Meetings in the database that no client was answered with (a create made twice). */
+  unknownMeetings: string[];
+  /** The tenant's webhook endpoints (events: empty is all) and what each received. */
+  webhooks: { endpoints: Array<{ name: string; events: string[] }>; receipts: WebhookReceipt[] };
   /** Counts of rows left in a state that needs more work, by kind (jobs, attempts, outbox…). */
   stuck: Record<string, number>;
   /** Effects counted by their identity: a count above 1 for any key is a double. */
@@ -57,7 +75,6 @@ export interface History {
     /** Attempts that committed after a later attempt of their job had started: a stale token won. */
     staleCommits: string[];
     segmentsPerWindowSeq: Map<string, number>;
-    webhookDeliveriesPerEndpointEvent: Map<string, number>;
     botsPerRecording: Map<string, number>;
   };
   /** Calls the fake providers received, per limited endpoint, with the limit per window. */
@@ -108,7 +125,7 @@ export function checkHistory(h: History): Violation[] {
     }
     for (const d of m.deletions) {
       const unsettled = d.windowsSettledAt.filter((t) => t === null || t > d.at).length;
-      if (unsettled > 0 && !m.deleted)
+      if (unsettled > 0 && !m.deleted && !m.canceled)
         add('V4', subject, `blob ${d.blob} deleted before ${unsettled} of its windows settled`);
     }
     if (m.deleted) continue;
@@ -137,8 +154,24 @@ export function checkHistory(h: History): Violation[] {
       add('V1', subject, `marks out of order along the timeline: ${order.slice(0, 12).join(',')}`);
   }
 
+  for (const id of h.unknownMeetings)
+    add(
+      'V2',
+      `meeting ${id}`,
+      'in the database, but no client was ever answered with it (a create made twice)',
+    );
+
   // V3
   for (const [what, n] of Object.entries(h.stuck)) if (n > 0) add('V3', what, `${n} left after quiescence`);
+  const takes = (e: { events: string[] }, type: string) => e.events.length === 0 || e.events.includes(type);
+  const received = new Set(h.webhooks.receipts.map((r) => `${r.endpoint} ${r.type} ${r.meetingId}`));
+  for (const m of h.meetings) {
+    if (m.deleted || !TERMINAL.has(m.status)) continue;
+    const type = m.status === 'complete' ? 'meeting.completed' : 'meeting.failed';
+    for (const e of h.webhooks.endpoints)
+      if (takes(e, type) && !received.has(`${e.name} ${type} ${m.id}`))
+        add('V3', `webhook ${e.name}`, `${type} of meeting ${m.id} never arrived`);
+  }
 
   // V5
   const doubles = (map: Map<string, number>, what: string) => {
@@ -147,7 +180,19 @@ export function checkHistory(h: History): Violation[] {
   for (const attempt of h.effects.staleCommits)
     add('V5', `attempt ${attempt}`, 'committed after a later attempt of its job had started');
   doubles(h.effects.segmentsPerWindowSeq, 'segment');
-  doubles(h.effects.webhookDeliveriesPerEndpointEvent, 'webhook delivery');
+  // One event arrives under one id however often it is retried; minutes are written once per
+  // transcript revision, and once more per regeneration asked for.
+  const ids = new Map<string, Set<string>>();
+  for (const r of h.webhooks.receipts) {
+    const key = `${r.endpoint} ${r.type} ${r.meetingId} r${r.revision}`;
+    ids.set(key, (ids.get(key) ?? new Set()).add(r.id));
+  }
+  const regenerations = new Map(h.meetings.map((m) => [m.id, m.regenerations ?? 0]));
+  for (const [key, set] of ids) {
+    const [, type, meetingId] = key.split(' ');
+    const allowed = type === 'minutes.ready' ? 1 + (regenerations.get(meetingId!) ?? 0) : 1;
+    if (set.size > allowed) add('V5', `webhook ${key}`, `${set.size} distinct events (at most ${allowed})`);
+  }
   doubles(h.effects.botsPerRecording, 'bots for recording');
 
   // V6: a sliding window over each endpoint's calls.
@@ -181,11 +226,12 @@ export function checkHistory(h: History): Violation[] {
 export function emptyHistory(): History {
   return {
     meetings: [],
+    unknownMeetings: [],
+    webhooks: { endpoints: [], receipts: [] },
     stuck: {},
     effects: {
       staleCommits: [],
       segmentsPerWindowSeq: new Map(),
-      webhookDeliveriesPerEndpointEvent: new Map(),
       botsPerRecording: new Map(),
     },
     providerCalls: [],

@@ -236,6 +236,11 @@ export const SETTINGS = {
     default: '5',
     help: 'first retry delay of a failed webhook delivery; doubles per attempt, capped at an hour (O3)',
   },
+  webhookRetryCapSeconds: {
+    env: 'VERBATIM_WEBHOOK_RETRY_CAP_SECONDS',
+    default: '3600',
+    help: 'longest delay between two attempts of a webhook delivery (O3)',
+  },
   webhookMaxAttempts: {
     env: 'VERBATIM_WEBHOOK_MAX_ATTEMPTS',
     default: '12',
@@ -408,6 +413,7 @@ export interface Config {
   cleanupBackoffMs: number;
   cleanupBackoffCapMs: number;
   webhookRetryMs: number;
+  webhookRetryCapMs: number;
   webhookMaxAttempts: number;
   webhookTimeoutMs: number;
   recall: {
@@ -544,6 +550,7 @@ export function loadConfig(env: Env = process.env): Config {
     cleanupBackoffMs: ms('cleanupBackoffSeconds', 0.01),
     cleanupBackoffCapMs: ms('cleanupBackoffCapSeconds', 0.01),
     webhookRetryMs: ms('webhookRetrySeconds', 0.01),
+    webhookRetryCapMs: ms('webhookRetryCapSeconds', 0.01),
     webhookMaxAttempts: int('webhookMaxAttempts', 1),
     webhookTimeoutMs: ms('webhookTimeoutSeconds', 0.1),
     recall: {

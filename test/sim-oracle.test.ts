@@ -107,13 +107,50 @@ void describe('the simulation oracle on crafted histories', () => {
     h.effects.botsPerRecording.set('r1', 2);
     h.effects.staleCommits.push('a2');
     h.effects.segmentsPerWindowSeq.set('w1/0', 2);
-    h.effects.webhookDeliveriesPerEndpointEvent.set('e1/ev1', 2);
+    // One meeting's completion arrived at an endpoint under two event ids: it was announced twice.
+    const done = { endpoint: 'all', type: 'meeting.completed', meetingId: 'm1', revision: null };
+    h.webhooks.receipts.push({ ...done, id: 'ev1' }, { ...done, id: 'ev1' }, { ...done, id: 'ev2' });
     const v = checkHistory(h);
     assert.deepEqual(
       v.map((x) => x.invariant),
       ['V5', 'V5', 'V5', 'V5'],
     );
     assert.ok(v.some((x) => /bots for recording r1/.test(x.subject)));
+  });
+
+  void it('V5: minutes written more often than asked are reported; a retried delivery and each regeneration are not', () => {
+    const h = withMeeting({ ...goodMeeting(), regenerations: 1 });
+    const ready = (id: string) => ({
+      endpoint: 'all',
+      id,
+      type: 'minutes.ready',
+      meetingId: 'm1',
+      revision: null,
+    });
+    h.webhooks.endpoints.push({ name: 'all', events: ['minutes.ready'] });
+    h.webhooks.receipts.push(ready('ev1'), ready('ev1'), ready('ev2'));
+    assert.deepEqual(invariantsOf(h), []);
+    h.webhooks.receipts.push(ready('ev3'));
+    assert.deepEqual(invariantsOf(h), ['V5']);
+  });
+
+  void it('V3: an end event that never reached a subscribed endpoint is reported', () => {
+    const h = withMeeting(goodMeeting());
+    h.webhooks.endpoints.push({ name: 'all', events: [] }, { name: 'failures', events: ['meeting.failed'] });
+    assert.deepEqual(invariantsOf(h), ['V3']);
+    h.webhooks.receipts.push({
+      endpoint: 'all',
+      id: 'e',
+      type: 'meeting.completed',
+      meetingId: 'm1',
+      revision: null,
+    });
+    assert.deepEqual(invariantsOf(h), []);
+  });
+
+  void it('V2: a meeting no client was answered with (a create made twice) is reported', () => {
+    const h = { ...emptyHistory(), unknownMeetings: ['m9'] };
+    assert.deepEqual(invariantsOf(h), ['V2']);
   });
 
   void it('V6: more calls than the limit within one window are reported', () => {

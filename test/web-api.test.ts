@@ -205,6 +205,48 @@ void describe('web app API', () => {
     assert.equal((await h.request('GET', `/v1/meetings?q=${'x'.repeat(301)}`)).status, 400);
   });
 
+  void it('V2: a create retried with its Idempotency-Key answers the meeting it made, also when the tries race', async () => {
+    const key = randomUUID();
+    const body = { source: 'live', title: 'retried create' };
+    const first = await h.request('POST', '/v1/meetings', body, { 'idempotency-key': key });
+    assert.equal(first.status, 201);
+    const chunk = Buffer.from(encodeWav(new Int16Array(16_000), 16_000));
+    const put = await h.request('PUT', `/v1/meetings/${first.json.id}/chunks/0`, chunk, {
+      'content-type': 'audio/wav',
+    });
+    assert.ok(put.status === 200 || put.status === 201, put.text);
+    // The answer was lost; the client sends the same create again, after it went on with the meeting.
+    const again = await h.request('POST', '/v1/meetings', body, { 'idempotency-key': key });
+    assert.equal(again.status, 200);
+    assert.equal(again.json.id, first.json.id);
+    assert.equal(again.json.status, 'recording');
+    // Other details under the same key are a client bug, said as such; nothing is made.
+    const other = await h.request(
+      'POST',
+      '/v1/meetings',
+      { ...body, title: 'another' },
+      { 'idempotency-key': key },
+    );
+    assert.equal(other.status, 409);
+    assert.equal(other.json.error.code, 'meeting.idempotency_key_reused');
+    // Tries that race: one meeting, every answer names it.
+    const raced = randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        h.request('POST', '/v1/meetings', { source: 'upload', title: 'raced' }, { 'idempotency-key': raced }),
+      ),
+    );
+    assert.deepEqual(answers.map((a) => a.status).sort(), [200, 200, 200, 200, 200, 201]);
+    assert.equal(new Set(answers.map((a) => a.json.id)).size, 1);
+    const listed = (await h.request('GET', '/v1/meetings?q=raced')).json.meetings as unknown[];
+    assert.equal(listed.length, 1);
+    // A malformed key is refused, naming the header; no key at all is a plain create.
+    const bad = await h.request('POST', '/v1/meetings', body, { 'idempotency-key': 'has space' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, 'request.idempotency_key');
+    assert.equal((await h.request('POST', '/v1/meetings', body)).status, 201);
+  });
+
   void it('L17: a meeting in its close-out grace shows the step; a failed one its reason in plain words', async () => {
     const live = await h.request('POST', '/v1/meetings', { source: 'live', title: 'progress' });
     const ended = await h.request('POST', `/v1/meetings/${live.json.id}/end`);

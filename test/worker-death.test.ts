@@ -234,6 +234,62 @@ void describe('J18: the death watch on crafted workers', () => {
     assert.equal(lease.over, true);
   });
 
+  void it('J18: a dead worker’s claimed object deletions and webhook deliveries go to the next pass at once (found by the simulation: heals waited out a one-minute lease)', async () => {
+    const w = await crafted();
+    const workspace = randomUUID();
+    await handle.db.insertInto('workspaces').values({ id: workspace, name: 'w' }).execute();
+    const endpoint = randomUUID();
+    await handle.db
+      .insertInto('webhook_endpoints')
+      .values({
+        id: endpoint,
+        workspace_id: workspace,
+        url: 'https://hooks.example/x',
+        secret: 'whsec_x',
+        events: [],
+      })
+      .execute();
+    await handle.db
+      .insertInto('webhook_deliveries')
+      .values({
+        id: randomUUID(),
+        workspace_id: workspace,
+        endpoint_id: endpoint,
+        event_id: randomUUID(),
+        event_type: 'meeting.completed',
+        body: '{}',
+        status: 'pending',
+        lease_owner: w.id,
+        lease_expires_at: sql<Date>`now() + interval '25 seconds'`,
+      })
+      .execute();
+    await handle.db
+      .insertInto('object_cleanups')
+      .values({
+        id: randomUUID(),
+        workspace_id: workspace,
+        meeting_id: null,
+        object_key: `test/${randomUUID()}`,
+        bytes: 10,
+        state: 'pending',
+        reason: 'test',
+        lease_owner: w.id,
+        lease_expires_at: sql<Date>`now() + interval '60 seconds'`,
+      })
+      .execute();
+    const leased = async () => {
+      const r = await sql<{ n: number }>`select
+          (select count(*) from webhook_deliveries where lease_owner = ${w.id})
+        + (select count(*) from object_cleanups where lease_owner = ${w.id}) as n`.execute(handle.db);
+      return Number(r.rows[0]?.n);
+    };
+    assert.equal(await leased(), 2);
+    await w.release();
+    await watch(0);
+    assert.deepEqual(await watch(0), [w.id]);
+    assert.equal(await leased(), 0);
+  });
+
   void it('J18: a worker declared dead while only paused clears the declaration when it heartbeats again, so its real death later is noticed too (found by the simulation)', async () => {
     const w = await crafted();
     await handle.db
@@ -267,6 +323,10 @@ void describe('J18: the death watch on crafted workers', () => {
       new Error('Connection terminated unexpectedly'),
       new Error('Client has encountered a connection error and is not queryable'),
       Object.assign(new Error('sorry, too many clients already'), { code: '53300' }),
+      // Kysely, reusing a connection whose backend was terminated (found by the simulation, seed 1402).
+      new Error('migration  failed: Error: Postgres connection has been discarded', {
+        cause: new Error('Postgres connection has been discarded'),
+      }),
       new Error('migration failed', {
         cause: Object.assign(new Error('terminating connection due to administrator command'), {
           code: '57P01',

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Executor, MeetingRow } from '../db/schema.ts';
-import { withTenant } from '../db/tenant.ts';
+import { readAsTenant, withTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { meetingProgress, plainReason } from '../domain/meeting-progress.ts';
@@ -36,7 +36,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   const getMeeting = (workspaceId: string, id: string) =>
     withTenant(deps.db, workspaceId, (trx) => deps.meetings.get(workspaceId, id, trx));
   const viewById = (workspaceId: string, id: string) =>
-    withTenant(deps.db, workspaceId, async (trx) =>
+    readAsTenant(deps.db, workspaceId, async (trx) =>
       viewIn(trx, await deps.meetings.get(workspaceId, id, trx)),
     );
 
@@ -77,14 +77,31 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
         throw new AppError(ErrorKind.conflict, 'batch.canceled', `batch ${batchId} was canceled`);
       }
     }
-    const meeting = await deps.meetings.create(workspaceOf(req), {
-      source,
-      title: title.trim(),
-      language,
-      windowMs: deps.config.windowMs,
-      batchId,
-    });
-    return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
+    const fields = { source, title: title.trim(), language, windowMs: deps.config.windowMs, batchId };
+    const key = createKeyOf(req.headers['idempotency-key']);
+    if (key === null) {
+      const meeting = await deps.meetings.create(workspaceOf(req), fields);
+      return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
+    }
+    const { meeting, replayed } = await deps.meetings.createOnce(workspaceOf(req), key, fields);
+    if (!replayed) return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
+    if (
+      meeting.source !== fields.source ||
+      meeting.title !== fields.title ||
+      meeting.language !== fields.language ||
+      meeting.batch_id !== fields.batchId
+    ) {
+      throw new AppError(
+        ErrorKind.conflict,
+        'meeting.idempotency_key_reused',
+        `Idempotency-Key ${key} already made meeting ${meeting.id} with other details; use a new key for a new meeting`,
+      );
+    }
+    // The meeting as it is now (a repeat may come after chunks were sent), marked as a replay.
+    return reply
+      .status(200)
+      .header('idempotent-replayed', 'true')
+      .send(await viewOf(meeting));
   });
 
   app.put<{ Params: { id: string } }>(
@@ -260,6 +277,18 @@ function declaredChunks(body: unknown): number | null {
     );
   }
   return chunks;
+}
+
+/** The create's Idempotency-Key: absent → null; 1–200 visible ASCII characters, else 400. */
+function createKeyOf(header: string | string[] | undefined): string | null {
+  if (header === undefined) return null;
+  if (typeof header !== 'string' || !/^[\x21-\x7e]{1,200}$/.test(header)) {
+    throw invalid(
+      'request.idempotency_key',
+      'Idempotency-Key must be one value of 1 to 200 visible ASCII characters (a UUID, say)',
+    );
+  }
+  return header;
 }
 
 function invalid(code: string, message: string): AppError {

@@ -177,6 +177,15 @@ export function openApiDocument(maxUploadBytes: number) {
       '/v1/meetings': {
         post: {
           summary: 'Create a meeting',
+          parameters: [
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              description:
+                'send the same key again when an answer was lost: the meeting that key made is answered (200, header idempotent-replayed), never a second one; 409 meeting.idempotency_key_reused if the details differ',
+              schema: { type: 'string', minLength: 1, maxLength: 200 },
+            },
+          ],
           requestBody: {
             content: {
               'application/json': {
@@ -194,6 +203,10 @@ export function openApiDocument(maxUploadBytes: number) {
           },
           responses: {
             '201': { description: 'Created', content: { 'application/json': { schema: meeting } } },
+            '200': {
+              description: 'The meeting an earlier create with this Idempotency-Key made',
+              content: { 'application/json': { schema: meeting } },
+            },
             ...errors,
           },
         },

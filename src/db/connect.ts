@@ -94,7 +94,8 @@ export function isDatabaseConnectionLoss(err: unknown, depth = 0): boolean {
     ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN'].includes(code)
   )
     return true;
-  return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect|no live database connection/i.test(
+  // "has been discarded": Kysely's refusal to reuse a connection whose backend went away.
+  return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect|no live database connection|connection has been discarded/i.test(
     err.message,
   );
 }

@@ -55,6 +55,8 @@ export interface MeetingsTable {
   updated_at: Timestamp;
   cut_samples: ColumnType<number, number | undefined, number>;
   next_seq: ColumnType<number, number | undefined, number>;
+  /** The client's Idempotency-Key of the create that made it (migration 0022). */
+  create_key: ColumnType<string | null, string | null | undefined, string | null>;
   missing_count: ColumnType<number, number | undefined, number>;
   placed_samples: ColumnType<number, number | undefined, number>;
   frontier_blocked_at: NullableTimestamp;

@@ -91,6 +91,24 @@ export async function withTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx) =
   });
 }
 
+/**
+ * withTenant for a read made of several statements that must agree (a meeting and its counts): one
+ * snapshot for all of them, so a commit landing between two statements cannot show, say, a
+ * transcript's old revision beside the counts of its new one.
+ */
+export async function readAsTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx) => Promise<T>): Promise<T> {
+  checkedWorkspace(workspaceId);
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute(async (trx) => {
+      await sql`select set_config('role', ${TENANT_ROLE}, true),
+                       set_config('verbatim.workspace_id', ${workspaceId}, true)`.execute(trx);
+      return fn(trx);
+    });
+}
+
 /** Start-up check (S10): the connection user may switch to the tenant role; otherwise a clear error. */
 export async function assertTenantRole(db: Db): Promise<void> {
   try {

@@ -29,8 +29,6 @@ export const WEBHOOK_EVENTS = [
   'minutes.ready',
 ];
 const SECRET_PREFIX = 'whsec_';
-const LEASE_MS = 60_000;
-const BACKOFF_CAP_MS = 3_600_000;
 const TOLERANCE_S = 300;
 
 export function newWebhookSecret(): string {
@@ -169,6 +167,7 @@ export async function fanOutWebhook(deps: WebhookDeps, event: OutboxEvent): Prom
 
 /** Delivers every due webhook once (each worker's sweep runs this). Returns how many were sent. */
 export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 10): Promise<number> {
+  const leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
   const due = await sql<{
     id: string;
     event_id: string;
@@ -178,7 +177,7 @@ export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 
     secret: string;
   }>`
     update webhook_deliveries d
-       set lease_owner = ${owner}, lease_expires_at = now() + ${LEASE_MS} * interval '1 millisecond'
+       set lease_owner = ${owner}, lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
       from webhook_endpoints e
      where e.id = d.endpoint_id and e.disabled_at is null and d.id in (
        select id from webhook_deliveries
@@ -189,7 +188,8 @@ export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 
         for update skip locked)
     returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(deps.db);
   // At once, so one slow receiver holds up the others by no more than its own timeout, well
-  // inside the lease.
+  // inside the lease: twice the timeout and five seconds. A worker that dies holding deliveries
+  // delays them by no more than that (they go again under the same id).
   await Promise.all(due.rows.map((d) => attempt(deps, owner, d)));
   return due.rows.length;
 }
@@ -258,7 +258,7 @@ async function attempt(
       return;
     }
     const exhausted = attemptNo >= deps.config.webhookMaxAttempts;
-    const delay = Math.min(BACKOFF_CAP_MS, deps.config.webhookRetryMs * 2 ** (attemptNo - 1));
+    const delay = Math.min(deps.config.webhookRetryCapMs, deps.config.webhookRetryMs * 2 ** (attemptNo - 1));
     await trx
       .updateTable('webhook_deliveries')
       .set({

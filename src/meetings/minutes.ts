@@ -152,7 +152,9 @@ async function settleMinutes(
       workspaceId: meeting.workspace_id,
       type: EventType.minutesReady,
       subjectId: meetingId,
-      payload: { minutes },
+      // The transcript revision they were written from: a receiver can tell minutes of a revised
+      // transcript from a second copy of the same ones.
+      payload: { minutes, revision: revision ?? 0 },
     });
   }
   if (meeting.status === MeetingStatus.finalizing && closeOut) {

@@ -21,6 +21,8 @@ export interface NewMeeting {
   windowMs: number;
   /** J14: the upload batch it belongs to. */
   batchId?: string | null;
+  /** The client's Idempotency-Key: a second create with it answers the first meeting. */
+  createKey?: string | null;
 }
 
 export interface WindowCounts {
@@ -76,6 +78,7 @@ export class PgMeetingStore {
           status: 'created',
           window_ms: input.windowMs,
           batch_id: input.batchId ?? null,
+          create_key: input.createKey ?? null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -90,6 +93,36 @@ export class PgMeetingStore {
       await alsoInTx?.(trx, row);
       return row;
     });
+  }
+
+  /**
+   * A create that may be a repeat: the client lost the answer to its first try and sends the same
+   * Idempotency-Key again. The meeting that key made is answered (`replayed`), however many tries
+   * race; a key is one meeting for as long as that meeting exists.
+   */
+  async createOnce(
+    workspaceId: string,
+    key: string,
+    input: NewMeeting,
+  ): Promise<{ meeting: MeetingRow; replayed: boolean }> {
+    const made = () =>
+      this.db
+        .selectFrom('meetings')
+        .selectAll()
+        .where('workspace_id', '=', workspaceId)
+        .where('create_key', '=', key)
+        .executeTakeFirst();
+    const earlier = await made();
+    if (earlier) return { meeting: earlier, replayed: true };
+    try {
+      return { meeting: await this.create(workspaceId, { ...input, createKey: key }), replayed: false };
+    } catch (err) {
+      // Two tries at once: the unique index lets one in, and the other answers its meeting.
+      if ((err as { constraint?: string }).constraint !== 'meetings_create_key') throw err;
+      const winner = await made();
+      if (!winner) throw err;
+      return { meeting: winner, replayed: true };
+    }
   }
 
   /** Scoped read (S1): another workspace's meeting is indistinguishable from a missing one. */

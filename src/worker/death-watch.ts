@@ -105,6 +105,21 @@ export async function declareDead(
       )
       .where('status', '=', 'running')
       .execute();
+  // Object deletions and webhook deliveries it had claimed go to the next pass at once, not after
+  // their own leases (a minute, and twice the webhook timeout): a deletion is fenced and idempotent,
+  // and a delivery sent again carries the same webhook-id.
+  const deadIds = dead.map((w) => w.id);
+  await trx
+    .updateTable('object_cleanups')
+    .set({ lease_owner: null, lease_expires_at: null })
+    .where('lease_owner', 'in', deadIds)
+    .execute();
+  await trx
+    .updateTable('webhook_deliveries')
+    .set({ lease_owner: null, lease_expires_at: null })
+    .where('lease_owner', 'in', deadIds)
+    .where('status', '=', 'pending')
+    .execute();
   for (const w of dead) {
     await recordAudit(trx, {
       workspaceId: null,
@@ -113,7 +128,7 @@ export async function declareDead(
       from: 'alive',
       to: 'dead',
       actor,
-      reason: `${reason}; transport locks released`,
+      reason: `${reason}; transport locks and claimed deletions and deliveries released`,
       details: { pid: w.pid, hostname: w.hostname },
     });
     log.warn({ deadWorker: w.id, pid: w.pid }, `worker declared dead: ${reason}`);

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
+import { BOT_MARK, type BotWorld } from './bots.ts';
 import type { History, MeetingObservation } from './oracle.ts';
 import type { ClientMeeting } from './run.ts';
 
@@ -17,6 +18,7 @@ export async function observe(ctx: {
   meetings: ClientMeeting[];
   unexpected: History['unexpectedExits'];
   webhooks: History['webhooks'];
+  bots: BotWorld;
 }): Promise<History> {
   const db = new pg.Client({ connectionString: ctx.dbUrl });
   await db.connect();
@@ -24,11 +26,36 @@ export async function observe(ctx: {
     const q = async <T extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
       (await db.query<T>(text, values)).rows;
     const meetings: MeetingObservation[] = [];
-    for (const c of ctx.meetings) {
-      const [row] = await q<{ status: string; failure_code: string | null }>(
-        'select status, failure_code from meetings where id = $1',
-        [c.id],
-      );
+    const botMeetings = new Set<string>();
+    for (const client of ctx.meetings) {
+      let c = client;
+      let row: { status: string; failure_code: string | null } | undefined;
+      if (c.kind === 'bot') {
+        // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
+        const [rec] = await q<{ status: string; failure_code: string | null; meeting_id: string | null }>(
+          'select status, failure_code, meeting_id from bot_recordings where id = $1',
+          [c.id],
+        );
+        const samples = ctx.bots.recorded.get(c.id);
+        c = { ...c, accepted: samples ? new Map([[BOT_MARK, samples]]) : new Map() };
+        if (rec?.meeting_id) {
+          botMeetings.add(rec.meeting_id);
+          c = { ...c, id: rec.meeting_id };
+        } else {
+          // No meeting: the recording's own end is the outcome (no audio, or a failure with its reason).
+          const ended = ['complete', 'failed', 'canceled', 'not_recorded'].includes(rec?.status ?? '');
+          row = {
+            status: !rec ? 'gone' : ended ? (rec.status === 'complete' ? 'complete' : 'failed') : rec.status,
+            failure_code: rec?.failure_code ?? null,
+          };
+        }
+      }
+      row ??= (
+        await q<{ status: string; failure_code: string | null }>(
+          'select status, failure_code from meetings where id = $1',
+          [c.id],
+        )
+      )[0];
       let segments: MeetingObservation['segments'] = [];
       if (row && !c.deleted) {
         const res = await fetch(`http://127.0.0.1:${ctx.apiPorts[0]}/v1/meetings/${c.id}/transcript`, {
@@ -77,7 +104,7 @@ export async function observe(ctx: {
         })),
       });
     }
-    const known = new Set(ctx.meetings.map((m) => m.id));
+    const known = new Set([...ctx.meetings.map((m) => m.id), ...botMeetings]);
     const all = await q<{ id: string }>('select id from meetings');
     const unknownMeetings = all.filter((m) => !known.has(m.id)).map((m) => m.id);
 
@@ -87,6 +114,8 @@ export async function observe(ctx: {
         (select count(*) from outbox where delivered_at is null) as "outbox undelivered",
         (select count(*) from object_cleanups) as "cleanups left",
         (select count(*) from webhook_deliveries where status = 'pending') as "webhook deliveries pending",
+        (select count(*) from bot_recordings where status not in ('complete', 'failed', 'canceled', 'not_recorded'))
+          as "bot recordings unsettled",
         (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);
     const stale = await q<{ id: string }>(
       `select a.id from job_attempts a
@@ -109,9 +138,9 @@ export async function observe(ctx: {
       effects: {
         staleCommits: stale.map((r) => r.id),
         segmentsPerWindowSeq: new Map(segs.map((r) => [r.key, r.n])),
-        botsPerRecording: new Map(),
+        botsPerRecording: ctx.bots.botsPerRecording(),
       },
-      providerCalls: [],
+      providerCalls: ctx.bots.calls(),
       ledgerBytes: Number(ledger?.bytes ?? 0),
       storeBytes: storeBytes(path.join(ctx.dataDir, 'blobs')),
       unexpectedExits: ctx.unexpected,

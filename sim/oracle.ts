@@ -28,7 +28,7 @@ export interface MeetingObservation {
   id: string;
   /** How the client drove it (the scenario), for the report. */
   label?: string;
-  kind: 'live' | 'upload';
+  kind: 'live' | 'upload' | 'bot';
   /** The client deleted it (answered 2xx): only V4's "no audio left" applies. */
   deleted: boolean;
   /** The client expects it to fail (a bad file): V1 does not apply, V2 wants a reason. */
@@ -137,7 +137,16 @@ export function checkHistory(h: History): Violation[] {
       if (m.status !== 'failed') add('V2', subject, `a bad file ended ${m.status}, not failed`);
       continue;
     }
-    if (m.status !== 'complete') continue;
+    if (m.status !== 'complete') {
+      // A bot that recorded audio hands it over; a failure after that loses what it heard.
+      if (m.kind === 'bot' && [...m.accepted.values()].some((n) => n > 0))
+        add(
+          'V1',
+          subject,
+          `its bot recorded audio, but it ended ${m.status} (${m.failureCode ?? 'no reason'})`,
+        );
+      continue;
+    }
 
     // V1
     const { samples, order, foreign } = readMarks(m.segments);

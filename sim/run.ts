@@ -19,6 +19,7 @@ import { checkHistory, INVARIANTS, type Invariant } from './oracle.ts';
 import { observe } from './observe.ts';
 import { startChat, startRecognizer, type ProviderReply } from './providers.ts';
 import { startReceiver, type ReceiverReply } from './receiver.ts';
+import { BotWorld } from './bots.ts';
 import { Rng } from './rng.ts';
 
 type FaultKind = 'kill' | 'stop' | 'pg-terminate' | 'pg-restart' | 'provider' | 'queue-loss';
@@ -145,6 +146,12 @@ export async function simulate(opts: Options): Promise<RunResult> {
         : receiverRng.pick<ReceiverReply>(['500', 'reset', 'late']),
     1_500,
   );
+  const apiPorts: number[] = [];
+  const bots = await BotWorld.start(
+    () => apiPorts,
+    rng.fork(),
+    () => faultsOn,
+  );
   const webhookEndpoints = [
     { name: 'all', events: [] as string[] },
     { name: 'ends', events: ['meeting.completed', 'meeting.failed'] },
@@ -194,6 +201,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_CLEANUP_BACKOFF_CAP_SECONDS: '3',
       VERBATIM_WEBHOOK_MAX_ATTEMPTS: '14',
       VERBATIM_WEBHOOK_TIMEOUT_SECONDS: '1',
+      ...bots.env(),
     };
     app = await openApp(loadConfig(env), { logger: createLogger('silent') });
     const workspaceId = await app.workspaces.createWorkspace('sim');
@@ -203,7 +211,6 @@ export async function simulate(opts: Options): Promise<RunResult> {
       unexpected.push({ name: `${m.name}#${m.starts}`, code, signal, tail: m.proc.output().slice(-2000) });
       note(`${m.name} exited on its own (code ${code}, signal ${signal})`);
     };
-    const apiPorts: number[] = [];
     for (let i = 0; i < opts.apis; i++) {
       const port = 18_400 + ((opts.port + i * 7) % 1000);
       apiPorts.push(port);
@@ -213,6 +220,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       members.push(new Member(`worker-${i}`, ['worker'], env, onUnexpected));
     for (const m of members) m.start();
     await Promise.all(apiPorts.map((p) => waitHealthy(p)));
+    bots.run();
 
     const client = new SimClient(apiPorts, apiKey, rng.fork());
     for (const e of webhookEndpoints) {
@@ -237,30 +245,36 @@ export async function simulate(opts: Options): Promise<RunResult> {
     });
     // Clients start across the first 80% of the fault phase.
     const clientRng = rng.fork();
+    let clientsLeft = opts.meetings;
     const scenarios = Array.from({ length: opts.meetings }, (_, i) => {
       const startAt = clientRng.next() * faultMs * 0.8;
       const kind = clientRng.pick(SCENARIOS);
       const seed = clientRng.int(1e9);
-      return sleep(startAt).then(() => client.run(kind, i, new Rng(seed)));
+      return sleep(startAt)
+        .then(() => client.run(kind, i, new Rng(seed)))
+        .finally(() => clientsLeft--);
     });
     await faultsDone;
     faultsOn = false;
     note('heal: faults stop, every process runs');
+    bots.heal();
     for (const m of members) {
       if (m.alive()) process.kill(m.proc.pid, 'SIGCONT');
       m.stoppedUntil = 0;
     }
     const healAt = Date.now();
+    // Clients still at work count as busy: the heal ends when they are done and the system is quiet.
+    const quiet = await quiesce(dbUrl, 240_000, () => clientsLeft);
     await Promise.all(scenarios);
-    say(`heal: clients done after ${((Date.now() - healAt) / 1000).toFixed(1)} s`);
-    const quiet = await quiesce(dbUrl, 180_000);
     const healS = (Date.now() - healAt) / 1000;
-    say(`heal → quiescence: ${healS.toFixed(1)} s${quiet ? '' : ' (NOT reached within 180 s)'}`);
+    say(`heal → quiescence: ${healS.toFixed(1)} s${quiet ? '' : ' (NOT reached within 240 s)'}`);
 
     count(
       'provider',
       [...recognizer.faults().values(), ...chat.faults().values()].reduce((a, b) => a + b, 0),
     );
+    count('bot webhook lost', bots.lostWebhooks);
+    count('bot provider', bots.providerFaults);
     count(
       'webhook receiver',
       [...receiver.faults.values()].reduce((a, b) => a + b, 0),
@@ -273,10 +287,11 @@ export async function simulate(opts: Options): Promise<RunResult> {
       meetings: client.meetings,
       unexpected,
       webhooks: { endpoints: webhookEndpoints, receipts: receiver.receipts },
+      bots,
     });
     const violations = checkHistory(history);
     if (!quiet)
-      violations.push({ invariant: 'V3', subject: 'quiescence', detail: 'not reached within 180 s' });
+      violations.push({ invariant: 'V3', subject: 'quiescence', detail: 'not reached within 240 s' });
 
     // The table.
     say('\nfaults injected');
@@ -328,6 +343,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     await recognizer.close();
     await chat.close();
     await receiver.close();
+    await bots.close();
     if (!keepForLooking) {
       cluster.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
@@ -380,7 +396,7 @@ async function runFaults(ctx: {
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
   // tick (a restart blocks for seconds) does not thin them out.
-  const RATE = { kill: 0.25, stop: 0.25, terminate: 10, queueLoss: 1 };
+  const RATE = { kill: 0.3, stop: 0.3, terminate: 10, queueLoss: 1 };
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
@@ -474,12 +490,14 @@ const SCENARIOS = [
   'resubmit',
   'regenerate',
   'batch-cancel',
+  'bot',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 export interface ClientMeeting {
+  /** The meeting's id; for a bot, its recording's id until the oracle looks up the meeting. */
   id: string;
-  kind: 'live' | 'upload';
+  kind: 'live' | 'upload' | 'bot';
   scenario: Scenario;
   deleted: boolean;
   expectFailure: boolean;
@@ -604,6 +622,33 @@ class SimClient {
   }
 
   async run(scenario: Scenario, index: number, rng: Rng): Promise<void> {
+    if (scenario === 'bot') {
+      // A calendar event a bot records: it starts within seconds; the bot world plays the meeting.
+      const start = Date.now() + 2_000 + rng.int(10_000);
+      const code = [3, 4, 3]
+        .map((n) => Array.from({ length: n }, () => 'abcdefghijkmnopqrstuvwxyz'[rng.int(25)]).join(''))
+        .join('-');
+      const res = await this.send('POST', '/v1/calendar-events', {
+        title: `sim ${index} bot`,
+        meetingUrl: `https://meet.google.com/${code}`,
+        start: new Date(start).toISOString(),
+        end: new Date(start + 15_000).toISOString(),
+        eventId: `sim-${index}`,
+      });
+      const recording = res?.json?.recording as { id?: unknown } | null | undefined;
+      if (!res || (res.status !== 201 && res.status !== 200) || typeof recording?.id !== 'string') return;
+      this.meetings.push({
+        id: recording.id,
+        kind: 'bot',
+        scenario,
+        deleted: false,
+        expectFailure: false,
+        accepted: new Map(),
+        canceled: false,
+        regenerations: 0,
+      });
+      return;
+    }
     if (scenario === 'batch-cancel') {
       // A batch of uploads, canceled at a random moment: each ends complete (done before the cancel) or
       // failed with its reason, and holds no audio either way.
@@ -733,7 +778,7 @@ class SimClient {
  * Nothing left to do: every meeting ended, no job waiting or running, no outbox, cleanup or webhook
  * delivery left, no transport job locked.
  */
-async function quiesce(dbUrl: string, boundMs: number): Promise<boolean> {
+async function quiesce(dbUrl: string, boundMs: number, clientsLeft: () => number): Promise<boolean> {
   const started = Date.now();
   const deadline = started + boundMs;
   let lastSaid = started;
@@ -745,13 +790,23 @@ async function quiesce(dbUrl: string, boundMs: number): Promise<boolean> {
       const r = await c.query<Record<string, string>>(`select
           (select count(*) from meetings where status not in ('complete', 'failed', 'created')) as meetings,
           (select count(*) from jobs where status in ('pending', 'running')) as jobs,
-          (select string_agg(distinct kind, ',') from jobs where status in ('pending', 'running')) as kinds,
+          (select string_agg(kind || ' ' || status || ' ×' || n || case when due > 0 then ' due in ' || due || ' s' else '' end, ', ')
+             from (select kind, status, count(*) as n,
+                          ceil(max(extract(epoch from run_after - now())))::int as due
+                     from jobs where status in ('pending', 'running') group by kind, status) j) as kinds,
           (select count(*) from outbox where delivered_at is null) as outbox,
           (select count(*) from object_cleanups) as cleanups,
+          (select string_agg(distinct state || case when lease_expires_at > now() then ' leased' else '' end
+                  || case when state = 'staged' then ' due in ' || ceil(extract(epoch from reserve_until - now())) || ' s'
+                          else ' due in ' || ceil(extract(epoch from next_attempt_at - now())) || ' s' end
+                  || ' (' || reason || ')', '; ') from object_cleanups) as cleanup_detail,
           (select count(*) from webhook_deliveries where status = 'pending') as webhooks,
+          (select count(*) from bot_recordings
+            where status not in ('complete', 'failed', 'canceled', 'not_recorded')) as bots,
           (select count(*) from graphile_worker._private_jobs where locked_at is not null) as locked`);
       const row = r.rows[0] ?? {};
-      const busy = ['meetings', 'jobs', 'outbox', 'cleanups', 'webhooks', 'locked'].filter(
+      row.clients = String(clientsLeft());
+      const busy = ['clients', 'meetings', 'jobs', 'outbox', 'cleanups', 'webhooks', 'bots', 'locked'].filter(
         (k) => Number(row[k]) > 0,
       );
       if (busy.length === 0) return true;
@@ -761,7 +816,8 @@ async function quiesce(dbUrl: string, boundMs: number): Promise<boolean> {
         say(
           `  heal +${Math.round((Date.now() - started) / 1000)} s: ` +
             busy.map((k) => `${k} ${row[k]}`).join(', ') +
-            (row.kinds ? ` (jobs: ${row.kinds})` : ''),
+            (row.kinds ? ` (jobs: ${row.kinds})` : '') +
+            (row.cleanup_detail ? ` (cleanups: ${row.cleanup_detail.slice(0, 300)})` : ''),
         );
       }
     } catch {

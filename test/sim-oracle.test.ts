@@ -148,6 +148,24 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.deepEqual(invariantsOf(h), []);
   });
 
+  void it('V1: audio a bot recorded is lost when its recording ends failed, or complete with no transcript', () => {
+    const heard = new Map([[300, 96_000]]);
+    const failed = {
+      ...goodMeeting(),
+      kind: 'bot' as const,
+      accepted: heard,
+      status: 'failed',
+      failureCode: 'bot.import_failed',
+      segments: [],
+    };
+    assert.deepEqual(invariantsOf(withMeeting(failed)), ['V1']);
+    const empty = { ...failed, status: 'complete', failureCode: null };
+    assert.deepEqual(invariantsOf(withMeeting(empty)), ['V1']);
+    // A bot that never joined heard nothing: its failure with a reason is no loss.
+    const never = { ...failed, accepted: new Map(), failureCode: 'bot.never_scheduled' };
+    assert.deepEqual(invariantsOf(withMeeting(never)), []);
+  });
+
   void it('V2: a meeting no client was answered with (a create made twice) is reported', () => {
     const h = { ...emptyHistory(), unknownMeetings: ['m9'] };
     assert.deepEqual(invariantsOf(h), ['V2']);

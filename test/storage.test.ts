@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
+import { sql } from 'kysely';
 import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
 import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import type { BlobStore } from '../src/ports.ts';
@@ -412,6 +413,59 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
         const conserved = await assertLedger(under, h, ws);
         assert.equal(conserved.ledger, conserved.files);
       }
+    });
+
+    void it('B5/V3: a cleanup pass cut short hands back the rows it had not reached (found by the simulation: heals waited out a one-minute lease)', async () => {
+      const ws = await newWorkspace();
+      const { deps } = controlled({ stageDeadlineMs: 100 });
+      const meetingId = randomUUID();
+      const stage = (n: number) =>
+        stageAndPut(deps, { workspaceId: ws, meetingId, kind: `window-${n}`, data: wav, admit: false });
+      const orphans = [await stage(1), await stage(2)];
+      const held = await stage(3);
+      const db = h.app.database.db;
+      await waitFor('the deadlines', async () => {
+        const r = await db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('meeting_id', '=', meetingId)
+          .where('reserve_until', '<', new Date())
+          .execute();
+        return r.length === 3;
+      });
+      // A reference creator holds the workspace's guard, so the pass waits on it, and its connection
+      // is cut while it waits.
+      let commit!: () => void;
+      const gate = new Promise<void>((r) => (commit = r));
+      let holding!: () => void;
+      const isHolding = new Promise<void>((r) => (holding = r));
+      const creator = db.transaction().execute(async (trx) => {
+        await referenceStaged(trx, held, { kind: 'window', contentType: 'audio/wav' });
+        holding();
+        await gate;
+      });
+      await isHolding;
+      const pass = cleanupPass(deps, 'cut-short');
+      const waiting = await waitFor('the pass to wait on the guard', async () => {
+        const r = await sql<{ pid: number }>`select pid from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`.execute(
+          db,
+        );
+        return r.rows[0]?.pid ?? null;
+      });
+      await sql`select pg_terminate_backend(${waiting})`.execute(db);
+      await assert.rejects(pass);
+      commit();
+      await creator;
+      const leased = await db
+        .selectFrom('object_cleanups')
+        .select('object_key')
+        .where('lease_owner', '=', 'cut-short')
+        .execute();
+      assert.deepEqual(leased, [], 'nothing is left leased to the pass that was cut short');
+      const next = await cleanupPass(deps, 'next');
+      assert.equal(next.deleted, 2, JSON.stringify(next));
+      for (const o of orphans) assert.equal((await under.list(h)).has(o.key), false);
     });
 
     void it('B4: a reference racing a fenced delete is rejected; a delete never removes a referenced object', async () => {

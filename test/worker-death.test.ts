@@ -234,7 +234,7 @@ void describe('J18: the death watch on crafted workers', () => {
     assert.equal(lease.over, true);
   });
 
-  void it('J18: a dead worker’s claimed object deletions and webhook deliveries go to the next pass at once (found by the simulation: heals waited out a one-minute lease)', async () => {
+  void it('J18: a dead worker’s claimed object deletions, webhook deliveries and bot backstop runs go to the next pass at once (found by the simulation: heals waited out a one-minute lease; lost bot webhooks waited 15 minutes)', async () => {
     const w = await crafted();
     const workspace = randomUUID();
     await handle.db.insertInto('workspaces').values({ id: workspace, name: 'w' }).execute();
@@ -277,13 +277,23 @@ void describe('J18: the death watch on crafted workers', () => {
         lease_expires_at: sql<Date>`now() + interval '60 seconds'`,
       })
       .execute();
+    await handle.db
+      .insertInto('bot_backstops')
+      .values({
+        workspace_id: workspace,
+        next_run_at: new Date(),
+        lease_owner: w.id,
+        lease_expires_at: sql<Date>`now() + interval '15 minutes'`,
+      })
+      .execute();
     const leased = async () => {
       const r = await sql<{ n: number }>`select
           (select count(*) from webhook_deliveries where lease_owner = ${w.id})
-        + (select count(*) from object_cleanups where lease_owner = ${w.id}) as n`.execute(handle.db);
+        + (select count(*) from object_cleanups where lease_owner = ${w.id})
+        + (select count(*) from bot_backstops where lease_owner = ${w.id}) as n`.execute(handle.db);
       return Number(r.rows[0]?.n);
     };
-    assert.equal(await leased(), 2);
+    assert.equal(await leased(), 3);
     await w.release();
     await watch(0);
     assert.deepEqual(await watch(0), [w.id]);

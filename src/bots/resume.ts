@@ -143,25 +143,37 @@ export async function runBotBackstops(
         order by next_run_at limit ${limit} for update skip locked)
     returning b.workspace_id`.execute(deps.db);
   for (const { workspace_id } of due.rows) {
+    let failed = false;
     try {
       await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
       await backfillEndedBots(deps, bots, workspace_id);
     } catch (err) {
+      failed = true;
       deps.log.warn(
         { workspaceId: workspace_id, err: String(err) },
-        'bot backstop run failed; the next slot retries',
+        'bot backstop run failed; it runs again within 30 s',
       );
     }
-    await deps.db
-      .updateTable('bot_backstops')
-      .set({
-        next_run_at: nextBackstopAt(workspace_id, new Date(), deps.config.bots.backstopMs),
-        last_run_at: new Date(),
-        lease_owner: null,
-        lease_expires_at: null,
-      })
-      .where('workspace_id', '=', workspace_id)
-      .execute();
+    // A run cut short (a lost connection, an outage) comes back soon rather than a whole period
+    // later; and its lease is handed back with a few tries, since a lease left behind by a live
+    // worker would hold the workspace's recovery for 15 minutes.
+    const next = failed
+      ? new Date(Date.now() + Math.min(30_000, deps.config.bots.backstopMs))
+      : nextBackstopAt(workspace_id, new Date(), deps.config.bots.backstopMs);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await deps.db
+          .updateTable('bot_backstops')
+          .set({ next_run_at: next, last_run_at: new Date(), lease_owner: null, lease_expires_at: null })
+          .where('workspace_id', '=', workspace_id)
+          .where('lease_owner', '=', owner)
+          .execute();
+        break;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+      }
+    }
   }
   return due.rows.length;
 }

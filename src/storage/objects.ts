@@ -421,6 +421,24 @@ export async function cleanupPass(
         for update skip locked)
     returning c.object_key`.execute(deps.db);
   const outcomes: Record<CleanupOutcome, number> = { deleted: 0, referenced: 0, gone: 0, retry: 0, busy: 0 };
-  for (const { object_key } of claimed.rows) outcomes[await deleteObject(deps, object_key, owner)]++;
+  const keys = claimed.rows.map((r) => r.object_key);
+  let done = 0;
+  try {
+    for (const key of keys) {
+      outcomes[await deleteObject(deps, key, owner)]++;
+      done++;
+    }
+  } catch (err) {
+    // A pass cut short (its connection lost, say) hands back what it had not reached, so the next
+    // pass takes them now rather than after the lease. If this fails too, the lease still ends.
+    await deps.db
+      .updateTable('object_cleanups')
+      .set({ lease_owner: null, lease_expires_at: null })
+      .where('object_key', 'in', keys.slice(done))
+      .where('lease_owner', '=', owner)
+      .execute()
+      .catch(() => undefined);
+    throw err;
+  }
   return outcomes;
 }

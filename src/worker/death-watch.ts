@@ -105,9 +105,11 @@ export async function declareDead(
       )
       .where('status', '=', 'running')
       .execute();
-  // Object deletions and webhook deliveries it had claimed go to the next pass at once, not after
-  // their own leases (a minute, and twice the webhook timeout): a deletion is fenced and idempotent,
-  // and a delivery sent again carries the same webhook-id.
+  // Object deletions, webhook deliveries and bot backstop runs it had claimed go to the next pass
+  // at once, not after their own leases (a minute; twice the webhook timeout; 15 minutes): a
+  // deletion is fenced and idempotent, a delivery sent again carries the same webhook-id, and a
+  // backstop run is a recovery that may be run again (found by the simulation: a killed worker's
+  // backstop lease left lost bot webhooks unrecovered for 15 minutes).
   const deadIds = dead.map((w) => w.id);
   await trx
     .updateTable('object_cleanups')
@@ -120,6 +122,11 @@ export async function declareDead(
     .where('lease_owner', 'in', deadIds)
     .where('status', '=', 'pending')
     .execute();
+  await trx
+    .updateTable('bot_backstops')
+    .set({ lease_owner: null, lease_expires_at: null })
+    .where('lease_owner', 'in', deadIds)
+    .execute();
   for (const w of dead) {
     await recordAudit(trx, {
       workspaceId: null,
@@ -128,7 +135,7 @@ export async function declareDead(
       from: 'alive',
       to: 'dead',
       actor,
-      reason: `${reason}; transport locks and claimed deletions and deliveries released`,
+      reason: `${reason}; transport locks, claimed deletions, deliveries and backstop runs released`,
       details: { pid: w.pid, hostname: w.hostname },
     });
     log.warn({ deadWorker: w.id, pid: w.pid }, `worker declared dead: ${reason}`);

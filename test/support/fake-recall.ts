@@ -87,6 +87,8 @@ export interface FakeRecall {
   calls: Record<RecallEndpoint | 'download', number>;
   /** Requests answered 429 per endpoint. */
   rateLimited: Record<RecallEndpoint, number>;
+  /** When each request reached the rate check (the fake's clock), admitted or not, per endpoint. */
+  arrivals: Record<RecallEndpoint, number[]>;
   /** Most requests admitted in any sliding window (a minute by default), per endpoint: never above `limits`. */
   peakPerMinute: Record<RecallEndpoint, number>;
   /** Mutable at any time. */
@@ -178,6 +180,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     apiKey,
     calls: { ...zero(), download: 0 },
     rateLimited: zero(),
+    arrivals: { create: [], list: [], retrieve: [], delete: [], leave_call: [] },
     peakPerMinute: zero(),
     limits,
     requests: [],
@@ -291,6 +294,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
   /** Sliding-minute limit: admits and records the request, or answers the seconds to wait. */
   function admit(endpoint: RecallEndpoint): number | null {
     const t = now();
+    fake.arrivals[endpoint].push(t);
     const window = admitted[endpoint].filter((at) => at > t - WINDOW_MS);
     admitted[endpoint] = window;
     if (window.length >= limits[endpoint]) {

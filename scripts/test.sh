@@ -26,4 +26,7 @@ pg_isready -h 127.0.0.1 -p 5432
 
 npm run check
 npm test
+# The whole system under faults (docs/simulation.md): two fixed seeds, a minute of faults each, with
+# CI's minimums (1,000 faults, 50 kills or stops, 3 Postgres restarts) and every invariant at 0.
+npm run sim -- --seeds 1401,1402 --minutes 1 --ci
 

@@ -396,7 +396,7 @@ async function runFaults(ctx: {
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
   // tick (a restart blocks for seconds) does not thin them out.
-  const RATE = { kill: 0.3, stop: 0.3, terminate: 10, queueLoss: 1 };
+  const RATE = { kill: 0.4, stop: 0.4, terminate: 10, queueLoss: 1 };
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));

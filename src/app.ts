@@ -86,6 +86,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     leaseGraceMs: config.leaseGraceMs,
     retryStepMs: config.retryStepMs,
     rescueAfterMs: config.rescueAfterMs,
+    importOutageMs: config.bots.importPatienceMs,
   };
   const jobs = new PgJobStore(database.db, timings, { checkpoints, log });
   const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });

@@ -307,6 +307,11 @@ export const SETTINGS = {
     default: '120',
     help: "how long after a meeting's end a bot not yet reported done is asked about directly (R7)",
   },
+  botImportPatienceSeconds: {
+    env: 'VERBATIM_BOT_IMPORT_PATIENCE_SECONDS',
+    default: '3600',
+    help: "how long a bot recording's import waits out the provider's outage before its retries count (R7)",
+  },
   botBackstopSeconds: {
     env: 'VERBATIM_BOT_BACKSTOP_SECONDS',
     default: '900',
@@ -428,6 +433,7 @@ export interface Config {
     lookbackMs: number;
     backstopMs: number;
     backfillAfterMs: number;
+    importPatienceMs: number;
     feedPlainHttpHosts: string[];
     /** S8: a feed's parsing budget. */
     feedBudget: { maxOccurrences: number; maxEventOccurrences: number; parseMs: number };
@@ -568,6 +574,7 @@ export function loadConfig(env: Env = process.env): Config {
       lookbackMs: ms('botLookbackHours', 0.001) * 3600,
       backstopMs: ms('botBackstopSeconds', 1),
       backfillAfterMs: ms('botBackfillAfterSeconds'),
+      importPatienceMs: ms('botImportPatienceSeconds'),
       feedPlainHttpHosts: raw('feedPlainHttpHosts')
         .split(',')
         .map((x) => x.trim().toLowerCase())

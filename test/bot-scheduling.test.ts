@@ -3,7 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
 import { RateBudget } from '../src/bots/rate-budget.ts';
+import { runBotBackstops } from '../src/bots/resume.ts';
 import { recoverWorkspace, scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
+import { loadConfig } from '../src/config.ts';
+import type { MeetingDeps } from '../src/meetings/deps.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import { createLogger } from '../src/log.ts';
@@ -231,5 +234,54 @@ void describe('bot scheduling and recovery', () => {
       assert.equal(botsFor(id).length, 1, `recording ${id} has exactly one bot`);
       assert.equal((await row(id)).bot_id, botsFor(id)[0]!.id);
     }
+  });
+
+  void it('R5/V3: a backstop run cut short comes back within 30 s, not a whole period later, and hands its lease back (found by the simulation)', async () => {
+    const ws = await workspace();
+    await recording(ws, 30);
+    await handle.db
+      .insertInto('bot_backstops')
+      .values({ workspace_id: ws, next_run_at: new Date(Date.now() - 1_000) })
+      .execute();
+    const config = loadConfig({ DATABASE_URL: tdb.url, VERBATIM_RECALL_API_KEY: 'k' });
+    // The run is cut short by a lost connection: its first read fails; the rest of the database works.
+    const cut = new Proxy(handle.db, {
+      get(target, prop) {
+        if (prop === 'selectFrom')
+          return () => {
+            throw new Error('Connection terminated unexpectedly');
+          };
+        const value: unknown = Reflect.get(target, prop);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const meetingDeps = { db: handle.db, log, config } as unknown as MeetingDeps;
+    const dry = { provider: deps.provider, budget: deps.budget };
+    const before = Date.now();
+    assert.equal(await runBotBackstops({ ...meetingDeps, db: cut }, dry, 'cut-short'), 1);
+    const after = await handle.db
+      .selectFrom('bot_backstops')
+      .selectAll()
+      .where('workspace_id', '=', ws)
+      .executeTakeFirstOrThrow();
+    assert.equal(after.lease_owner, null, 'its lease is handed back');
+    const wait = after.next_run_at.getTime() - before;
+    assert.ok(wait > 0 && wait <= 31_000, `next run in ${wait} ms, not a period (15 min) later`);
+    // A run that succeeds is next due a whole period later, at the workspace's offset.
+    await handle.db
+      .updateTable('bot_backstops')
+      .set({ next_run_at: new Date(Date.now() - 1_000) })
+      .where('workspace_id', '=', ws)
+      .execute();
+    assert.equal(
+      await runBotBackstops(meetingDeps, { provider: deps.provider, budget: deps.budget }, 'whole'),
+      1,
+    );
+    const next = await handle.db
+      .selectFrom('bot_backstops')
+      .select('next_run_at')
+      .where('workspace_id', '=', ws)
+      .executeTakeFirstOrThrow();
+    assert.ok(next.next_run_at.getTime() - Date.now() > 60_000);
   });
 });

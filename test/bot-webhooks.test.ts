@@ -34,6 +34,9 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
         VERBATIM_RECALL_URL: fake.url,
         VERBATIM_RECALL_API_KEY: fake.apiKey,
         VERBATIM_RECALL_WEBHOOK_SECRETS: `${rotated},${secret}`,
+        // An import waits out the provider's outage this long (an hour by default), then its
+        // retries count: long enough for six failed downloads, short enough to see one give up.
+        VERBATIM_BOT_IMPORT_PATIENCE_SECONDS: '15',
       },
     });
     const bots = botProviderOf(h.app.deps)!;
@@ -140,6 +143,22 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       await h.request('GET', `/v1/meetings/${done.meeting_id}/transcript?format=txt`)
     ).text.toLowerCase();
     assert.ok(text.includes('budget'), text);
+  });
+
+  void it('R7/V1: an import waits out the provider’s outage (its download failing more often than an import may fail) and completes (found by the simulation)', async () => {
+    const { id, botId } = await scheduledRecording();
+    fake.setRecording(botId, speechWav(SPEECH));
+    // Six 503s in a row: more than the five failures an import may spend.
+    fake.failNext('download', { status: 503, body: 'storage unavailable' }, 6);
+    await send(botId, 'in_call_recording');
+    assert.equal((await send(botId, 'done')).outcome, 'applied');
+    const settled = await waitFor('the recording to settle after the outage', async () => {
+      const r = await statusOf(id);
+      return r.status === 'complete' || r.status === 'failed' ? r : null;
+    });
+    assert.equal(settled.status, 'complete', `${settled.failure_code}: ${settled.failure_message}`);
+    assert.equal(fake.failuresLeft('download'), 0, 'every failure was served');
+    assert.ok(settled.meeting_id);
   });
 
   void it('R7: an empty recording completes as empty; a fatal bot fails with its reason', async () => {

@@ -20,6 +20,11 @@ export interface JobTimings {
   leaseGraceMs: number;
   retryStepMs: number;
   rescueAfterMs: number;
+  /**
+   * How long after its job was made a bot recording's import waits out the provider's outage
+   * without spending retries (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS); unset: an hour.
+   */
+  importOutageMs?: number;
 }
 
 export type AfterCommit = () => Promise<void>;

@@ -12,7 +12,7 @@ import {
   JobStatus,
   JobTransitions,
   QUEUE_OF,
-  type JobKind,
+  JobKind,
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
@@ -71,16 +71,33 @@ const SPEECH_OUTAGE_CODES = new Set([
   'asr.quota_exhausted',
 ]);
 
+/** The bot provider's answers that say "not now" (src/adapters/recall-bot-provider.ts). */
+const BOT_PROVIDER_OUTAGE_CODES = new Set([
+  'bot.server_error',
+  'bot.unreachable',
+  'bot.timeout',
+  'bot.rate_limited',
+  // the recording's storage: 5xx, 408, 429, no connection (a 4xx of another kind is permanent)
+  'bot.recording_unavailable',
+]);
+
 /**
  * An outside outage: the database went away under the attempt (a restart, a failover, a cut
  * connection), or the speech provider is down, overloaded, rate-limiting or out of quota. Waited
- * out without spending retries (L7), like the minutes model's outages (L8).
+ * out without spending retries (L7), like the minutes model's outages (L8). So is the bot
+ * provider's outage for an import: the recording it holds is kept for days, and an import that
+ * gave up after five quick tries would lose a meeting the bot heard (found by the simulation); it
+ * waits for up to VERBATIM_BOT_IMPORT_PATIENCE_SECONDS (an hour) before retries count again.
  */
-function isOutsideOutage(error: ErrorRecord): boolean {
+function isOutsideOutage(error: ErrorRecord, job: JobRow, importOutageMs: number): boolean {
   return (
     error.code === 'db.connection_lost' ||
     error.code === 'db.transient' ||
-    SPEECH_OUTAGE_CODES.has(error.code)
+    SPEECH_OUTAGE_CODES.has(error.code) ||
+    (job.kind === JobKind.importBotRecording &&
+      error.kind === ErrorKind.transient &&
+      BOT_PROVIDER_OUTAGE_CODES.has(error.code) &&
+      Date.now() - job.created_at.getTime() < importOutageMs)
   );
 }
 
@@ -377,7 +394,10 @@ export class PgJobStore {
     const result = await this.withFencedAttempt(handle, async (trx, job) => {
       // An outside outage is waited out without spending the job's retries, up to a bound, so a
       // job that fails the same way every time (it kills its own connection) still ends.
-      if (isOutsideOutage(error) && job.wait_count < OUTAGE_WAITS) {
+      if (
+        isOutsideOutage(error, job, this.timings.importOutageMs ?? 3_600_000) &&
+        job.wait_count < OUTAGE_WAITS
+      ) {
         const delayMs = Math.max(
           (retryAfterSeconds ?? 0) * 1000,
           Math.min(this.timings.retryStepMs * 2 ** Math.min(job.wait_count, 5), 60_000),

@@ -48,6 +48,7 @@ export async function observe(ctx: {
             status: !rec ? 'gone' : ended ? (rec.status === 'complete' ? 'complete' : 'failed') : rec.status,
             failure_code: rec?.failure_code ?? null,
           };
+          c = { ...c, noMeeting: true };
         }
       }
       row ??= (
@@ -86,7 +87,9 @@ export async function observe(ctx: {
       );
       meetings.push({
         id: c.id,
-        label: c.scenario,
+        label: c.format ? `${c.scenario} ${c.format}` : c.scenario,
+        lossy: c.lossy,
+        noMeeting: c.noMeeting,
         kind: c.kind,
         deleted: c.deleted || !row,
         expectFailure: c.expectFailure,
@@ -114,6 +117,7 @@ export async function observe(ctx: {
         (select count(*) from outbox where delivered_at is null) as "outbox undelivered",
         (select count(*) from object_cleanups) as "cleanups left",
         (select count(*) from webhook_deliveries where status = 'pending') as "webhook deliveries pending",
+        (select count(*) from webhook_deliveries where status = 'failed') as "webhook deliveries given up",
         (select count(*) from bot_recordings where status not in ('complete', 'failed', 'canceled', 'not_recorded'))
           as "bot recordings unsettled",
         (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);

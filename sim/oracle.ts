@@ -46,6 +46,10 @@ export interface MeetingObservation {
    * (null: that window never settled).
    */
   deletions: Array<{ blob: string; at: number; windowsSettledAt: Array<number | null> }>;
+  /** A bot recording that never became a meeting (no audio, or a failure): no meeting event is due. */
+  noMeeting?: boolean;
+  /** A recording in a lossy format: its marks do not survive coding, so only its completion is checked. */
+  lossy?: boolean;
   /** The client canceled it (its batch): its words are not wanted, so settling before deletion is not. */
   canceled?: boolean;
   /** Regenerate requests that may have taken effect (every try sent): each may write minutes again. */
@@ -137,6 +141,11 @@ export function checkHistory(h: History): Violation[] {
       if (m.status !== 'failed') add('V2', subject, `a bad file ended ${m.status}, not failed`);
       continue;
     }
+    if (m.lossy) {
+      if (m.status !== 'complete' && !m.canceled)
+        add('V2', subject, `a good recording ended ${m.status} (${m.failureCode})`);
+      continue;
+    }
     if (m.status !== 'complete') {
       // A bot that recorded audio hands it over; a failure after that loses what it heard.
       if (m.kind === 'bot' && [...m.accepted.values()].some((n) => n > 0))
@@ -175,7 +184,7 @@ export function checkHistory(h: History): Violation[] {
   const takes = (e: { events: string[] }, type: string) => e.events.length === 0 || e.events.includes(type);
   const received = new Set(h.webhooks.receipts.map((r) => `${r.endpoint} ${r.type} ${r.meetingId}`));
   for (const m of h.meetings) {
-    if (m.deleted || !TERMINAL.has(m.status)) continue;
+    if (m.deleted || m.noMeeting || !TERMINAL.has(m.status)) continue;
     const type = m.status === 'complete' ? 'meeting.completed' : 'meeting.failed';
     for (const e of h.webhooks.endpoints)
       if (takes(e, type) && !received.has(`${e.name} ${type} ${m.id}`))

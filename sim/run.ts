@@ -5,6 +5,7 @@
  * from one seed, then healed, then checked by the oracle (sim/oracle.ts). Exits 1 on a violation,
  * printing the seed, the fault schedule and what broke.
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,26 @@ import { BotWorld } from './bots.ts';
 import { Rng } from './rng.ts';
 
 type FaultKind = 'kill' | 'stop' | 'pg-terminate' | 'pg-restart' | 'provider' | 'queue-loss';
+
+/**
+ * The named checkpoints (src/checkpoints.ts) where a process is also killed: each drawn from the
+ * seed is armed for its first one or two arrivals (counted across processes), and disarmed at the
+ * heal. `worker.started` is left out: it is not a step of any piece of work.
+ */
+const CHECKPOINTS = [
+  'close-out-meeting.after-last-stretch',
+  'close-out-meeting.transcribe-directly',
+  'dispatcher.after-deliver',
+  'enqueue',
+  'recording.processing',
+  'recording.referenced',
+  'repair-timeline.before-commit',
+  'storage.before-delete',
+  'storage.get',
+  'storage.staged',
+  'storage.written',
+  'transcribe-window.before-commit',
+];
 const ALL_FAULTS: FaultKind[] = ['kill', 'stop', 'pg-terminate', 'pg-restart', 'provider', 'queue-loss'];
 
 interface Options {
@@ -129,6 +150,27 @@ export async function simulate(opts: Options): Promise<RunResult> {
   );
   const cluster: Cluster = startCluster(opts.port);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-sim-'));
+  const faultDir = path.join(dataDir, 'checkpoint-faults');
+  const checkpointRng = rng.fork();
+  const armed = opts.faults.has('kill')
+    ? CHECKPOINTS.filter(() => checkpointRng.chance(0.75)).map((at) => ({
+        at,
+        action: 'kill',
+        times: 1 + checkpointRng.int(2),
+      }))
+    : [];
+  /** The heal: every armed checkpoint is marked spent, so no process is killed at one after it. */
+  const disarm = () => {
+    fs.mkdirSync(faultDir, { recursive: true });
+    armed.forEach((f, i) => {
+      for (let n = 0; n < f.times; n++)
+        try {
+          fs.writeFileSync(path.join(faultDir, `fault-${i}-${n}`), 'heal', { flag: 'wx' });
+        } catch {
+          // fired already
+        }
+    });
+  };
   let faultsOn = true;
   const providerRng = rng.fork();
   const decide = (): ProviderReply => {
@@ -203,11 +245,20 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_WEBHOOK_TIMEOUT_SECONDS: '1',
       ...bots.env(),
     };
+    // The driver's own handle on the service (to make the workspace) is never killed at a checkpoint.
     app = await openApp(loadConfig(env), { logger: createLogger('silent') });
+    env.VERBATIM_FAULTS = JSON.stringify(armed);
+    env.VERBATIM_FAULT_STATE_DIR = faultDir;
     const workspaceId = await app.workspaces.createWorkspace('sim');
     const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
 
     const onUnexpected = (m: Member, code: number | null, signal: string | null) => {
+      const atCheckpoint = /checkpoint (\S+): SIGKILL\s*$/.exec(m.proc.output().slice(-400));
+      if (signal === 'SIGKILL' && atCheckpoint) {
+        count('killed at a checkpoint');
+        note(`${m.name} killed itself at checkpoint ${atCheckpoint[1]}`);
+        return;
+      }
       unexpected.push({ name: `${m.name}#${m.starts}`, code, signal, tail: m.proc.output().slice(-2000) });
       note(`${m.name} exited on its own (code ${code}, signal ${signal})`);
     };
@@ -257,6 +308,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     await faultsDone;
     faultsOn = false;
     note('heal: faults stop, every process runs');
+    disarm();
     bots.heal();
     for (const m of members) {
       if (m.alive()) process.kill(m.proc.pid, 'SIGCONT');
@@ -475,6 +527,47 @@ async function runFaults(ctx: {
 // ---------------------------------------------------------------------------------------------
 // Clients
 
+const UPLOAD_FORMATS: Array<{ type: string; lossy: boolean; args: string[] | null }> = [
+  { type: 'audio/wav', lossy: false, args: null },
+  { type: 'audio/x-wav', lossy: false, args: null },
+  { type: 'audio/flac', lossy: false, args: ['-c:a', 'flac', '-f', 'flac'] },
+  { type: 'audio/flac', lossy: false, args: ['-c:a', 'flac', '-f', 'flac'] },
+  { type: 'audio/mpeg', lossy: true, args: ['-c:a', 'libmp3lame', '-b:a', '64k', '-f', 'mp3'] },
+  { type: 'audio/ogg', lossy: true, args: ['-c:a', 'libopus', '-b:a', '32k', '-f', 'ogg'] },
+  { type: 'audio/webm', lossy: true, args: ['-c:a', 'libopus', '-b:a', '32k', '-f', 'webm'] },
+  {
+    type: 'audio/mp4',
+    lossy: true,
+    args: ['-c:a', 'aac', '-b:a', '64k', '-movflags', 'frag_keyframe+empty_moov', '-f', 'mp4'],
+  },
+];
+
+/** A WAV re-encoded by Debian's ffmpeg (the same one the service decodes with). */
+function encode(wav: Buffer, args: string[]): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const ff = spawn('ffmpeg', [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-f',
+      'wav',
+      '-i',
+      'pipe:0',
+      ...args,
+      'pipe:1',
+    ]);
+    const out: Buffer[] = [];
+    let err = '';
+    ff.stdout.on('data', (d: Buffer) => out.push(d));
+    ff.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    ff.on('error', reject);
+    ff.on('close', (code) =>
+      code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`ffmpeg ${args.join(' ')}: ${err}`)),
+    );
+    ff.stdin.end(wav);
+  });
+}
+
 const SCENARIOS = [
   'in-order',
   'reversed',
@@ -506,6 +599,11 @@ export interface ClientMeeting {
   canceled: boolean;
   /** Regenerate tries sent (each may have been done, whatever its answer). */
   regenerations: number;
+  /** An upload's Content-Type, and whether its format is lossy (its marks do not survive). */
+  format?: string;
+  lossy?: boolean;
+  /** Set by the observer: a bot recording that never became a meeting. */
+  noMeeting?: boolean;
 }
 
 interface Answer {
@@ -596,12 +694,32 @@ class SimClient {
   }
 
   /** Sends a recording; an upload carries one mark (< 511) over its whole length. */
+  /**
+   * Sends a recording in one of the accepted formats, drawn from the seed. An upload carries one
+   * mark (< 511) over its whole length; in a lossless format (WAV, FLAC) the marks come back exact,
+   * in a lossy one (MP3, Ogg and WebM Opus, AAC in MP4) they do not, so there V1 cannot apply and
+   * the oracle asks only that it completes. A bad file is one of: a playlist, a RIFF header with
+   * nothing after it, text sent as Ogg.
+   */
   private async upload(m: ClientMeeting, mark: number, rng: Rng, bad: boolean): Promise<void> {
     const samples = 16_000 * (8 + rng.int(40));
-    const body = bad
-      ? Buffer.from(`#EXTM3U\n#EXT-X-VERSION:3\nfile:///etc/passwd\n`)
-      : markedChunk(mark, samples);
-    const res = await this.send('PUT', `/v1/meetings/${m.id}/recording`, body, 'audio/wav');
+    let body: Buffer;
+    let type: string;
+    if (bad) {
+      [body, type] = rng.pick<[Buffer, string]>([
+        [Buffer.from(`#EXTM3U\n#EXT-X-VERSION:3\nfile:///etc/passwd\n`), 'audio/wav'],
+        [Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4000, 7)]), 'audio/wav'],
+        [Buffer.from('these are the minutes of the last meeting, not audio\n'.repeat(40)), 'audio/ogg'],
+      ]);
+    } else {
+      const format = rng.pick(UPLOAD_FORMATS);
+      type = format.type;
+      m.lossy = format.lossy;
+      const wav = markedChunk(mark, samples);
+      body = format.args ? await encode(wav, format.args) : wav;
+    }
+    m.format = type;
+    const res = await this.send('PUT', `/v1/meetings/${m.id}/recording`, body, type);
     if (res && res.status === 202) {
       if (!bad) m.accepted.set(mark, samples);
     } else if (!m.canceled) {
@@ -859,7 +977,7 @@ async function main(opts: Options): Promise<number> {
   if (opts.ci) {
     const sum = (kind: string) => results.reduce((n, r) => n + (r.counts.get(kind) ?? 0), 0);
     const total = results.reduce((n, r) => n + [...r.counts.values()].reduce((a, b) => a + b, 0), 0);
-    const kills = sum('process kill') + sum('process stop');
+    const kills = sum('process kill') + sum('process stop') + sum('killed at a checkpoint');
     const restarts = sum('postgres restart');
     short = total < 1000 || kills < 50 || restarts < 3;
     say(

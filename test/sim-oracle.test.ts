@@ -161,9 +161,33 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.deepEqual(invariantsOf(withMeeting(failed)), ['V1']);
     const empty = { ...failed, status: 'complete', failureCode: null };
     assert.deepEqual(invariantsOf(withMeeting(empty)), ['V1']);
-    // A bot that never joined heard nothing: its failure with a reason is no loss.
-    const never = { ...failed, accepted: new Map(), failureCode: 'bot.never_scheduled' };
-    assert.deepEqual(invariantsOf(withMeeting(never)), []);
+    // A bot that never joined heard nothing: its failure with a reason is no loss, and with no
+    // meeting no meeting event is due at the tenant's endpoints.
+    const never = { ...failed, accepted: new Map(), failureCode: 'bot.never_scheduled', noMeeting: true };
+    const h = withMeeting(never);
+    h.webhooks.endpoints.push({ name: 'all', events: [] });
+    assert.deepEqual(invariantsOf(h), []);
+  });
+
+  void it('V2: a good recording in a lossy format must complete; its marks are not read (they do not survive coding)', () => {
+    const mp3 = {
+      ...goodMeeting(),
+      kind: 'upload' as const,
+      lossy: true,
+      segments: [{ startMs: 0, text: 'c401x3 c77x9' }],
+    };
+    assert.deepEqual(invariantsOf(withMeeting(mp3)), []);
+    assert.deepEqual(
+      invariantsOf(withMeeting({ ...mp3, status: 'failed', failureCode: 'audio.undecodable' })),
+      ['V2'],
+    );
+    // Canceled with its batch: failing is what was asked for.
+    assert.deepEqual(
+      invariantsOf(
+        withMeeting({ ...mp3, status: 'failed', failureCode: 'meeting.canceled', canceled: true }),
+      ),
+      [],
+    );
   });
 
   void it('V2: a meeting no client was answered with (a create made twice) is reported', () => {

@@ -240,6 +240,32 @@ void describe('web app API', () => {
     assert.equal(new Set(answers.map((a) => a.json.id)).size, 1);
     const listed = (await h.request('GET', '/v1/meetings?q=raced')).json.meetings as unknown[];
     assert.equal(listed.length, 1);
+    // A repeat that comes after the meeting was deleted is told so; it makes nothing.
+    assert.equal((await h.request('DELETE', `/v1/meetings/${first.json.id}`)).status, 204);
+    const late = await h.request('POST', '/v1/meetings', body, { 'idempotency-key': key });
+    assert.equal(late.status, 410, late.text);
+    assert.equal(late.json.error.code, 'meeting.deleted');
+    // A repeat into a batch canceled since the first try still learns its meeting, whatever the
+    // case of the batch id it sends.
+    const batch = await h.request('POST', '/v1/batches', { title: 'b' });
+    const inBatch = { source: 'upload', title: 'batched', batchId: batch.json.id as string };
+    const batchKey = randomUUID();
+    const made = await h.request('POST', '/v1/meetings', inBatch, { 'idempotency-key': batchKey });
+    assert.equal(made.status, 201, made.text);
+    assert.equal((await h.request('POST', `/v1/batches/${batch.json.id}/cancel`)).status, 202);
+    const repeat = await h.request(
+      'POST',
+      '/v1/meetings',
+      { ...inBatch, batchId: inBatch.batchId.toUpperCase() },
+      { 'idempotency-key': batchKey },
+    );
+    assert.equal(repeat.status, 200, repeat.text);
+    assert.equal(repeat.json.id, made.json.id);
+    // A new create into the canceled batch is still refused.
+    assert.equal(
+      (await h.request('POST', '/v1/meetings', inBatch, { 'idempotency-key': randomUUID() })).status,
+      409,
+    );
     // A malformed key is refused, naming the header; no key at all is a plain create.
     const bad = await h.request('POST', '/v1/meetings', body, { 'idempotency-key': 'has space' });
     assert.equal(bad.status, 400);

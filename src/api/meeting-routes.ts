@@ -67,9 +67,16 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     ) {
       throw invalid('meeting.language', 'language must be a language tag such as "en" or "en-US"');
     }
-    const batchId = input.batchId ?? null;
-    if (batchId !== null) {
-      if (typeof batchId !== 'string') throw invalid('meeting.batch_id', 'batchId must be a batch id string');
+    const givenBatch = input.batchId ?? null;
+    if (givenBatch !== null && typeof givenBatch !== 'string')
+      throw invalid('meeting.batch_id', 'batchId must be a batch id string');
+    // Stored lower-case: a repeat that spells the id in capitals is still the same create.
+    const batchId = givenBatch?.toLowerCase() ?? null;
+    const key = createKeyOf(req.headers['idempotency-key']);
+    // A repeat is answered before the batch is looked at: its batch may have been canceled since
+    // the first try made the meeting, and the client still needs to learn that meeting's id.
+    const repeat = key !== null && (await deps.meetings.createKeyUsed(workspaceOf(req), key));
+    if (batchId !== null && !repeat) {
       if (source !== MeetingSource.upload)
         throw invalid('meeting.batch_id', 'only upload meetings belong to batches');
       const { batch } = await getBatch(deps, workspaceOf(req), batchId);
@@ -78,12 +85,18 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       }
     }
     const fields = { source, title: title.trim(), language, windowMs: deps.config.windowMs, batchId };
-    const key = createKeyOf(req.headers['idempotency-key']);
     if (key === null) {
       const meeting = await deps.meetings.create(workspaceOf(req), fields);
       return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
     }
     const { meeting, replayed } = await deps.meetings.createOnce(workspaceOf(req), key, fields);
+    if (meeting === null) {
+      throw new AppError(
+        ErrorKind.gone,
+        'meeting.deleted',
+        `the meeting Idempotency-Key ${key} made was deleted; use a new key for a new meeting`,
+      );
+    }
     if (!replayed) return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
     if (
       meeting.source !== fields.source ||

@@ -182,7 +182,7 @@ export function openApiDocument(maxUploadBytes: number) {
               name: 'Idempotency-Key',
               in: 'header',
               description:
-                'send the same key again when an answer was lost: the meeting that key made is answered (200, header idempotent-replayed), never a second one; 409 meeting.idempotency_key_reused if the details differ',
+                'send the same key again when an answer was lost: the meeting that key made is answered (200, header idempotent-replayed), never a second one; 409 meeting.idempotency_key_reused if the details differ; 410 meeting.deleted if that meeting was deleted since',
               schema: { type: 'string', minLength: 1, maxLength: 200 },
             },
           ],

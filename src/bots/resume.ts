@@ -142,40 +142,62 @@ export async function runBotBackstops(
         where next_run_at <= now() and (lease_expires_at is null or lease_expires_at < now())
         order by next_run_at limit ${limit} for update skip locked)
     returning b.workspace_id`.execute(deps.db);
-  for (const { workspace_id } of due.rows) {
-    let failed = false;
-    try {
-      await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
-      await backfillEndedBots(deps, bots, workspace_id);
-    } catch (err) {
-      failed = true;
-      deps.log.warn(
-        { workspaceId: workspace_id, err: String(err) },
-        'bot backstop run failed; it runs again within 30 s',
-      );
-    }
-    // A run cut short (a lost connection, an outage) comes back soon rather than a whole period
-    // later; and its lease is handed back with a few tries, since a lease left behind by a live
-    // worker would hold the workspace's recovery for 15 minutes.
-    const next = failed
-      ? new Date(Date.now() + Math.min(30_000, deps.config.bots.backstopMs))
-      : nextBackstopAt(workspace_id, new Date(), deps.config.bots.backstopMs);
-    for (let attempt = 1; ; attempt++) {
+  // Every claimed workspace is handed back, whatever happens to the run: one whose hand-back could
+  // not be written (the database away) is handed back once more at the end, due again at once.
+  const claimed = new Set(due.rows.map((r) => r.workspace_id));
+  try {
+    for (const { workspace_id } of due.rows) {
+      let failed = false;
       try {
-        await deps.db
-          .updateTable('bot_backstops')
-          .set({ next_run_at: next, last_run_at: new Date(), lease_owner: null, lease_expires_at: null })
-          .where('workspace_id', '=', workspace_id)
-          .where('lease_owner', '=', owner)
-          .execute();
-        break;
+        await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
+        await backfillEndedBots(deps, bots, workspace_id);
       } catch (err) {
-        if (attempt >= 3) throw err;
-        await new Promise((r) => setTimeout(r, 500 * attempt));
+        failed = true;
+        deps.log.warn(
+          { workspaceId: workspace_id, err: String(err) },
+          'bot backstop run failed; it runs again within 30 s',
+        );
       }
+      // A run cut short (a lost connection, an outage) comes back soon rather than a whole period
+      // later; a lease left behind by a live worker would hold the workspace's recovery for 15
+      // minutes.
+      const next = failed
+        ? new Date(Date.now() + Math.min(30_000, deps.config.bots.backstopMs))
+        : nextBackstopAt(workspace_id, new Date(), deps.config.bots.backstopMs);
+      await handBackBackstops(deps, owner, [workspace_id], next);
+      claimed.delete(workspace_id);
     }
+  } finally {
+    if (claimed.size > 0) await handBackBackstops(deps, owner, [...claimed], null).catch(() => undefined);
   }
   return due.rows.length;
+}
+
+/** Releases backstop leases this owner holds, with a few tries over about 15 s. */
+async function handBackBackstops(
+  deps: MeetingDeps,
+  owner: string,
+  workspaceIds: string[],
+  next: Date | null,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await deps.db
+        .updateTable('bot_backstops')
+        .set({
+          ...(next ? { next_run_at: next, last_run_at: new Date() } : {}),
+          lease_owner: null,
+          lease_expires_at: null,
+        })
+        .where('workspace_id', 'in', workspaceIds)
+        .where('lease_owner', '=', owner)
+        .execute();
+      return;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await new Promise((r) => setTimeout(r, 500 * 2 ** (attempt - 1)));
+    }
+  }
 }
 
 /**

@@ -55,8 +55,6 @@ export interface MeetingsTable {
   updated_at: Timestamp;
   cut_samples: ColumnType<number, number | undefined, number>;
   next_seq: ColumnType<number, number | undefined, number>;
-  /** The client's Idempotency-Key of the create that made it (migration 0022). */
-  create_key: ColumnType<string | null, string | null | undefined, string | null>;
   missing_count: ColumnType<number, number | undefined, number>;
   placed_samples: ColumnType<number, number | undefined, number>;
   frontier_blocked_at: NullableTimestamp;
@@ -410,10 +408,19 @@ export interface OutboxTable {
   failed_at: NullableTimestamp;
 }
 
+/** Issue 14: a create's Idempotency-Key and the meeting it made (null once that was deleted). */
+export interface MeetingCreateKeysTable {
+  workspace_id: string;
+  key: string;
+  meeting_id: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   api_keys: ApiKeysTable;
   meetings: MeetingsTable;
+  meeting_create_keys: MeetingCreateKeysTable;
   blobs: BlobsTable;
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;

@@ -84,20 +84,28 @@ const BOT_PROVIDER_OUTAGE_CODES = new Set([
 /**
  * An outside outage: the database went away under the attempt (a restart, a failover, a cut
  * connection), or the speech provider is down, overloaded, rate-limiting or out of quota. Waited
- * out without spending retries (L7), like the minutes model's outages (L8). So is the bot
- * provider's outage for an import: the recording it holds is kept for days, and an import that
- * gave up after five quick tries would lose a meeting the bot heard (found by the simulation); it
- * waits for up to VERBATIM_BOT_IMPORT_PATIENCE_SECONDS (an hour) before retries count again.
+ * out without spending retries (L7), like the minutes model's outages (L8), up to OUTAGE_WAITS.
  */
-function isOutsideOutage(error: ErrorRecord, job: JobRow, importOutageMs: number): boolean {
+function isOutsideOutage(error: ErrorRecord): boolean {
   return (
     error.code === 'db.connection_lost' ||
     error.code === 'db.transient' ||
-    SPEECH_OUTAGE_CODES.has(error.code) ||
-    (job.kind === JobKind.importBotRecording &&
-      error.kind === ErrorKind.transient &&
-      BOT_PROVIDER_OUTAGE_CODES.has(error.code) &&
-      Date.now() - job.created_at.getTime() < importOutageMs)
+    SPEECH_OUTAGE_CODES.has(error.code)
+  );
+}
+
+/**
+ * The bot provider's outage met by a recording's import: waited out for as long as the patience
+ * (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS, an hour) since the import was asked for, however many
+ * waits that takes. The provider keeps the recording for days, and an import that gave up after
+ * five quick tries lost a meeting the bot had heard (found by the simulation).
+ */
+function isImportPatience(error: ErrorRecord, job: JobRow, patienceMs: number): boolean {
+  return (
+    job.kind === JobKind.importBotRecording &&
+    error.kind === ErrorKind.transient &&
+    BOT_PROVIDER_OUTAGE_CODES.has(error.code) &&
+    Date.now() - job.created_at.getTime() < patienceMs
   );
 }
 
@@ -395,8 +403,8 @@ export class PgJobStore {
       // An outside outage is waited out without spending the job's retries, up to a bound, so a
       // job that fails the same way every time (it kills its own connection) still ends.
       if (
-        isOutsideOutage(error, job, this.timings.importOutageMs ?? 3_600_000) &&
-        job.wait_count < OUTAGE_WAITS
+        (isOutsideOutage(error) && job.wait_count < OUTAGE_WAITS) ||
+        isImportPatience(error, job, this.timings.importOutageMs ?? 3_600_000)
       ) {
         const delayMs = Math.max(
           (retryAfterSeconds ?? 0) * 1000,

@@ -21,8 +21,6 @@ export interface NewMeeting {
   windowMs: number;
   /** J14: the upload batch it belongs to. */
   batchId?: string | null;
-  /** The client's Idempotency-Key: a second create with it answers the first meeting. */
-  createKey?: string | null;
 }
 
 export interface WindowCounts {
@@ -78,7 +76,6 @@ export class PgMeetingStore {
           status: 'created',
           window_ms: input.windowMs,
           batch_id: input.batchId ?? null,
-          create_key: input.createKey ?? null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -98,31 +95,52 @@ export class PgMeetingStore {
   /**
    * A create that may be a repeat: the client lost the answer to its first try and sends the same
    * Idempotency-Key again. The meeting that key made is answered (`replayed`), however many tries
-   * race; a key is one meeting for as long as that meeting exists.
+   * race; `meeting` is null when that meeting has since been deleted (a key is never reused).
    */
   async createOnce(
     workspaceId: string,
     key: string,
     input: NewMeeting,
-  ): Promise<{ meeting: MeetingRow; replayed: boolean }> {
-    const made = () =>
-      this.db
-        .selectFrom('meetings')
-        .selectAll()
-        .where('workspace_id', '=', workspaceId)
-        .where('create_key', '=', key)
+  ): Promise<{ meeting: MeetingRow | null; replayed: boolean }> {
+    const made = async () => {
+      const row = await this.db
+        .selectFrom('meeting_create_keys as k')
+        .leftJoin('meetings as m', 'm.id', 'k.meeting_id')
+        .select(['k.key', 'm.id'])
+        .where('k.workspace_id', '=', workspaceId)
+        .where('k.key', '=', key)
         .executeTakeFirst();
+      if (!row) return undefined;
+      return { meeting: row.id ? await this.get(workspaceId, row.id) : null, replayed: true };
+    };
     const earlier = await made();
-    if (earlier) return { meeting: earlier, replayed: true };
+    if (earlier) return earlier;
     try {
-      return { meeting: await this.create(workspaceId, { ...input, createKey: key }), replayed: false };
+      const meeting = await this.create(workspaceId, input, async (trx, row) => {
+        await trx
+          .insertInto('meeting_create_keys')
+          .values({ workspace_id: workspaceId, key, meeting_id: row.id })
+          .execute();
+      });
+      return { meeting, replayed: false };
     } catch (err) {
-      // Two tries at once: the unique index lets one in, and the other answers its meeting.
-      if ((err as { constraint?: string }).constraint !== 'meetings_create_key') throw err;
+      // Two tries at once: the key's primary key lets one in, and the other answers its meeting.
+      if ((err as { constraint?: string }).constraint !== 'meeting_create_keys_pkey') throw err;
       const winner = await made();
       if (!winner) throw err;
-      return { meeting: winner, replayed: true };
+      return winner;
     }
+  }
+
+  /** Whether a create with this Idempotency-Key was already made (a repeat skips the batch check). */
+  async createKeyUsed(workspaceId: string, key: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('meeting_create_keys')
+      .select('key')
+      .where('workspace_id', '=', workspaceId)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   /** Scoped read (S1): another workspace's meeting is indistinguishable from a missing one. */

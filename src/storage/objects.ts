@@ -377,21 +377,29 @@ async function removeFenced(deps: StorageDeps, key: string): Promise<CleanupOutc
     await deps.checkpoints.hit('storage.before-delete', {});
     await deps.blobs.delete(key);
   } catch (err) {
-    const error = toErrorRecord(err);
-    const base = deps.config.cleanupBackoffMs;
-    const cap = deps.config.cleanupBackoffCapMs;
-    await sql`
-      update object_cleanups
-         set attempts = attempts + 1,
-             next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, least(attempts, 40))) * interval '1 millisecond',
-             last_error = ${`${error.code}: ${error.message}`.slice(0, 500)},
-             lease_owner = null, lease_expires_at = null, updated_at = now()
-       where object_key = ${key}`.execute(deps.db);
-    deps.log.warn({ objectKey: key, code: error.code }, 'object deletion failed; it will be retried');
+    await backOff(deps, key, err);
+    deps.log.warn(
+      { objectKey: key, code: toErrorRecord(err).code },
+      'object deletion failed; it will be retried',
+    );
     return 'retry';
   }
   await deps.db.deleteFrom('object_cleanups').where('object_key', '=', key).execute();
   return 'deleted';
+}
+
+/** A failed try at one object: counted, and the next one backed off exponentially (capped). */
+async function backOff(deps: StorageDeps, key: string, err: unknown): Promise<void> {
+  const error = toErrorRecord(err);
+  const base = deps.config.cleanupBackoffMs;
+  const cap = deps.config.cleanupBackoffCapMs;
+  await sql`
+    update object_cleanups
+       set attempts = attempts + 1,
+           next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, least(attempts, 40))) * interval '1 millisecond',
+           last_error = ${`${error.code}: ${error.message}`.slice(0, 500)},
+           lease_owner = null, lease_expires_at = null, updated_at = now()
+     where object_key = ${key}`.execute(deps.db);
 }
 
 /**
@@ -430,14 +438,19 @@ export async function cleanupPass(
     }
   } catch (err) {
     // A pass cut short (its connection lost, say) hands back what it had not reached, so the next
-    // pass takes them now rather than after the lease. If this fails too, the lease still ends.
-    await deps.db
-      .updateTable('object_cleanups')
-      .set({ lease_owner: null, lease_expires_at: null })
-      .where('object_key', 'in', keys.slice(done))
-      .where('lease_owner', '=', owner)
-      .execute()
-      .catch(() => undefined);
+    // pass takes them now rather than after the lease; the object it failed on is backed off like
+    // any failed try, so one that keeps failing does not hold up the others. If this fails too,
+    // the leases still end.
+    await backOff(deps, keys[done]!, err).catch(() => undefined);
+    const rest = keys.slice(done + 1);
+    if (rest.length > 0)
+      await deps.db
+        .updateTable('object_cleanups')
+        .set({ lease_owner: null, lease_expires_at: null })
+        .where('object_key', 'in', rest)
+        .where('lease_owner', '=', owner)
+        .execute()
+        .catch(() => undefined);
     throw err;
   }
   return outcomes;

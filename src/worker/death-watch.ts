@@ -111,22 +111,26 @@ export async function declareDead(
   // backstop run is a recovery that may be run again (found by the simulation: a killed worker's
   // backstop lease left lost bot webhooks unrecovered for 15 minutes).
   const deadIds = dead.map((w) => w.id);
-  await trx
-    .updateTable('object_cleanups')
-    .set({ lease_owner: null, lease_expires_at: null })
-    .where('lease_owner', 'in', deadIds)
-    .execute();
-  await trx
-    .updateTable('webhook_deliveries')
-    .set({ lease_owner: null, lease_expires_at: null })
-    .where('lease_owner', 'in', deadIds)
-    .where('status', '=', 'pending')
-    .execute();
-  await trx
-    .updateTable('bot_backstops')
-    .set({ lease_owner: null, lease_expires_at: null })
-    .where('lease_owner', 'in', deadIds)
-    .execute();
+  // Only for a death that is known (a free life lock: leaseGraceMs given), not for a worker that is
+  // merely silent and may be paused mid-run: its claims keep their own leases.
+  if (leaseGraceMs !== null) {
+    await trx
+      .updateTable('object_cleanups')
+      .set({ lease_owner: null, lease_expires_at: null })
+      .where('lease_owner', 'in', deadIds)
+      .execute();
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ lease_owner: null, lease_expires_at: null })
+      .where('lease_owner', 'in', deadIds)
+      .where('status', '=', 'pending')
+      .execute();
+    await trx
+      .updateTable('bot_backstops')
+      .set({ lease_owner: null, lease_expires_at: null })
+      .where('lease_owner', 'in', deadIds)
+      .execute();
+  }
   for (const w of dead) {
     await recordAudit(trx, {
       workspaceId: null,

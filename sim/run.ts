@@ -448,7 +448,7 @@ async function runFaults(ctx: {
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
   // tick (a restart blocks for seconds) does not thin them out.
-  const RATE = { kill: 0.4, stop: 0.4, terminate: 10, queueLoss: 1 };
+  const RATE = { kill: 0.25, stop: 0.25, terminate: 12, queueLoss: 1 };
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
@@ -497,7 +497,7 @@ async function runFaults(ctx: {
           `select count(pg_terminate_backend(pid))::int as n from (
              select pid from pg_stat_activity
               where datname = 'sim' and pid <> pg_backend_pid() and backend_type = 'client backend'
-              order by random() limit ${1 + rng.int(2)}) x`,
+              order by random() limit ${1 + rng.int(3)}) x`,
         );
         const n = r.rows[0]?.n ?? 0;
         if (n > 0) {

@@ -14,6 +14,23 @@ export function startCluster(port: number): Cluster {
   const version = fs.readdirSync('/usr/lib/postgresql').sort().at(-1)!;
   const bin = (name: string) => `/usr/lib/postgresql/${version}/bin/${name}`;
   const dir = `/tmp/verbatim-pg-${process.pid}-${port}`;
+  // A cluster left on this port by a run that was killed (its process gone) would hold the port.
+  for (const name of fs.readdirSync('/tmp')) {
+    const m = /^verbatim-pg-(\d+)-(\d+)$/.exec(name);
+    if (!m || Number(m[2]) !== port || Number(m[1]) === process.pid || alive(Number(m[1]))) continue;
+    try {
+      execFileSync(
+        'runuser',
+        ['-u', 'postgres', '--', bin('pg_ctl'), '-D', `/tmp/${name}/data`, 'stop', '-m', 'immediate'],
+        {
+          stdio: 'ignore',
+        },
+      );
+    } catch {
+      // not running
+    }
+    fs.rmSync(`/tmp/${name}`, { recursive: true, force: true });
+  }
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { mode: 0o755 });
   execFileSync('chown', ['postgres:postgres', dir]);
@@ -44,4 +61,13 @@ export function startCluster(port: number): Cluster {
       }
     },
   };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }

@@ -117,7 +117,8 @@ export async function observe(ctx: {
         (select count(*) from outbox where delivered_at is null) as "outbox undelivered",
         (select count(*) from object_cleanups) as "cleanups left",
         (select count(*) from webhook_deliveries where status = 'pending') as "webhook deliveries pending",
-        (select count(*) from webhook_deliveries where status = 'failed') as "webhook deliveries given up",
+        (select count(*) from webhook_deliveries where status = 'failed'
+            and last_error is distinct from 'meeting deleted') as "webhook deliveries given up",
         (select count(*) from bot_recordings where status not in ('complete', 'failed', 'canceled', 'not_recorded'))
           as "bot recordings unsettled",
         (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { it } from 'node:test';
+import { sql } from 'kysely';
+import { onTranscriptEvent } from '../src/meetings/minutes.ts';
 import { startFakeChat, type FakeReply } from './support/fake-openai.ts';
 import {
   SPEECH,
@@ -166,4 +169,67 @@ void it('L9: a provider billing limit (402) completes the meeting without minute
       assert.equal(meeting.minutes.reason.code, 'llm.quota_exhausted');
     },
   );
+});
+
+void it('L19/V5: an event whose revision already has written minutes (an older event’s job read the newer text first) asks for no second copy; a newer revision still does', async () => {
+  const h = await startHarness();
+  try {
+    h.spawnWorker();
+    const id = await uploadMeeting(h, wav);
+    const done = await waitForMeeting(h, id);
+    assert.equal(done.minutes.status, 'written');
+    assert.equal(done.minutes.revision, 0);
+    const db = h.app.database.db;
+    const minutesReady = async () =>
+      (
+        await db
+          .selectFrom('outbox')
+          .select(sql<string>`payload->>'eventId'`.as('eventId'))
+          .distinct()
+          .where('event_type', '=', 'minutes.ready')
+          .where('subject_id', '=', id)
+          .execute()
+      ).map((r) => r.eventId);
+    const minutesJobs = () =>
+      db
+        .selectFrom('jobs')
+        .select('id')
+        .where('kind', '=', 'write-minutes')
+        .where('subject_id', '=', id)
+        .execute();
+    assert.equal((await minutesReady()).length, 1);
+    assert.equal((await minutesJobs()).length, 1);
+
+    // A second event for revision 0 (as when a job made for an older event read revision 0 and
+    // wrote its minutes before this event's consumer ran): nothing more is asked for.
+    await onTranscriptEvent(h.app.deps, {
+      workspaceId: h.workspaceId,
+      meetingId: id,
+      eventId: randomUUID(),
+      revision: 0,
+    });
+    assert.equal((await minutesJobs()).length, 1, 'no second minutes job for revision 0');
+
+    // The transcript revised (as a repair commits it): revision 1 gets its minutes.
+    await db
+      .updateTable('meetings')
+      .set({ transcript_revision: 1, minutes_status: 'pending' })
+      .where('id', '=', id)
+      .execute();
+    await onTranscriptEvent(h.app.deps, {
+      workspaceId: h.workspaceId,
+      meetingId: id,
+      eventId: randomUUID(),
+      revision: 1,
+    });
+    const rewritten = await waitFor('minutes of revision 1', async () => {
+      const m = (await h.request('GET', `/v1/meetings/${id}`)).json;
+      return m.minutes.status === 'written' && m.minutes.revision === 1 ? m : null;
+    });
+    assert.equal(rewritten.minutes.stale, false);
+    assert.equal((await minutesJobs()).length, 2);
+    assert.equal((await minutesReady()).length, 2, 'one minutes.ready per revision');
+  } finally {
+    await h.close();
+  }
 });

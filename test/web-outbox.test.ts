@@ -165,6 +165,9 @@ void describe('web app outbox', () => {
     await page.route('**/v1/meetings/*/end', (route) => route.abort('connectionrefused'));
     await page.getByRole('button', { name: /End meeting/ }).click();
     await page.locator('article[data-phase="stopped"]').waitFor();
+    // Closed only once the End is in this browser's store (a tab closed before that has no End to
+    // keep) and, after it, every chunk is on the server.
+    await page.locator('[data-testid="ending"][data-end-kept="1"]').waitFor({ timeout: 30_000 });
     await page.locator('[data-testid="outbox"][data-pending="0"]').waitFor({ timeout: 30_000 });
     await page.getByText(/Ending the meeting: telling the server/).waitFor();
     const n = await captured(page);

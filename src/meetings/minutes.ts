@@ -183,6 +183,21 @@ export async function onTranscriptEvent(
     if (event.revision > 0) {
       await deps.jobs.supersedeActiveJobs(trx, event.meetingId, JobKind.writeMinutes, 'consumer:minutes');
     }
+    // Minutes already written from this revision or a later one need no second copy: a job made
+    // for an older event that read the newer text, or a Regenerate, got there first (V5: one
+    // minutes.ready per revision). Read after the supersede, which waits on any job committing now.
+    const written = await trx
+      .selectFrom('meetings')
+      .select(['minutes_status', 'minutes_revision'])
+      .where('id', '=', event.meetingId)
+      .executeTakeFirst();
+    if (
+      written?.minutes_status === MinutesStatus.written &&
+      written.minutes_revision !== null &&
+      written.minutes_revision >= event.revision
+    ) {
+      return;
+    }
     await deps.jobs.createJob(
       trx,
       {

@@ -233,11 +233,12 @@ export function MeetingPage({ id }: { id: string }) {
 
       {ending && open && (
         <section class="card" aria-label="Ending">
-          <p role="status">
+          <p role="status" data-testid="ending" data-end-kept={box?.endPending[id] ? '1' : '0'}>
             Ending the meeting:{' '}
             {pending > 0
               ? `sending the last ${pending} ${pending === 1 ? 'chunk' : 'chunks'} first.`
               : 'telling the server.'}
+            {box?.endPending[id] ? ' The End is kept in this browser until the server has it.' : ''}
           </p>
         </section>
       )}

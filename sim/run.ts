@@ -447,14 +447,23 @@ async function runFaults(ctx: {
     ? [0.2, 0.5, 0.8].map((f) => Date.now() + (ctx.until - Date.now()) * f)
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
-  // tick (a restart blocks for seconds) does not thin them out.
-  const RATE = { kill: 0.25, stop: 0.25, terminate: 12, queueLoss: 1 };
+  // tick (a restart blocks for seconds) does not thin them out. They come in storms with lulls
+  // between: process and connection faults only in a storm, so the service also gets a few seconds
+  // to reach the providers and webhook endpoints, whose own faults (a quarter of their answers)
+  // last the whole fault phase. Without lulls a constant storm starves the service and the
+  // provider faults hardly happen.
+  const RATE = { kill: 0.4, stop: 0.4, terminate: 18, queueLoss: 1 };
+  const CYCLE_MS = 12_000;
+  const STORM_MS = 8_000;
+  const began = Date.now();
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
     const dt = (Date.now() - last) / 1000;
     last = Date.now();
-    const due = (perSecond: number) => rng.chance(1 - Math.exp(-perSecond * dt));
+    const storm = (last - began) % CYCLE_MS < STORM_MS;
+    const due = (perSecond: number, always = false) =>
+      (storm || always) && rng.chance(1 - Math.exp(-perSecond * dt));
     const now = Date.now();
     for (const m of members)
       if (m.stoppedUntil && m.stoppedUntil <= now) {
@@ -505,7 +514,7 @@ async function runFaults(ctx: {
           note(`pg_terminate_backend ×${n}`);
         }
       }
-      if (opts.faults.has('queue-loss') && due(RATE.queueLoss)) {
+      if (opts.faults.has('queue-loss') && due(RATE.queueLoss, true)) {
         // A lost queue message: a waiting transport row vanishes; the rescue sweep must re-drive it.
         const r = await probe.query(
           `delete from graphile_worker._private_jobs where id in (

@@ -233,3 +233,30 @@ void it('L19/V5: an event whose revision already has written minutes (an older e
     await h.close();
   }
 });
+
+void it('J13/L8: a resubmit while the minutes wait out an outage does not leave the meeting without a minutes job', async () => {
+  let back = false;
+  await withChat(
+    () => (back ? 'ok' : '503'),
+    async (h) => {
+      const id = await uploadMeeting(h, wav);
+      const db = h.app.database.db;
+      await waitFor('the minutes to wait out the outage', async () => {
+        const job = await db
+          .selectFrom('jobs')
+          .select('wait_count')
+          .where('kind', '=', 'write-minutes')
+          .where('subject_id', '=', id)
+          .executeTakeFirst();
+        return (job?.wait_count ?? 0) >= 1;
+      });
+      const resubmitted = await h.request('POST', `/v1/meetings/${id}/resubmit`);
+      assert.equal(resubmitted.status, 202, resubmitted.text);
+      back = true;
+      const meeting = await waitForMeeting(h, id);
+      assert.equal(meeting.status, 'complete');
+      assert.equal(meeting.minutes.status, 'written');
+      assert.equal(meeting.minutes.content.writer, 'llm');
+    },
+  );
+});

@@ -75,8 +75,8 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     const key = createKeyOf(req.headers['idempotency-key']);
     // A repeat is answered before the batch is looked at: its batch may have been canceled since
     // the first try made the meeting, and the client still needs to learn that meeting's id.
-    const repeat = key !== null && (await deps.meetings.createKeyUsed(workspaceOf(req), key));
-    if (batchId !== null && !repeat) {
+    const earlier = key !== null ? await deps.meetings.madeWithKey(workspaceOf(req), key) : undefined;
+    if (batchId !== null && !earlier) {
       if (source !== MeetingSource.upload)
         throw invalid('meeting.batch_id', 'only upload meetings belong to batches');
       const { batch } = await getBatch(deps, workspaceOf(req), batchId);
@@ -89,7 +89,9 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       const meeting = await deps.meetings.create(workspaceOf(req), fields);
       return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
     }
-    const { meeting, replayed } = await deps.meetings.createOnce(workspaceOf(req), key, fields);
+    const { meeting, replayed } = earlier
+      ? { meeting: earlier.meeting, replayed: true }
+      : await deps.meetings.createWithKey(workspaceOf(req), key, fields);
     if (meeting === null) {
       throw new AppError(
         ErrorKind.gone,

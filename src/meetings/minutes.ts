@@ -198,21 +198,7 @@ export async function onTranscriptEvent(
     ) {
       return;
     }
-    await deps.jobs.createJob(
-      trx,
-      {
-        workspaceId: event.workspaceId,
-        kind: JobKind.writeMinutes,
-        subjectType: 'meeting',
-        subjectId: event.meetingId,
-        meetingId: event.meetingId,
-        payload: { meetingId: event.meetingId },
-        maxErrors: MINUTES_MAX_ERRORS,
-        maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `write-minutes:${event.meetingId}:${event.eventId}`,
-      },
-      'consumer:minutes',
-    );
+    await createMinutesJob(deps, trx, event.workspaceId, event.meetingId, event.eventId, 'consumer:minutes');
   });
 }
 
@@ -240,20 +226,35 @@ export async function regenerateMinutes(
       .set({ minutes_status: MinutesStatus.pending, minutes_code: null, minutes_message: null })
       .where('id', '=', meetingId)
       .execute();
-    await deps.jobs.createJob(
-      trx,
-      {
-        workspaceId,
-        kind: JobKind.writeMinutes,
-        subjectType: 'meeting',
-        subjectId: meetingId,
-        meetingId,
-        payload: { meetingId },
-        maxErrors: MINUTES_MAX_ERRORS,
-        maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `write-minutes:${meetingId}:regenerate:${randomUUID()}`,
-      },
-      actor,
-    );
+    await createMinutesJob(deps, trx, workspaceId, meetingId, `regenerate:${randomUUID()}`, actor);
   });
+}
+
+/**
+ * A write-minutes job, once per `reason` (an event id, a Regenerate, a resubmission): the dedupe
+ * key makes a redelivered reason a no-op.
+ */
+export async function createMinutesJob(
+  deps: MeetingDeps,
+  trx: Tx,
+  workspaceId: string,
+  meetingId: string,
+  reason: string,
+  actor: string,
+): Promise<void> {
+  await deps.jobs.createJob(
+    trx,
+    {
+      workspaceId,
+      kind: JobKind.writeMinutes,
+      subjectType: 'meeting',
+      subjectId: meetingId,
+      meetingId,
+      payload: { meetingId },
+      maxErrors: MINUTES_MAX_ERRORS,
+      maxReclaims: deps.config.maxReclaims,
+      dedupeKey: `write-minutes:${meetingId}:${reason}`,
+    },
+    actor,
+  );
 }

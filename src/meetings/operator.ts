@@ -3,13 +3,21 @@ import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind, MeetingSource, MeetingStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
+import {
+  JobKind,
+  MeetingSource,
+  MeetingStatus,
+  MinutesStatus,
+  WindowStatus,
+  WindowTransitions,
+} from '../domain/status.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './intake.ts';
 import { maybeStartCloseOut } from './transcription.ts';
+import { createMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
 
@@ -219,6 +227,12 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     .execute();
   if (meeting.status === MeetingStatus.finalizing) {
     await createJob(deps, trx, meeting, JobKind.closeOutMeeting, actor);
+    // The transcript is published and its minutes were being written: that job was superseded
+    // above with the rest, and the close-out waits for minutes, so they are asked for again.
+    if (meeting.transcript_completed_at && meeting.minutes_status === MinutesStatus.pending) {
+      await createMinutesJob(deps, trx, meeting.workspace_id, meeting.id, `resubmit:${randomUUID()}`, actor);
+      return 2;
+    }
     return 1;
   }
   if (windows.length === 0 && meeting.source === MeetingSource.upload) {

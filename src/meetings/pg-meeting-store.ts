@@ -93,28 +93,30 @@ export class PgMeetingStore {
   }
 
   /**
-   * A create that may be a repeat: the client lost the answer to its first try and sends the same
-   * Idempotency-Key again. The meeting that key made is answered (`replayed`), however many tries
-   * race; `meeting` is null when that meeting has since been deleted (a key is never reused).
+   * The meeting an earlier create with this Idempotency-Key made: undefined when the key is new,
+   * `meeting: null` when that meeting has since been deleted (a key is never reused).
    */
-  async createOnce(
+  async madeWithKey(workspaceId: string, key: string): Promise<{ meeting: MeetingRow | null } | undefined> {
+    const row = await this.db
+      .selectFrom('meeting_create_keys as k')
+      .leftJoin('meetings as m', 'm.id', 'k.meeting_id')
+      .select(['k.key', 'm.id'])
+      .where('k.workspace_id', '=', workspaceId)
+      .where('k.key', '=', key)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return { meeting: row.id ? await this.get(workspaceId, row.id) : null };
+  }
+
+  /**
+   * A create under a key `madeWithKey` found new. Tries that race each other are told apart by the
+   * key's primary key: one makes the meeting, the others answer it (`replayed`).
+   */
+  async createWithKey(
     workspaceId: string,
     key: string,
     input: NewMeeting,
   ): Promise<{ meeting: MeetingRow | null; replayed: boolean }> {
-    const made = async () => {
-      const row = await this.db
-        .selectFrom('meeting_create_keys as k')
-        .leftJoin('meetings as m', 'm.id', 'k.meeting_id')
-        .select(['k.key', 'm.id'])
-        .where('k.workspace_id', '=', workspaceId)
-        .where('k.key', '=', key)
-        .executeTakeFirst();
-      if (!row) return undefined;
-      return { meeting: row.id ? await this.get(workspaceId, row.id) : null, replayed: true };
-    };
-    const earlier = await made();
-    if (earlier) return earlier;
     try {
       const meeting = await this.create(workspaceId, input, async (trx, row) => {
         await trx
@@ -124,23 +126,11 @@ export class PgMeetingStore {
       });
       return { meeting, replayed: false };
     } catch (err) {
-      // Two tries at once: the key's primary key lets one in, and the other answers its meeting.
       if ((err as { constraint?: string }).constraint !== 'meeting_create_keys_pkey') throw err;
-      const winner = await made();
+      const winner = await this.madeWithKey(workspaceId, key);
       if (!winner) throw err;
-      return winner;
+      return { meeting: winner.meeting, replayed: true };
     }
-  }
-
-  /** Whether a create with this Idempotency-Key was already made (a repeat skips the batch check). */
-  async createKeyUsed(workspaceId: string, key: string): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('meeting_create_keys')
-      .select('key')
-      .where('workspace_id', '=', workspaceId)
-      .where('key', '=', key)
-      .executeTakeFirst();
-    return row !== undefined;
   }
 
   /** Scoped read (S1): another workspace's meeting is indistinguishable from a missing one. */

@@ -91,9 +91,16 @@ void it('J18: a SIGSTOPped worker keeps its session lock: it is not reclaimed be
     );
     await waitForMeeting(h, id);
     const attempts = await attemptsOf(h, id, 1);
-    assert.deepEqual(
-      attempts.map((a) => a.status),
-      ['lease_expired', 'completed'],
+    // Usually [lease_expired, completed]. When the stop caught the process inside a transaction
+    // (a sweep or heartbeat of its own), its row locks hold up the other worker's renewals until
+    // Postgres ends that idle transaction, and the next attempt may lose its lease too: each
+    // attempt but the last ends lease_expired, none is declared dead by its session lock.
+    const statuses = attempts.map((a) => a.status);
+    assert.equal(statuses.at(-1), 'completed', statuses.join(', '));
+    assert.ok(statuses.length >= 2, statuses.join(', '));
+    assert.ok(
+      statuses.slice(0, -1).every((s) => s === 'lease_expired'),
+      statuses.join(', '),
     );
     const [first, second] = attempts as [(typeof attempts)[0], (typeof attempts)[0]];
     // The lease was never cut short: attempt 2 began only after attempt 1's lease had run out.

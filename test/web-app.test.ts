@@ -242,7 +242,11 @@ void describe('web app', () => {
       downloadThroughput: -1,
       uploadThroughput: -1,
     });
-    await page.getByRole('link', { name: 'board-meeting.wav' }).click();
+    // The upload's own row (the meeting list below may show the same link once it refreshes).
+    await page
+      .getByRole('list', { name: 'Uploads' })
+      .getByRole('link', { name: 'board-meeting.wav' })
+      .click();
     await page.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
     await page.getByTestId('minutes-summary').waitFor();
     await screenshot(page, 'web-upload');

@@ -307,6 +307,10 @@ export async function simulate(opts: Options): Promise<RunResult> {
     });
     await faultsDone;
     faultsOn = false;
+    // How much the service reached its providers while faults were on (it is starved if never).
+    say(
+      `during the faults: ${recognizer.calls()} speech calls, ${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts`,
+    );
     note('heal: faults stop, every process runs');
     disarm();
     bots.heal();
@@ -447,23 +451,24 @@ async function runFaults(ctx: {
     ? [0.2, 0.5, 0.8].map((f) => Date.now() + (ctx.until - Date.now()) * f)
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
-  // tick (a restart blocks for seconds) does not thin them out. They come in storms with lulls
-  // between: process and connection faults only in a storm, so the service also gets a few seconds
-  // to reach the providers and webhook endpoints, whose own faults (a quarter of their answers)
-  // last the whole fault phase. Without lulls a constant storm starves the service and the
-  // provider faults hardly happen.
-  const RATE = { kill: 0.4, stop: 0.4, terminate: 18, queueLoss: 1 };
-  const CYCLE_MS = 12_000;
-  const STORM_MS = 8_000;
-  const began = Date.now();
+  // tick (a restart blocks for seconds) does not thin them out. Two phases: a storm (the first
+  // 60%: process kills and stops, backends cut fast), then calmer weather (backends cut more
+  // slowly, no kills). Kills starve the service: a restarted process takes seconds to work again,
+  // so at a kill every few seconds it hardly reaches its providers, and their own faults (a
+  // quarter of their answers, the whole fault phase) would hardly happen. In the calm it catches
+  // up on what the storm left, through failing providers and endpoints. Queue losses and the
+  // restarts (fixed times) come in both.
+  const STORM = { kill: 0.6, stop: 0.6, terminate: 15 };
+  const CALM = { kill: 0, stop: 0, terminate: 8 };
+  const QUEUE_LOSS = 1;
+  const stormUntil = Date.now() + (ctx.until - Date.now()) * 0.6;
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
     const dt = (Date.now() - last) / 1000;
     last = Date.now();
-    const storm = (last - began) % CYCLE_MS < STORM_MS;
-    const due = (perSecond: number, always = false) =>
-      (storm || always) && rng.chance(1 - Math.exp(-perSecond * dt));
+    const RATE = last < stormUntil ? STORM : CALM;
+    const due = (perSecond: number) => perSecond > 0 && rng.chance(1 - Math.exp(-perSecond * dt));
     const now = Date.now();
     for (const m of members)
       if (m.stoppedUntil && m.stoppedUntil <= now) {
@@ -514,7 +519,7 @@ async function runFaults(ctx: {
           note(`pg_terminate_backend ×${n}`);
         }
       }
-      if (opts.faults.has('queue-loss') && due(RATE.queueLoss, true)) {
+      if (opts.faults.has('queue-loss') && due(QUEUE_LOSS)) {
         // A lost queue message: a waiting transport row vanishes; the rescue sweep must re-drive it.
         const r = await probe.query(
           `delete from graphile_worker._private_jobs where id in (

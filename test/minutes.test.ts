@@ -234,7 +234,7 @@ void it('L19/V5: an event whose revision already has written minutes (an older e
   }
 });
 
-void it('J13/L8: a resubmit while the minutes wait out an outage does not leave the meeting without a minutes job', async () => {
+void it('J13/L8/V5: a resubmit while the minutes wait out an outage asks for them again, once', async () => {
   let back = false;
   await withChat(
     () => (back ? 'ok' : '503'),
@@ -252,11 +252,37 @@ void it('J13/L8: a resubmit while the minutes wait out an outage does not leave 
       });
       const resubmitted = await h.request('POST', `/v1/meetings/${id}/resubmit`);
       assert.equal(resubmitted.status, 202, resubmitted.text);
+      const active = () =>
+        db
+          .selectFrom('jobs')
+          .select('id')
+          .where('kind', '=', 'write-minutes')
+          .where('subject_id', '=', id)
+          .where('status', 'in', ['pending', 'running'])
+          .execute();
+      assert.equal((await active()).length, 1, 'the resubmit asked for the minutes again');
+      // V5 (found by the simulation): a transcript event whose consumer runs only now, after the
+      // resubmit made its minutes job, asks for no second one.
+      await onTranscriptEvent(h.app.deps, {
+        workspaceId: h.workspaceId,
+        meetingId: id,
+        eventId: randomUUID(),
+        revision: 0,
+      });
+      assert.equal((await active()).length, 1, 'one minutes job, not two');
       back = true;
       const meeting = await waitForMeeting(h, id);
       assert.equal(meeting.status, 'complete');
       assert.equal(meeting.minutes.status, 'written');
       assert.equal(meeting.minutes.content.writer, 'llm');
+      const ready = await db
+        .selectFrom('outbox')
+        .select(sql<string>`payload->>'eventId'`.as('eventId'))
+        .distinct()
+        .where('event_type', '=', 'minutes.ready')
+        .where('subject_id', '=', id)
+        .execute();
+      assert.equal(ready.length, 1, 'minutes written once');
     },
   );
 });

@@ -288,3 +288,40 @@ void it('J16: an exhausted job is listed by verbatim dead-letters with its histo
     await chat.close();
   }
 });
+
+void it('B8/V3: a job its meeting’s delete did not see (made alongside the delete) ends canceled once it runs, instead of failing for ever on the gone rows (found by the simulation)', async () => {
+  const h = await startHarness();
+  try {
+    // No worker yet: the split job waits. The delete is made blind to it, as a delete whose
+    // transaction ran alongside the one creating the job is.
+    const id = await uploadMeeting(h, wav);
+    const [split] = await jobsOf(h, id);
+    assert.equal(split?.kind, 'split-recording');
+    const jobs = h.app.deps.jobs;
+    const cancel = jobs.cancelMeetingJobs.bind(jobs);
+    jobs.cancelMeetingJobs = () => Promise.resolve(0);
+    try {
+      assert.equal((await h.request('DELETE', `/v1/meetings/${id}`)).status, 204);
+    } finally {
+      jobs.cancelMeetingJobs = cancel;
+    }
+    assert.equal((await jobsOf(h, id))[0]?.status, 'pending', 'the delete left the job behind');
+
+    h.spawnWorker();
+    const ended = await waitFor('the orphaned job to end', async () => {
+      const job = (await jobsOf(h, id))[0];
+      return job && job.status !== 'pending' && job.status !== 'running' ? job : null;
+    });
+    assert.equal(ended.status, 'canceled');
+    assert.equal(ended.current_attempt_id, null);
+    const trail = await h.app.database.db
+      .selectFrom('audit_events')
+      .select('reason')
+      .where('subject_id', '=', ended.id)
+      .where('to_status', '=', 'canceled')
+      .execute();
+    assert.match(trail[0]?.reason ?? '', /its meeting was deleted/);
+  } finally {
+    await h.close();
+  }
+});

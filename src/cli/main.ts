@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
+import { installProcessGuards } from './process-guards.ts';
 import { deadLetters, inspect, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 
@@ -141,30 +142,6 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
   if (worker) await worker.stop();
   await app.close();
   return 0;
-}
-
-/** J11: a fatal error exits non-zero so a supervisor restarts the process. */
-function installProcessGuards(log: Logger): void {
-  process.on('unhandledRejection', (reason) => {
-    // A background task of a library (graphile-worker failing a job batch) can lose its database
-    // connection during a restart; that is an outage the process rides out, not a bug (V8).
-    if (isDatabaseConnectionLoss(reason)) {
-      log.warn(
-        { err: reason instanceof Error ? reason.message : String(reason) },
-        'a background task lost its database connection; continuing',
-      );
-      return;
-    }
-    log.fatal(
-      { err: reason instanceof Error ? reason.stack : String(reason) },
-      'unhandled rejection; exiting',
-    );
-    process.exit(1);
-  });
-  process.on('uncaughtException', (err) => {
-    log.fatal({ err: err.stack }, 'uncaught exception; exiting');
-    process.exit(1);
-  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { Logger as GraphileLogger, runMigrations } from 'graphile-worker';
 import { Migrator, type Kysely, type Migration } from 'kysely';
+import pg from 'pg';
 import * as m0001 from './migrations/0001-core.ts';
 import * as m0002 from './migrations/0002-fenced-functions.ts';
 import * as m0003 from './migrations/0003-live-chunks.ts';
@@ -59,7 +60,18 @@ export async function migrateToLatest(db: Kysely<unknown>, connectionString: str
   if (error || failed) {
     throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
   }
-  await runMigrations({ connectionString, logger: silentGraphileLogger });
+  // graphile-worker's own pool has no 'error' listener: a connection cut while idle (a terminated
+  // backend, a restart) would be an uncaught 'error' event and end the process (V8, found by the
+  // simulation). Its migrations run on a pool of ours that logs nothing and lets the error pass
+  // to the query that meets it.
+  const pool = new pg.Pool({ connectionString, max: 2 });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  try {
+    await runMigrations({ pgPool: pool, logger: silentGraphileLogger });
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
 }
 
 export const silentGraphileLogger = new GraphileLogger(() => () => {});

@@ -137,6 +137,34 @@ export class JobRows {
     actor: string,
     onTerminal: TerminalFailureHook | undefined,
   ): Promise<AfterCommit | null> {
+    // A job whose meeting was deleted while it was being made (a delete that ran alongside the
+    // transaction creating it cancels only the jobs it could see) fails for want of its rows: it
+    // ends canceled, and no hook runs, since there is nothing left to settle and a hook reading
+    // the gone rows would throw and keep the job running for ever (found by the simulation).
+    if (job.meeting_id !== null) {
+      const meeting = await trx
+        .selectFrom('meetings')
+        .select('id')
+        .where('id', '=', job.meeting_id)
+        .executeTakeFirst();
+      if (!meeting) {
+        await trx
+          .updateTable('jobs')
+          .set({
+            status: JobStatus.canceled,
+            current_attempt_id: null,
+            dedupe_key: null,
+            canceled_at: sql<Date>`now()`,
+            updated_at: sql<Date>`now()`,
+            ...lastError(error),
+          })
+          .where('id', '=', job.id)
+          .where('status', 'in', JobTransitions.failJob.from)
+          .execute();
+        await this.auditJob(trx, job, JobStatus.canceled, actor, `its meeting was deleted (${error.code})`);
+        return null;
+      }
+    }
     await trx
       .updateTable('jobs')
       .set({

@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
-import { EventType, JobKind, JobStatus, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import {
+  EventType,
+  JobKind,
+  JobStatus,
+  JobTransitions,
+  MeetingStatus,
+  MinutesStatus,
+} from '../domain/status.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -183,21 +190,23 @@ export async function onTranscriptEvent(
     if (event.revision > 0) {
       await deps.jobs.supersedeActiveJobs(trx, event.meetingId, JobKind.writeMinutes, 'consumer:minutes');
     }
+    // The meeting row serializes this with a resubmit or a Regenerate asking for minutes at the
+    // same time (job rows before the meeting row, as everywhere); read after the supersede, which
+    // waits on a job committing now.
+    const locked = await deps.meetings.lock(trx, event.meetingId);
     // Minutes already written from this revision or a later one need no second copy: a job made
     // for an older event that read the newer text, or a Regenerate, got there first (V5: one
-    // minutes.ready per revision). Read after the supersede, which waits on any job committing now.
-    const written = await trx
-      .selectFrom('meetings')
-      .select(['minutes_status', 'minutes_revision'])
-      .where('id', '=', event.meetingId)
-      .executeTakeFirst();
+    // minutes.ready per revision).
     if (
-      written?.minutes_status === MinutesStatus.written &&
-      written.minutes_revision !== null &&
-      written.minutes_revision >= event.revision
+      locked.minutes_status === MinutesStatus.written &&
+      locked.minutes_revision !== null &&
+      locked.minutes_revision >= event.revision
     ) {
       return;
     }
+    // For the first revision, a minutes job already waiting or running (a resubmit's, a
+    // Regenerate's) reads the transcript when it runs, so it writes these very minutes.
+    if (event.revision === 0 && (await hasActiveMinutesJob(trx, event.meetingId))) return;
     await createMinutesJob(deps, trx, event.workspaceId, event.meetingId, event.eventId, 'consumer:minutes');
   });
 }
@@ -257,4 +266,16 @@ export async function createMinutesJob(
     },
     actor,
   );
+}
+
+/** Whether a write-minutes job of this meeting is waiting or running. */
+export async function hasActiveMinutesJob(trx: Tx, meetingId: string): Promise<boolean> {
+  const row = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('subject_id', '=', meetingId)
+    .where('kind', '=', JobKind.writeMinutes)
+    .where('status', 'in', JobTransitions.supersedeJob.from)
+    .executeTakeFirst();
+  return row !== undefined;
 }

@@ -17,7 +17,7 @@ import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './intake.ts';
 import { maybeStartCloseOut } from './transcription.ts';
-import { createMinutesJob } from './minutes.ts';
+import { createMinutesJob, hasActiveMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
 
@@ -229,7 +229,12 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     await createJob(deps, trx, meeting, JobKind.closeOutMeeting, actor);
     // The transcript is published and its minutes were being written: that job was superseded
     // above with the rest, and the close-out waits for minutes, so they are asked for again.
-    if (meeting.transcript_completed_at && meeting.minutes_status === MinutesStatus.pending) {
+    // (A minutes job the transcript event's consumer made since the supersede is left to write them.)
+    if (
+      meeting.transcript_completed_at &&
+      meeting.minutes_status === MinutesStatus.pending &&
+      !(await hasActiveMinutesJob(trx, meeting.id))
+    ) {
       await createMinutesJob(deps, trx, meeting.workspace_id, meeting.id, `resubmit:${randomUUID()}`, actor);
       return 2;
     }

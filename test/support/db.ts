@@ -5,7 +5,7 @@ import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 
-const ADMIN_URL = process.env.VERBATIM_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const ADMIN_URL = process.env.VERBATIM_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 function urlFor(database: string, adminUrl = ADMIN_URL): string {
   const url = new URL(adminUrl);

@@ -451,17 +451,15 @@ async function runFaults(ctx: {
     ? [0.2, 0.5, 0.8].map((f) => Date.now() + (ctx.until - Date.now()) * f)
     : [];
   // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
-  // tick (a restart blocks for seconds) does not thin them out. Two phases: a storm (the first
-  // 60%: process kills and stops, backends cut fast), then calmer weather (backends cut more
-  // slowly, no kills). Kills starve the service: a restarted process takes seconds to work again,
-  // so at a kill every few seconds it hardly reaches its providers, and their own faults (a
-  // quarter of their answers, the whole fault phase) would hardly happen. In the calm it catches
-  // up on what the storm left, through failing providers and endpoints. Queue losses and the
-  // restarts (fixed times) come in both.
-  const STORM = { kill: 0.6, stop: 0.6, terminate: 15 };
-  const CALM = { kill: 0, stop: 0, terminate: 8 };
+  // tick does not thin them out. The same rates for the whole fault phase: a calm second half (no
+  // kills, fewer or no cut backends) was tried to let provider faults happen, but the service
+  // needs more than 30 s to dig out of such a storm, so it still made next to no provider calls,
+  // and CI's minimum of cut backends was missed (docs/simulation.md, "What it does not do yet").
+  // Queue losses and the restarts (fixed times: 20%, 50%, 80%) as well.
+  const STORM = { kill: 0.25, stop: 0.25, terminate: 12 };
+  const CALM = STORM;
   const QUEUE_LOSS = 1;
-  const stormUntil = Date.now() + (ctx.until - Date.now()) * 0.6;
+  const stormUntil = Date.now() + (ctx.until - Date.now()) * 0.5;
   let last = Date.now();
   while (Date.now() < ctx.until) {
     await sleep(25 + rng.int(50));
@@ -479,8 +477,12 @@ async function runFaults(ctx: {
       restarts.shift();
       note('postgres restart');
       count('postgres restart');
+      // Not blocking this process: the fake providers, endpoints and clients in it go on.
+      const began = Date.now();
       try {
-        cluster.restart();
+        await cluster.restartAsync();
+        note(`postgres back after ${Date.now() - began} ms`);
+        say(`  postgres restart: back after ${((Date.now() - began) / 1000).toFixed(1)} s`);
       } catch (err) {
         note(`postgres restart failed: ${String(err)}`);
       }

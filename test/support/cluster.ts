@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -6,6 +6,8 @@ export interface Cluster {
   url: string;
   /** A fast restart (pg_ctl restart -m fast): every session is cut, the server is back when it returns. */
   restart(): void;
+  /** The same restart without blocking this process's event loop (servers in it keep answering). */
+  restartAsync(): Promise<void>;
   stop(): void;
 }
 
@@ -37,22 +39,31 @@ export function startCluster(port: number): Cluster {
   const asPostgres = (cmd: string, args: string[]) =>
     execFileSync('runuser', ['-u', 'postgres', '--', bin(cmd), ...args], { stdio: 'ignore' });
   asPostgres('initdb', ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres']);
+  const ctlArgs = (action: string, extra: string[] = []) => [
+    '-u',
+    'postgres',
+    '--',
+    bin('pg_ctl'),
+    '-D',
+    path.join(dir, 'data'),
+    '-l',
+    path.join(dir, 'log'),
+    '-o',
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300`,
+    '-w',
+    action,
+    ...extra,
+  ];
   const ctl = (action: string, extra: string[] = []) =>
-    asPostgres('pg_ctl', [
-      '-D',
-      path.join(dir, 'data'),
-      '-l',
-      path.join(dir, 'log'),
-      '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300`,
-      '-w',
-      action,
-      ...extra,
-    ]);
+    execFileSync('runuser', ctlArgs(action, extra), { stdio: 'ignore' });
   ctl('start');
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     restart: () => ctl('restart', ['-m', 'fast']),
+    restartAsync: () =>
+      new Promise<void>((resolve, reject) =>
+        execFile('runuser', ctlArgs('restart', ['-m', 'fast']), (err) => (err ? reject(err) : resolve())),
+      ),
     stop: () => {
       try {
         ctl('stop', ['-m', 'immediate']);

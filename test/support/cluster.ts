@@ -62,7 +62,9 @@ export function startCluster(port: number): Cluster {
     restart: () => ctl('restart', ['-m', 'fast']),
     restartAsync: () =>
       new Promise<void>((resolve, reject) =>
-        execFile('runuser', ctlArgs('restart', ['-m', 'fast']), (err) => (err ? reject(err) : resolve())),
+        execFile('runuser', ctlArgs('restart', ['-m', 'fast']), (err) =>
+          err ? reject(new Error(err.message)) : resolve(),
+        ),
       ),
     stop: () => {
       try {

@@ -112,7 +112,9 @@ class Member {
     this.killedBySim = false;
     const p = spawnVerbatim(this.args, this.env);
     this.proc = p;
-    p.proc.once('exit', (code, signal) => {
+    // 'close', not 'exit': by then everything the process wrote has been read, so its last
+    // words (a checkpoint saying it kills itself) are in its output.
+    p.proc.once('close', (code, signal) => {
       if (this.proc !== p || this.retired) return;
       if (!this.killedBySim) this.onUnexpected(this, code, signal);
       setTimeout(() => {
@@ -253,7 +255,9 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
 
     const onUnexpected = (m: Member, code: number | null, signal: string | null) => {
-      const atCheckpoint = /checkpoint (\S+): SIGKILL\s*$/.exec(m.proc.output().slice(-400));
+      // Anywhere in this start's output: its stdout and stderr are two pipes, so a log line may be
+      // read after the checkpoint's own line (a process killed at a checkpoint dies right there).
+      const atCheckpoint = /checkpoint (\S+): SIGKILL/.exec(m.proc.output());
       if (signal === 'SIGKILL' && atCheckpoint) {
         count('killed at a checkpoint');
         note(`${m.name} killed itself at checkpoint ${atCheckpoint[1]}`);

@@ -25,8 +25,20 @@ export function installProcessGuards(log: Logger): void {
     process.exit(1);
   });
   process.on('uncaughtException', (err) => {
-    if (isDatabaseConnectionLoss(err)) return rideOut(err, 'a connection nobody listened to');
+    if (isPgConnectionLoss(err)) return rideOut(err, 'a connection nobody listened to');
     log.fatal({ err: err.stack }, 'uncaught exception; exiting');
     process.exit(1);
   });
+}
+
+/**
+ * Narrower than isDatabaseConnectionLoss (which also takes socket errors of any kind, and "out of
+ * resources"): only what a pg connection says when its server or backend went away. Any other
+ * uncaught error (a provider's socket, a stream) still ends the process.
+ */
+function isPgConnectionLoss(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(08|57P)/.test(code)) return true;
+  return code === undefined && /^Connection terminated/.test(err.message);
 }

@@ -153,6 +153,8 @@ export class JobRows {
           .set({
             status: JobStatus.canceled,
             current_attempt_id: null,
+            error_count: job.error_count,
+            reclaim_count: job.reclaim_count,
             dedupe_key: null,
             canceled_at: sql<Date>`now()`,
             updated_at: sql<Date>`now()`,

@@ -460,7 +460,7 @@ async function runFaults(ctx: {
   // needs more than 30 s to dig out of such a storm, so it still made next to no provider calls,
   // and CI's minimum of cut backends was missed (docs/simulation.md, "What it does not do yet").
   // Queue losses and the restarts (fixed times: 20%, 50%, 80%) as well.
-  const STORM = { kill: 0.25, stop: 0.25, terminate: 12 };
+  const STORM = { kill: 0.3, stop: 0.3, terminate: 12 };
   const CALM = STORM;
   const QUEUE_LOSS = 1;
   const stormUntil = Date.now() + (ctx.until - Date.now()) * 0.5;
@@ -517,7 +517,7 @@ async function runFaults(ctx: {
           `select count(pg_terminate_backend(pid))::int as n from (
              select pid from pg_stat_activity
               where datname = 'sim' and pid <> pg_backend_pid() and backend_type = 'client backend'
-              order by random() limit ${1 + rng.int(3)}) x`,
+              order by random() limit ${1 + rng.int(4)}) x`,
         );
         const n = r.rows[0]?.n ?? 0;
         if (n > 0) {

@@ -141,46 +141,29 @@ export class JobRows {
     // transaction creating it cancels only the jobs it could see) fails for want of its rows: it
     // ends canceled, and no hook runs, since there is nothing left to settle and a hook reading
     // the gone rows would throw and keep the job running for ever (found by the simulation).
-    if (job.meeting_id !== null) {
-      const meeting = await trx
-        .selectFrom('meetings')
-        .select('id')
-        .where('id', '=', job.meeting_id)
-        .executeTakeFirst();
-      if (!meeting) {
-        await trx
-          .updateTable('jobs')
-          .set({
-            status: JobStatus.canceled,
-            current_attempt_id: null,
-            error_count: job.error_count,
-            reclaim_count: job.reclaim_count,
-            dedupe_key: null,
-            canceled_at: sql<Date>`now()`,
-            updated_at: sql<Date>`now()`,
-            ...lastError(error),
-          })
-          .where('id', '=', job.id)
-          .where('status', 'in', JobTransitions.failJob.from)
-          .execute();
-        await this.auditJob(trx, job, JobStatus.canceled, actor, `its meeting was deleted (${error.code})`);
-        return null;
-      }
-    }
+    const meetingGone =
+      job.meeting_id !== null &&
+      !(await trx.selectFrom('meetings').select('id').where('id', '=', job.meeting_id).executeTakeFirst());
     await trx
       .updateTable('jobs')
       .set({
-        status: JobStatus.failed,
+        status: meetingGone ? JobStatus.canceled : JobStatus.failed,
         current_attempt_id: null,
         error_count: job.error_count,
         reclaim_count: job.reclaim_count,
-        failed_at: sql<Date>`now()`,
+        ...(meetingGone
+          ? { dedupe_key: null, canceled_at: sql<Date>`now()` }
+          : { failed_at: sql<Date>`now()` }),
         updated_at: sql<Date>`now()`,
         ...lastError(error),
       })
       .where('id', '=', job.id)
       .where('status', 'in', JobTransitions.failJob.from)
       .execute();
+    if (meetingGone) {
+      await this.auditJob(trx, job, JobStatus.canceled, actor, `its meeting was deleted (${error.code})`);
+      return null;
+    }
     await this.auditJob(trx, job, JobStatus.failed, actor, `${error.code}: ${error.message}`);
     return onTerminal ? onTerminal(trx, job, error) : null;
   }

@@ -193,12 +193,7 @@ export async function onTranscriptEvent(
     // The meeting row serializes this with a resubmit or a Regenerate asking for minutes at the
     // same time (job rows before the meeting row, as everywhere); read after the supersede, which
     // waits on a job committing now.
-    const locked = await trx
-      .selectFrom('meetings')
-      .selectAll()
-      .where('id', '=', event.meetingId)
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const locked = await deps.meetings.lockIfExists(trx, event.meetingId);
     if (!locked) return; // deleted since the read above
     // Minutes already written from this revision or a later one need no second copy: a job made
     // for an older event that read the newer text, or a Regenerate, got there first (V5: one

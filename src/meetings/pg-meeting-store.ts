@@ -156,6 +156,11 @@ export class PgMeetingStore {
       .executeTakeFirstOrThrow();
   }
 
+  /** The meeting row locked, or undefined when it was deleted. */
+  async lockIfExists(trx: Tx, id: string): Promise<MeetingRow | undefined> {
+    return trx.selectFrom('meetings').selectAll().where('id', '=', id).forNoKeyUpdate().executeTakeFirst();
+  }
+
   async list(
     workspaceId: string,
     opts: {

@@ -147,12 +147,15 @@ export function checkHistory(h: History): Violation[] {
       continue;
     }
     if (m.status !== 'complete') {
-      // A bot that recorded audio hands it over; a failure after that loses what it heard.
-      if (m.kind === 'bot' && [...m.accepted.values()].some((n) => n > 0))
+      // Good audio that was accepted (or that a bot recorded) must reach a transcript: a meeting
+      // that ends failed for any reason but its own cancel has lost those words, even with a reason.
+      if (TERMINAL.has(m.status) && !m.canceled && [...m.accepted.values()].some((n) => n > 0))
         add(
           'V1',
           subject,
-          `its bot recorded audio, but it ended ${m.status} (${m.failureCode ?? 'no reason'})`,
+          m.kind === 'bot'
+            ? `its bot recorded audio, but it ended ${m.status} (${m.failureCode ?? 'no reason'})`
+            : `${m.accepted.size} accepted chunks are in no transcript: it ended ${m.status} (${m.failureCode ?? 'no reason'})`,
         );
       continue;
     }

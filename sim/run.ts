@@ -233,7 +233,11 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_CLOSEOUT_GRACE_SECONDS: '0.2',
       VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
       VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
+      // Poison protection (J7, L7) is for a job that kills its worker; here workers die at a rate no
+      // deployment sees, and a close-out killed at two armed checkpoints twice each was quarantined
+      // with its meeting failed. It has tests of its own; here its caps are out of the way.
       VERBATIM_MAX_RECLAIMS: '50',
+      VERBATIM_CLOSEOUT_MAX_RECLAIMS: '50',
       VERBATIM_DB_IDLE_TRANSACTION_SECONDS: '5',
       // A write cut off between staging and commit leaves its object to the cleanup at this deadline.
       VERBATIM_STAGE_DEADLINE_SECONDS: '15',

@@ -106,6 +106,44 @@ void it('A3/J9: two sweeps racing over the same lost delivery re-drive it once',
   }
 });
 
+void it('J9: a due job whose delivery graphile-worker backed off (its handler threw on a cut connection) is re-driven, not left to wait out e^attempts seconds (found by the simulation)', async () => {
+  const h = await startHarness();
+  const log = createLogger('silent');
+  const handle = openDatabase(h.db.url, log);
+  try {
+    const id = await uploadMeeting(h, wav);
+    const job = await splitJob(h);
+    assert.equal(await deliveriesOf(h, job.delivery_id), 1);
+    const timings = { leaseMs: 2000, leaseGraceMs: 0, retryStepMs: 300, rescueAfterMs: 1000 };
+    const sweeps = new PgJobSweeps(handle.db, timings, { checkpoints: Checkpoints.none(), log });
+    await waitFor('the job to be due for rescue', async () => {
+      const r = await sql<{
+        due: boolean;
+      }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${job.id}`.execute(
+        h.app.database.db,
+      );
+      return r.rows[0]?.due;
+    });
+    // A delivery due now and waiting for a worker is live: left alone.
+    assert.deepEqual(await sweeps.rescuePendingJobs('sweep:a'), []);
+    // What graphile-worker's failJobs writes when a handler throws on its third try: unlocked,
+    // attempts counted, run_at pushed e^3 ≈ 20 s on (here an hour, so the wait is unmistakable).
+    await sql`update graphile_worker._private_jobs
+                 set attempts = 3, run_at = now() + interval '1 hour', last_error = 'Connection terminated'
+               where key = ${job.delivery_id}`.execute(h.app.database.db);
+    assert.deepEqual(await sweeps.rescuePendingJobs('sweep:b'), [job.id]);
+    const after = await splitJob(h);
+    assert.notEqual(after.delivery_id, job.delivery_id);
+    assert.equal(await deliveriesOf(h, after.delivery_id), 1, 'a fresh delivery, due now');
+    h.spawnWorker();
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+  } finally {
+    await handle.close();
+    await h.close();
+  }
+});
+
 void it('A4/O1/O2: a dispatcher killed after delivering meeting.transcribed delivers it again and the effect happens once', async () => {
   const h = await startHarness();
   try {

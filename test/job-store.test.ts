@@ -212,10 +212,41 @@ void describe('job store', () => {
     assert.equal(row.status, 'pending');
     assert.equal(row.error_count, 0, 'no retry spent');
     assert.equal(row.wait_count, 3);
+    assert.equal(row.outage_waits, 3);
     // Past the bound such errors spend retries like any other (a job that kills its own connection ends).
-    await sql`update jobs set wait_count = ${OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
+    await sql`update jobs set outage_waits = ${OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
     const h = (await store.claimJob(job.id, 'w1'))!.handle;
     assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'failed');
+  });
+
+  void it('L7: a job that waited many times for other work (a close-out polling its windows) still waits out its next outage without spending a retry (found by the simulation)', async () => {
+    const job = await newJob(1);
+    for (let i = 0; i < OUTAGE_WAITS + 2; i++) {
+      const h = (await store.claimJob(job.id, 'w1'))!.handle;
+      await store.requeueAttempt(h, 'w1', 0, 'waiting for windows');
+    }
+    const h = (await store.claimJob(job.id, 'w1'))!.handle;
+    const lost = {
+      kind: ErrorKind.transient,
+      code: 'db.connection_lost',
+      message: 'database connection lost',
+    };
+    assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'retrying');
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.error_count, 0, 'no retry spent');
+    assert.equal(row.wait_count, OUTAGE_WAITS + 3);
+    assert.equal(row.outage_waits, 1);
+    // Its first outage waits one step, not the longest backoff its waits would have earned.
+    const wait = await sql<{
+      s: number;
+    }>`select extract(epoch from run_after - now())::float as s from jobs where id = ${job.id}`.execute(
+      handle.db,
+    );
+    assert.ok(wait.rows[0]!.s < 2, `waits ${wait.rows[0]!.s} s`);
   });
 
   void it('J9/V3: a transport row left locked by a live worker is released once its job no longer runs, or, without a job, once it is stuck (found by the simulation)', async () => {

@@ -76,7 +76,7 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.deepEqual(invariantsOf(withMeeting(m)), ['V2']);
     const f = goodMeeting();
     f.status = 'failed';
-    assert.deepEqual(invariantsOf(withMeeting(f)), ['V2']);
+    assert.deepEqual(invariantsOf(withMeeting(f)), ['V2', 'V1'], 'and its accepted audio is lost');
     const bad = { ...goodMeeting(), expectFailure: true };
     assert.deepEqual(invariantsOf(withMeeting(bad)), ['V2'], 'a bad file that completed');
   });
@@ -167,6 +167,20 @@ void describe('the simulation oracle on crafted histories', () => {
     const h = withMeeting(never);
     h.webhooks.endpoints.push({ name: 'all', events: [] });
     assert.deepEqual(invariantsOf(h), []);
+  });
+
+  void it('V1: a good live meeting that ends failed, even with a reason (reclaim_cap_exceeded), has lost its accepted audio; one its client canceled has not', () => {
+    const failed = { ...goodMeeting(), status: 'failed', failureCode: 'reclaim_cap_exceeded', segments: [] };
+    const v = checkHistory(withMeeting(failed));
+    assert.deepEqual(
+      v.map((x) => x.invariant),
+      ['V1'],
+    );
+    assert.match(
+      v[0]!.detail,
+      /3 accepted chunks are in no transcript: it ended failed \(reclaim_cap_exceeded\)/,
+    );
+    assert.deepEqual(invariantsOf(withMeeting({ ...failed, canceled: true })), []);
   });
 
   void it('V2: a good recording in a lossy format must complete; its marks are not read (they do not survive coding)', () => {

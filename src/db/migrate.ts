@@ -23,6 +23,7 @@ import * as m0019 from './migrations/0019-tenant-requests.ts';
 import * as m0020 from './migrations/0020-worker-life-locks.ts';
 import * as m0021 from './migrations/0021-tenant-review.ts';
 import * as m0022 from './migrations/0022-create-keys.ts';
+import * as m0023 from './migrations/0023-outage-waits.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -47,6 +48,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020-worker-life-locks': m0020,
   '0021-tenant-review': m0021,
   '0022-create-keys': m0022,
+  '0023-outage-waits': m0023,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -322,6 +322,8 @@ export interface JobsTable {
   error_count: Generated<number>;
   reclaim_count: Generated<number>;
   wait_count: Generated<number>;
+  /** The outside outages among those waits (bounded by OUTAGE_WAITS). */
+  outage_waits: Generated<number>;
   max_errors: number;
   max_reclaims: number;
   run_after: Timestamp;

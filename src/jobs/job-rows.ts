@@ -107,9 +107,12 @@ export class JobRows {
     trx: Tx,
     job: JobRow,
     delayMs: number,
-    extra: { error_count?: number; reclaim_count?: number; wait_count?: number } & Partial<
-      Pick<JobRow, 'last_error_kind' | 'last_error_code' | 'last_error_message'>
-    >,
+    extra: {
+      error_count?: number;
+      reclaim_count?: number;
+      wait_count?: number;
+      outage_waits?: number;
+    } & Partial<Pick<JobRow, 'last_error_kind' | 'last_error_code' | 'last_error_message'>>,
   ): Promise<void> {
     const updated = await trx
       .updateTable('jobs')

@@ -90,11 +90,6 @@ export class PgJobSweeps {
   }
 
   /**
-   * J9: a due pending job with no live delivery (the enqueue failed, or its transport row was lost)
-   * is re-driven. The compare-and-swap on delivery_id claims the rescue, so racing sweeps re-drive
-   * it once, and the new delivery id keeps graphile-worker's job key from deduplicating it.
-   */
-  /**
    * A transport row can stay locked by a worker that is alive: graphile-worker completes or fails
    * job rows in batches, and a batch cut by a lost database connection is dropped (logged, and no
    * longer fatal: V8), leaving its rows locked for graphile-worker's 4 hours. Our rows are the truth,
@@ -124,6 +119,12 @@ export class PgJobSweeps {
     return n;
   }
 
+  /**
+   * J9: a due pending job with no live delivery (the enqueue failed, its transport row was lost,
+   * or graphile-worker's own retry backoff put it off) is re-driven. The compare-and-swap on
+   * delivery_id claims the rescue, so racing sweeps re-drive it once, and the new delivery id keeps
+   * graphile-worker's job key from deduplicating it.
+   */
   async rescuePendingJobs(actor: string): Promise<string[]> {
     const candidates = await this.db
       .selectFrom('jobs')
@@ -140,9 +141,14 @@ export class PgJobSweeps {
           ),
         ]),
       )
+      // A live delivery is one running now or due to run: a transport row that graphile-worker
+      // pushed into the future after its handler threw (a claim cut by a lost connection: its own
+      // backoff of e^attempts seconds, up to a minute by the fourth) is no live delivery for a job
+      // of ours that is due. Found by the simulation: such jobs waited out that backoff.
       .where(
         sql<boolean>`not exists (select 1 from graphile_worker.jobs gj
-          where gj.key = jobs.delivery_id::text and gj.attempts < gj.max_attempts)`,
+          where gj.key = jobs.delivery_id::text and gj.attempts < gj.max_attempts
+            and (gj.locked_at is not null or gj.run_at <= now()))`,
       )
       .limit(100)
       .execute();

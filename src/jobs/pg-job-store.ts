@@ -58,6 +58,8 @@ export interface ClaimedJob {
 /**
  * How many times a job waits out an outside outage (the database, or the speech provider) before
  * such errors spend its retries: with the backoff below, about half an hour at the default step.
+ * Counted apart from its other waits (`outage_waits`): a close-out that polled for its windows
+ * many times has met no outage.
  */
 export const OUTAGE_WAITS = 30;
 
@@ -403,12 +405,12 @@ export class PgJobStore {
       // An outside outage is waited out without spending the job's retries, up to a bound, so a
       // job that fails the same way every time (it kills its own connection) still ends.
       if (
-        (isOutsideOutage(error) && job.wait_count < OUTAGE_WAITS) ||
+        (isOutsideOutage(error) && job.outage_waits < OUTAGE_WAITS) ||
         isImportPatience(error, job, this.timings.importOutageMs ?? 3_600_000)
       ) {
         const delayMs = Math.max(
           (retryAfterSeconds ?? 0) * 1000,
-          Math.min(this.timings.retryStepMs * 2 ** Math.min(job.wait_count, 5), 60_000),
+          Math.min(this.timings.retryStepMs * 2 ** Math.min(job.outage_waits, 5), 60_000),
         );
         await this.rows.closeAttempt(
           trx,
@@ -420,6 +422,7 @@ export class PgJobStore {
         );
         await this.rows.returnToPending(trx, job, delayMs, {
           wait_count: job.wait_count + 1,
+          outage_waits: job.outage_waits + 1,
           ...lastError(error),
         });
         await this.rows.auditJob(

@@ -489,6 +489,41 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       for (const o of orphans) assert.equal((await under.list(h)).has(o.key), false);
     });
 
+    void it('B5/V3: a row left leased to a worker by a pass whose hand-back failed too is taken back by that worker’s next pass, not after the lease; another worker’s lease is left alone (found by the simulation)', async () => {
+      const ws = await newWorkspace();
+      const { deps } = controlled({ stageDeadlineMs: 100 });
+      const meetingId = randomUUID();
+      const stage = (n: number) =>
+        stageAndPut(deps, { workspaceId: ws, meetingId, kind: `window-${n}`, data: wav, admit: false });
+      const [left, others] = [await stage(1), await stage(2)];
+      const db = h.app.database.db;
+      await waitFor('the deadlines', async () => {
+        const r = await db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('meeting_id', '=', meetingId)
+          .where('reserve_until', '<', new Date())
+          .execute();
+        return r.length === 2;
+      });
+      // What a pass cut by a database restart leaves: its rows pending, due, and leased for a minute.
+      const leaseTo = async (key: string, owner: string) =>
+        sql`update object_cleanups set state = 'pending', next_attempt_at = now(), lease_owner = ${owner},
+              lease_expires_at = now() + interval '1 minute' where object_key = ${key}`.execute(db);
+      await leaseTo(left.key, 'worker-a');
+      await leaseTo(others.key, 'worker-b');
+      const pass = await cleanupPass(deps, 'worker-a');
+      assert.equal(pass.deleted, 1, 'worker-a’s next pass deletes the row it had left leased');
+      assert.equal((await under.list(h)).has(left.key), false);
+      assert.equal((await under.list(h)).has(others.key), true, 'a lease of another worker is kept');
+      const held = await db
+        .selectFrom('object_cleanups')
+        .select('lease_owner')
+        .where('object_key', '=', others.key)
+        .executeTakeFirstOrThrow();
+      assert.equal(held.lease_owner, 'worker-b');
+    });
+
     void it('B4: a reference racing a fenced delete is rejected; a delete never removes a referenced object', async () => {
       const ws = await newWorkspace();
       const { deps, store } = controlled({ stageDeadlineMs: 100 });

@@ -150,6 +150,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     `verbatim simulation: seed ${opts.seed}, ${opts.minutes} min of faults (${[...opts.faults].join(', ')}), ` +
       `${opts.apis} api + ${opts.workers} worker processes, ${opts.meetings} meetings`,
   );
+  say(machineLoad());
   const cluster: Cluster = startCluster(opts.port);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-sim-'));
   const faultDir = path.join(dataDir, 'checkpoint-faults');
@@ -317,7 +318,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     faultsOn = false;
     // How much the service reached its providers while faults were on (it is starved if never).
     say(
-      `during the faults: ${recognizer.calls()} speech calls, ${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts`,
+      `during the faults: ${recognizer.calls()} speech calls, ${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts; machine load ${os.loadavg()[0]!.toFixed(2)}`,
     );
     note('heal: faults stop, every process runs');
     disarm();
@@ -413,6 +414,28 @@ export async function simulate(opts: Options): Promise<RunResult> {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   }
+}
+
+/**
+ * How busy the machine is before the run: its load, and Verbatim processes or Postgres clusters
+ * that are not this run's (left by a run stopped by hand, or a test). A loaded machine starves the
+ * processes under test, and the figures of such a run (provider calls, heal time) say so.
+ */
+function machineLoad(): string {
+  const load = os.loadavg()[0]!.toFixed(2);
+  let strays = 0;
+  let clusters = 0;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let cmd = '';
+    try {
+      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+    } catch {
+      continue;
+    }
+    if (cmd.includes('src/cli/main.ts')) strays++;
+    else if (/postgres -D \S*verbatim-pg-/.test(cmd)) clusters++;
+  }
+  return `machine: ${os.cpus().length} cores, load ${load}; before the run, ${strays} Verbatim processes and ${clusters} throwaway Postgres clusters not its own`;
 }
 
 async function waitHealthy(port: number): Promise<void> {

@@ -135,6 +135,7 @@ void it('J9: a due job whose delivery graphile-worker backed off (its handler th
     const after = await splitJob(h);
     assert.notEqual(after.delivery_id, job.delivery_id);
     assert.equal(await deliveriesOf(h, after.delivery_id), 1, 'a fresh delivery, due now');
+    assert.equal(await deliveriesOf(h, job.delivery_id), 0, 'the backed-off one is taken out of the queue');
     h.spawnWorker();
     const meeting = await waitForMeeting(h, id);
     assert.equal(meeting.status, 'complete');

@@ -109,7 +109,7 @@ async function printJob(app: App, jobId: string): Promise<void> {
   const index = job.payload.windowIndex;
   const subject = typeof index === 'number' ? ` window #${index}` : '';
   out(
-    `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
+    `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count} outage_waits=${job.outage_waits}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
   );
   const attempts = await db
     .selectFrom('job_attempts')

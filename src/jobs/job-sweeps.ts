@@ -168,6 +168,8 @@ export class PgJobSweeps {
           .returningAll()
           .executeTakeFirst();
         if (!job) return false;
+        // The delivery it replaces (backed off by graphile-worker, say) would only claim out of turn.
+        await sql`select verbatim_unqueue(${candidate.delivery_id}::text)`.execute(trx);
         await recordAudit(trx, {
           workspaceId: job.workspace_id,
           subjectType: 'job',

@@ -24,7 +24,8 @@ export interface DeadLetterView {
   quarantined: boolean;
   failedAt: Date | null;
   error: { code: string | null; message: string | null };
-  counts: { errors: number; reclaims: number; waits: number };
+  /** waits: every time it was put back to wait; outageWaits: those for an outside outage (bounded). */
+  counts: { errors: number; reclaims: number; waits: number; outageWaits: number };
   attempts: AttemptView[];
   /** The newer job for the same work, if someone resubmitted it. */
   resubmittedAs: { jobId: string; status: string } | null;
@@ -85,6 +86,7 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
       'j.error_count',
       'j.reclaim_count',
       'j.wait_count',
+      'j.outage_waits',
       sql<{
         id: string;
         status: string;
@@ -130,7 +132,12 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
     quarantined: j.last_error_code === RECLAIM_CAP_EXCEEDED,
     failedAt: j.failed_at,
     error: { code: j.last_error_code, message: j.last_error_message },
-    counts: { errors: j.error_count, reclaims: j.reclaim_count, waits: j.wait_count },
+    counts: {
+      errors: j.error_count,
+      reclaims: j.reclaim_count,
+      waits: j.wait_count,
+      outageWaits: j.outage_waits,
+    },
     attempts: attempts
       .filter((a) => a.job_id === j.id)
       .map((a) => ({

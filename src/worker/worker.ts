@@ -103,6 +103,16 @@ export async function startWorker(
     ];
     await runSteps(steps);
   };
+  // One sweep at a time in a process, whether its timer or the cron backstop asks: a tick that
+  // finds one running waits for it rather than starting a second (two cleanup passes of one
+  // owner would hand back each other's rows).
+  let sweeping: Promise<void> | null = null;
+  const sweepOnce = (): Promise<void> => {
+    sweeping ??= sweep().finally(() => {
+      sweeping = null;
+    });
+    return sweeping;
+  };
   // The provider's steps run on their own timer: a slow or hanging bot provider, or a run waiting
   // for a budget slot, must never hold up lease reclaims and the other fast sweeps.
   const providerSweep = async (): Promise<void> => {
@@ -164,7 +174,7 @@ export async function startWorker(
         await dispatcher.dispatchDue();
       },
       [BACKSTOP_TASK]: async () => {
-        await sweep();
+        await sweepOnce();
         await providerSweep();
       },
     },
@@ -213,12 +223,8 @@ export async function startWorker(
       .catch((err: unknown) => wlog.warn({ err: String(err) }, 'worker heartbeat failed'));
   }, config.heartbeatMs);
   // A tick that finds the previous sweep still running is skipped, so a slow sweep never piles up.
-  let sweeping: Promise<void> | null = null;
   const sweepTimer = setInterval(() => {
-    if (sweeping) return;
-    sweeping = sweep().finally(() => {
-      sweeping = null;
-    });
+    if (!sweeping) void sweepOnce();
   }, config.sweepMs);
   // J18: each worker watches the others' life locks; a death is reclaimed at once, not at lease end.
   let watching: Promise<void> | null = null;

@@ -38,7 +38,7 @@ interface Overview {
     quarantined: boolean;
     failedAt: string | null;
     error: { code: string | null; message: string | null };
-    counts: { errors: number; reclaims: number; waits: number };
+    counts: { errors: number; reclaims: number; waits: number; outageWaits: number };
     attempts: Array<{
       attemptNo: number;
       status: string;
@@ -186,7 +186,7 @@ export function OperatorPage() {
               </summary>
               <p class="muted">
                 {d.error.message} · errors {d.counts.errors}, reclaims {d.counts.reclaims}, waits{' '}
-                {d.counts.waits}
+                {d.counts.waits} ({d.counts.outageWaits} for an outage)
               </p>
               <div class="scroll">
                 <table>

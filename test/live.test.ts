@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
+import { OUTAGE_WAITS } from '../src/jobs/pg-job-store.ts';
 import {
   SPEECH,
   speechWav,
@@ -701,6 +702,104 @@ void it('L18: live window boundaries fall in pauses, where a fixed cut would spl
       .map((_, k) => (k + 1) * 8000)
       .filter((ms) => rms(ms) >= speechLevel * 0.2);
     assert.ok(fixedCutsInSpeech.length >= 1, 'a fixed cut would have landed in speech at least once');
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L24: End with every declared chunk stored starts the close-out without the grace wait; End with one missing waits, and that chunk’s arrival starts it at once', async () => {
+  // A grace this long would outlast the test: only a close-out that skips it can complete.
+  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_GRACE_SECONDS: '3600' } });
+  const closeOutDueIn = async (meetingId: string) => {
+    const r = await sql<{
+      s: number;
+      status: string;
+    }>`select status, extract(epoch from run_after - now())::float as s
+      from jobs where kind = 'close-out-meeting' and meeting_id = ${meetingId}`.execute(h.app.database.db);
+    assert.equal(r.rows.length, 1);
+    return r.rows[0]!;
+  };
+  try {
+    h.spawnWorker();
+    const chunks = chunksOf(SPEECH);
+    assert.ok(chunks.length >= 2);
+
+    const whole = await createLive(h);
+    for (const [seq, chunk] of chunks.entries())
+      assert.equal((await putChunk(h, whole, seq, chunk)).status, 201);
+    const ended = await h.request('POST', `/v1/meetings/${whole}/end`, { chunks: chunks.length });
+    assert.equal(ended.status, 202, ended.text);
+    const due = await closeOutDueIn(whole);
+    assert.ok(due.status !== 'pending' || due.s <= 1, `the close-out was put ${due.s} s away`);
+    assert.equal((await waitForMeeting(h, whole)).status, 'complete');
+
+    const missing = await createLive(h);
+    const last = chunks.length - 1;
+    for (const [seq, chunk] of chunks.entries())
+      if (seq !== last) assert.equal((await putChunk(h, missing, seq, chunk)).status, 201);
+    assert.equal(
+      (await h.request('POST', `/v1/meetings/${missing}/end`, { chunks: chunks.length })).status,
+      202,
+    );
+    const waiting = await closeOutDueIn(missing);
+    assert.equal(waiting.status, 'pending');
+    assert.ok(waiting.s > 3000, `a missing chunk keeps the grace wait (due in ${waiting.s} s)`);
+    assert.equal((await putChunk(h, missing, last, chunks[last]!)).status, 201);
+    const woken = await closeOutDueIn(missing);
+    assert.ok(woken.status !== 'pending' || woken.s <= 1, `the arrival woke it (due in ${woken.s} s)`);
+    const meeting = await waitForMeeting(h, missing);
+    assert.equal(meeting.status, 'complete');
+    const text = (await h.request('GET', `/v1/meetings/${missing}/transcript?format=txt`)).text;
+    assert.ok(text.toLowerCase().includes('budget'), text);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('L4/L6: the last stretch has outage patience of its own: a close-out past its wait cap for windows in retry still waits out a passing failure there, and only past its outage waits does that window fail (found by the 30-minute simulation)', async () => {
+  // A wait cap of 0 stands for a close-out that has already waited its 10 minutes for a slow
+  // backlog; the retry step is short so the outage waits run out within the test.
+  const h = await startHarness({
+    env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0', VERBATIM_RETRY_STEP_SECONDS: '0.01' },
+  });
+  const overloaded = (times: number) =>
+    JSON.stringify([
+      {
+        at: 'close-out-meeting.transcribe-directly',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.overloaded',
+        times,
+      },
+    ]);
+  const lastWindow = (id: string) =>
+    h.app.database.db
+      .selectFrom('windows')
+      .select(['status', 'failure_code'])
+      .where('meeting_id', '=', id)
+      .where('status', '<>', 'superseded')
+      .orderBy('start_samples', 'desc')
+      .executeTakeFirstOrThrow();
+  try {
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const passing = h.spawnWorker({ VERBATIM_FAULTS: overloaded(3) });
+    const id = await streamAndEnd(h, chunks);
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.windows.exhausted, 0, 'no window failed');
+    assert.equal((await lastWindow(id)).status, 'transcribed');
+    const job = (await closeOutJob(h, id)).job;
+    assert.equal(job.error_count, 0, 'no retry spent');
+    assert.ok(job.outage_waits >= 1, `outage waits counted: ${job.outage_waits}`);
+    await passing.stop();
+
+    // An outage that never passes: after its outage waits only the last stretch fails (L6).
+    h.spawnWorker({ VERBATIM_FAULTS: overloaded(1000) });
+    const other = await streamAndEnd(h, chunks);
+    const ended = await waitForMeeting(h, other);
+    assert.equal(ended.status, 'complete');
+    assert.equal(ended.windows.exhausted, 1);
+    assert.deepEqual(await lastWindow(other), { status: 'failed', failure_code: 'asr.overloaded' });
+    assert.equal((await closeOutJob(h, other)).job.outage_waits, OUTAGE_WAITS);
   } finally {
     await h.close();
   }

@@ -15,6 +15,12 @@ export interface JobContext {
   complete(commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
   /** Ends this run normally and runs the job again after `delayMs`, spending no retry. */
   requeue(delayMs: number, reason: string, commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
+  /**
+   * Ends this run and runs the job again after an outside outage's backoff, spending no retry and
+   * counting one outage wait (`job.outage_waits`; the caller decides what to do once it reaches
+   * OUTAGE_WAITS, as the failure path does for thrown outages).
+   */
+  waitOutOutage(reason: string, commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
   /** Settles the attempt with one fenced statement built by the caller (see PgJobStore.runFencedStatement). */
   completeWith: (settle: (handle: AttemptHandle) => Promise<void>) => Promise<void>;
   /** Writes that must not outlive the lease (J3), without settling the attempt. */

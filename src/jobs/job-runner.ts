@@ -84,6 +84,10 @@ export async function runDelivery(
       await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
       settled = true;
     },
+    waitOutOutage: async (reason, commit) => {
+      await deps.jobs.requeueForOutage(handle, actor, reason, commit);
+      settled = true;
+    },
     completeWith: async (settle) => {
       await settle(handle);
       settled = true;

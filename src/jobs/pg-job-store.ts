@@ -63,6 +63,11 @@ export interface ClaimedJob {
  */
 export const OUTAGE_WAITS = 30;
 
+/** The wait before the next try after an outside outage: doubling from one step, at most a minute. */
+function outageBackoffMs(stepMs: number, outageWaits: number): number {
+  return Math.min(stepMs * 2 ** Math.min(outageWaits, 5), 60_000);
+}
+
 /** Speech-provider answers that say "not now" rather than "never" (src/adapters/provider-http.ts). */
 const SPEECH_OUTAGE_CODES = new Set([
   'asr.rate_limited',
@@ -390,6 +395,34 @@ export class PgJobStore {
   }
 
   /**
+   * Ends this run and puts the job back to wait out an outside outage the handler met and handled
+   * itself: the same backoff and count as a thrown outage (failAttempt), no retry spent.
+   */
+  async requeueForOutage(
+    handle: AttemptHandle,
+    actor: string,
+    reason: string,
+    commit?: (trx: Tx, job: JobRow) => Promise<void>,
+  ): Promise<void> {
+    await this.withFencedAttempt(handle, async (trx, job) => {
+      if (commit) await commit(trx, job);
+      const delayMs = outageBackoffMs(this.timings.retryStepMs, job.outage_waits);
+      await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
+      await this.rows.returnToPending(trx, job, delayMs, {
+        wait_count: job.wait_count + 1,
+        outage_waits: job.outage_waits + 1,
+      });
+      await this.rows.auditJob(
+        trx,
+        job,
+        JobStatus.pending,
+        actor,
+        `${reason}; waiting ${delayMs} ms (outage wait ${job.outage_waits + 1} of ${OUTAGE_WAITS})`,
+      );
+    });
+  }
+
+  /**
    * J6: classifies one failed attempt: retry with backoff while the error budget lasts, otherwise the
    * job fails with a categorical, redacted reason and the kind's terminal hook settles the subject.
    */
@@ -410,7 +443,7 @@ export class PgJobStore {
       ) {
         const delayMs = Math.max(
           (retryAfterSeconds ?? 0) * 1000,
-          Math.min(this.timings.retryStepMs * 2 ** Math.min(job.outage_waits, 5), 60_000),
+          outageBackoffMs(this.timings.retryStepMs, job.outage_waits),
         );
         await this.rows.closeAttempt(
           trx,

@@ -16,6 +16,7 @@ import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
+import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
 
 /** Extra time past the minutes wait cap before close-out stops waiting for a minutes job that never ran. */
 const MINUTES_BACKSTOP_MARGIN_MS = 10 * 60 * 1000;
@@ -54,8 +55,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
             { meetingId, code: err.error.code },
             'the last stretch could not be transcribed yet; waiting',
           );
-          await ctx.requeue(
-            config.closeoutPollMs,
+          await ctx.waitOutOutage(
             `speech provider unavailable for the last stretch: ${err.error.code}`,
             (trx) => startCloseoutWait(trx, meetingId),
           );
@@ -151,7 +151,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
  * Close-out steps (1)–(3): settle windows nobody works on, wait for windows in retry and repairs
  * (up to the wait cap), transcribe the last stretch of a live meeting here. True when the job was
  * requeued to wait. A passing speech failure on a window transcribed here throws LastStretchOutage
- * until the wait cap, after which the window fails (L6).
+ * until the close-out has waited out OUTAGE_WAITS outages, after which the window fails (L6).
  */
 async function settleTranscript(
   deps: MeetingDeps,
@@ -160,7 +160,11 @@ async function settleTranscript(
   source: string,
 ): Promise<boolean> {
   const { config } = deps;
-  const failPassing = (await closeoutWaitedMs(deps, meetingId)) >= config.closeoutWaitCapMs;
+  // A window transcribed here gets the patience any window's own job has for a speech outage (up
+  // to OUTAGE_WAITS waits, about half an hour), counted from its own outages. It used to end at
+  // the wait cap for windows in retry, so a close-out that had waited out a slow backlog failed
+  // its last stretch at the first 503 after it (found by the 30-minute simulation: words lost).
+  const failPassing = ctx.job.outage_waits >= OUTAGE_WAITS;
   // (1) Windows with no transcript and nobody working on them: no audio, or a job that never
   // got registered.
   await settleUnworkedWindows(deps, ctx, meetingId, failPassing);

@@ -97,6 +97,7 @@ export async function storeChunk(
         .executeTakeFirst();
       if (!inserted) throw new ChunkRace();
       const actor = `user:${workspaceId}`;
+      await startCloseOutIfAllHere(deps, trx, locked, actor);
       if (locked.status === MeetingStatus.created) {
         locked = await deps.meetings.transition(trx, locked, 'startRecording', actor, 'first chunk');
       }
@@ -131,6 +132,34 @@ export async function storeChunk(
 }
 
 class ChunkRace extends Error {}
+
+/**
+ * L24: the grace after End is for declared chunks still on their way. Once the last of them is
+ * stored, the close-out waiting out that grace starts at once.
+ */
+async function startCloseOutIfAllHere(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  actor: string,
+): Promise<void> {
+  if (meeting.status !== MeetingStatus.finalizing || meeting.declared_chunks === null) return;
+  const stored = await trx
+    .selectFrom('chunks')
+    .select(sql<number>`count(*)::int`.as('n'))
+    .where('meeting_id', '=', meeting.id)
+    .executeTakeFirstOrThrow();
+  if (stored.n !== meeting.declared_chunks) return;
+  const waiting = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('meeting_id', '=', meeting.id)
+    .where('kind', '=', JobKind.closeOutMeeting)
+    .where('status', '=', 'pending')
+    .where('run_after', '>', sql<Date>`now()`)
+    .executeTakeFirst();
+  if (waiting) await deps.jobs.wakeJob(trx, waiting.id, actor, 'every declared chunk is here');
+}
 
 /** The chunk already stored under this seq (and whether it is placed), if it is the same chunk. */
 async function sameChunk(

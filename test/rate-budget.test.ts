@@ -44,6 +44,40 @@ void describe('provider rate budgets', () => {
     assert.equal(Number(calls.n), 20);
   });
 
+  void it('R2/V6: a slot whose taking was held up past its margin (a paused process) is left unused and another taken, so the late call cannot crowd a later window (found by the simulation)', async () => {
+    // A 2 s window, as in the simulation: slots are held 200 ms beyond it.
+    const short = { 'bot.retrieve': 10 };
+    await new RateBudget(processes[0]!.db, short, 2_000).install();
+    let stalls = 1;
+    class Paused extends RateBudget {
+      override async tryTake(endpoint: string): Promise<number> {
+        const wait = await super.tryTake(endpoint);
+        // The process is paused just after it took the slot, longer than the margin.
+        if (stalls-- > 0) await new Promise((r) => setTimeout(r, 400));
+        return wait;
+      }
+    }
+    const budget = new Paused(processes[1]!.db, short, 2_000);
+    let calls = 0;
+    const got = await budget.guard('bot.retrieve', 5_000, async () => ++calls);
+    assert.deepEqual(got, { ok: true, value: 1 });
+    assert.equal(calls, 1, 'the call was made once');
+    const slots = await processes[0]!.db
+      .selectFrom('provider_calls')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('endpoint', '=', 'bot.retrieve')
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(slots.n), 2, 'the stale slot stays counted, and the call went out on a fresh one');
+    // Without a pause the first slot is used.
+    assert.deepEqual(await budget.guard('bot.retrieve', 5_000, async () => ++calls), { ok: true, value: 2 });
+    const after = await processes[0]!.db
+      .selectFrom('provider_calls')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('endpoint', '=', 'bot.retrieve')
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(after.n), 3);
+  });
+
   void it('R2: a 429 Retry-After closes the endpoint for every process until it has passed', async () => {
     const [a, b] = processes.map((p) => new RateBudget(p.db, limits));
     await a!.block('bot.list', 3);

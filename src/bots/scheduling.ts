@@ -114,21 +114,14 @@ export function schedulingInputsHash(
 /** The shared provider budget had no slot in time: try again later, spending no retry. */
 export class OutOfBudget extends Error {}
 
-async function spend(deps: BotSchedulingDeps, endpoint: string): Promise<void> {
-  if (!(await deps.budget.take(endpoint, deps.settings.budgetWaitMs))) throw new OutOfBudget(endpoint);
-}
-
-/** A 429 from the provider closes the endpoint for every process (R2). */
+/**
+ * One provider call under the shared budget (R2): a fresh slot (one held up past its margin is not
+ * used), and a 429 closes the endpoint for every process.
+ */
 async function call<T>(deps: BotSchedulingDeps, endpoint: string, fn: () => Promise<T>): Promise<T> {
-  await spend(deps, endpoint);
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof AppError && err.code === 'bot.rate_limited') {
-      await deps.budget.block(endpoint, err.retryAfterSeconds ?? 60);
-    }
-    throw err;
-  }
+  const got = await deps.budget.guard(endpoint, deps.settings.budgetWaitMs, fn);
+  if (!got.ok) throw new OutOfBudget(endpoint);
+  return got.value;
 }
 
 /**

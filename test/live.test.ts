@@ -804,3 +804,78 @@ void it('L4/L6: the last stretch has outage patience of its own: a close-out pas
     await h.close();
   }
 });
+
+void it('L4/L16: a window still being attempted when the close-out stops waiting at its cap keeps its audio until it settles, so its words still reach the transcript (found by the 30-minute simulation: such windows failed audio.deleted)', async () => {
+  // A wait cap of 0: the close-out does not wait for windows in retry at all.
+  const h = await startHarness({
+    env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0', VERBATIM_RETRY_STEP_SECONDS: '0.2' },
+  });
+  try {
+    // Window 0's own job meets a speech outage that lasts well past the close-out (its outage
+    // waits double from 0.2 s to 6.4 s: about 40 s in all).
+    const outage = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.overloaded',
+        times: 10,
+        match: { windowIndex: 0 },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(outage) });
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const id = await createLive(h);
+    for (const [seq, chunk] of chunks.entries())
+      assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: chunks.length })).status, 202);
+    const db = h.app.database.db;
+    const windowZero = () =>
+      db
+        .selectFrom('windows')
+        .select(['status', 'failure_code'])
+        .where('meeting_id', '=', id)
+        .where('index', '=', 0)
+        .executeTakeFirstOrThrow();
+    const done = await waitForMeeting(h, id);
+    assert.equal(done.status, 'complete');
+    assert.equal((await windowZero()).status, 'pending', 'the meeting completed while window 0 was in retry');
+    const kept = await db
+      .selectFrom('blobs')
+      .select('id')
+      .where('meeting_id', '=', id)
+      .where('deleted_at', 'is', null)
+      .execute();
+    assert.ok(kept.length > 0, 'the audio under window 0 is kept');
+
+    // The outage passes: window 0 is transcribed from the audio kept for it, then that audio goes.
+    await waitFor('window 0 to settle', async () => (await windowZero()).status !== 'pending', 120_000);
+    assert.deepEqual(await windowZero(), { status: 'transcribed', failure_code: null });
+    await waitFor(
+      'the kept audio to be deleted',
+      async () =>
+        (
+          await db
+            .selectFrom('blobs')
+            .select('id')
+            .where('meeting_id', '=', id)
+            .where('deleted_at', 'is', null)
+            .execute()
+        ).length === 0,
+      60_000,
+    );
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    const zeroSegments = await db
+      .selectFrom('segments as s')
+      .innerJoin('windows as w', 'w.id', 's.window_id')
+      .select('s.text')
+      .where('w.meeting_id', '=', id)
+      .where('w.index', '=', 0)
+      .execute();
+    assert.ok(zeroSegments.length > 0, 'window 0 has its segments');
+    for (const seg of zeroSegments)
+      assert.ok(text.includes(seg.text.toLowerCase().trim()), `"${seg.text}" is in the transcript: ${text}`);
+  } finally {
+    await h.close();
+  }
+});

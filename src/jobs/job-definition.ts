@@ -20,7 +20,11 @@ export interface JobContext {
    * counting one outage wait (`job.outage_waits`; the caller decides what to do once it reaches
    * OUTAGE_WAITS, as the failure path does for thrown outages).
    */
-  waitOutOutage(reason: string, commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
+  waitOutOutage(
+    reason: string,
+    commit?: (trx: Tx, job: JobRow) => Promise<void>,
+    retryAfterSeconds?: number,
+  ): Promise<void>;
   /** Settles the attempt with one fenced statement built by the caller (see PgJobStore.runFencedStatement). */
   completeWith: (settle: (handle: AttemptHandle) => Promise<void>) => Promise<void>;
   /** Writes that must not outlive the lease (J3), without settling the attempt. */

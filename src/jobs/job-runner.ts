@@ -84,8 +84,8 @@ export async function runDelivery(
       await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
       settled = true;
     },
-    waitOutOutage: async (reason, commit) => {
-      await deps.jobs.requeueForOutage(handle, actor, reason, commit);
+    waitOutOutage: async (reason, commit, retryAfterSeconds) => {
+      await deps.jobs.requeueForOutage(handle, actor, reason, commit, retryAfterSeconds);
       settled = true;
     },
     completeWith: async (settle) => {

@@ -403,10 +403,14 @@ export class PgJobStore {
     actor: string,
     reason: string,
     commit?: (trx: Tx, job: JobRow) => Promise<void>,
+    retryAfterSeconds?: number,
   ): Promise<void> {
     await this.withFencedAttempt(handle, async (trx, job) => {
       if (commit) await commit(trx, job);
-      const delayMs = outageBackoffMs(this.timings.retryStepMs, job.outage_waits);
+      const delayMs = Math.max(
+        (retryAfterSeconds ?? 0) * 1000,
+        outageBackoffMs(this.timings.retryStepMs, job.outage_waits),
+      );
       await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.completed, actor, null);
       await this.rows.returnToPending(trx, job, delayMs, {
         wait_count: job.wait_count + 1,

@@ -58,6 +58,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           await ctx.waitOutOutage(
             `speech provider unavailable for the last stretch: ${err.error.code}`,
             (trx) => startCloseoutWait(trx, meetingId),
+            err.retryAfterSeconds,
           );
           return;
         }

@@ -97,7 +97,6 @@ export async function storeChunk(
         .executeTakeFirst();
       if (!inserted) throw new ChunkRace();
       const actor = `user:${workspaceId}`;
-      await startCloseOutIfAllHere(deps, trx, locked, actor);
       if (locked.status === MeetingStatus.created) {
         locked = await deps.meetings.transition(trx, locked, 'startRecording', actor, 'first chunk');
       }
@@ -125,6 +124,7 @@ export async function storeChunk(
     }
     throw err;
   }
+  await startCloseOutIfAllHere(deps, meetingId, `user:${workspaceId}`);
   // WebM pieces the frontier reached are decoded outside the transaction, then placed.
   if (!stored.needsDecode) return { meeting: stored.meeting, created: true };
   const advanced = await advanceTimeline(deps, meetingId, `user:${workspaceId}`, { final: false });
@@ -135,30 +135,43 @@ class ChunkRace extends Error {}
 
 /**
  * L24: the grace after End is for declared chunks still on their way. Once the last of them is
- * stored, the close-out waiting out that grace starts at once.
+ * stored, the close-out waiting out that grace starts at once. Run after the chunk's own
+ * transaction, and taking only the job's row (job rows come before the meeting's in every lock
+ * order here); a wake that fails leaves the close-out to its grace, and the chunk stays stored.
  */
-async function startCloseOutIfAllHere(
-  deps: MeetingDeps,
-  trx: Tx,
-  meeting: MeetingRow,
-  actor: string,
-): Promise<void> {
-  if (meeting.status !== MeetingStatus.finalizing || meeting.declared_chunks === null) return;
-  const stored = await trx
-    .selectFrom('chunks')
-    .select(sql<number>`count(*)::int`.as('n'))
-    .where('meeting_id', '=', meeting.id)
-    .executeTakeFirstOrThrow();
-  if (stored.n !== meeting.declared_chunks) return;
-  const waiting = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('meeting_id', '=', meeting.id)
-    .where('kind', '=', JobKind.closeOutMeeting)
-    .where('status', '=', 'pending')
-    .where('run_after', '>', sql<Date>`now()`)
-    .executeTakeFirst();
-  if (waiting) await deps.jobs.wakeJob(trx, waiting.id, actor, 'every declared chunk is here');
+async function startCloseOutIfAllHere(deps: MeetingDeps, meetingId: string, actor: string): Promise<void> {
+  try {
+    await deps.db.transaction().execute(async (trx) => {
+      const meeting = await trx
+        .selectFrom('meetings')
+        .select(['status', 'declared_chunks'])
+        .where('id', '=', meetingId)
+        .executeTakeFirst();
+      if (meeting?.status !== MeetingStatus.finalizing || meeting.declared_chunks === null) return;
+      const stored = await trx
+        .selectFrom('chunks')
+        .select(sql<number>`count(*)::int`.as('n'))
+        .where('meeting_id', '=', meetingId)
+        .executeTakeFirstOrThrow();
+      if (stored.n !== meeting.declared_chunks) return;
+      const waiting = await trx
+        .selectFrom('jobs')
+        .select('id')
+        .where('meeting_id', '=', meetingId)
+        .where('kind', '=', JobKind.closeOutMeeting)
+        .where('status', '=', 'pending')
+        .where('run_after', '>', sql<Date>`now()`)
+        .forNoKeyUpdate()
+        .skipLocked()
+        .executeTakeFirst();
+      if (waiting) await deps.jobs.wakeJob(trx, waiting.id, actor, 'every declared chunk is here');
+    });
+  } catch (err) {
+    deps.log.warn(
+      { meetingId, err: err instanceof Error ? err.message : String(err) },
+      'could not start the close-out early; it starts after its grace',
+    );
+  }
 }
 
 /** The chunk already stored under this seq (and whether it is placed), if it is the same chunk. */

@@ -171,7 +171,11 @@ export async function markWindowFailed(
  * OUTAGE_WAITS outage waits) instead of failing the window at the first try.
  */
 export class LastStretchOutage extends Error {
-  constructor(readonly error: ErrorRecord) {
+  constructor(
+    readonly error: ErrorRecord,
+    /** The provider's Retry-After, honoured as a thrown outage's is. */
+    readonly retryAfterSeconds?: number,
+  ) {
     super(`${error.code}: ${error.message}`);
   }
 }
@@ -193,7 +197,7 @@ export async function transcribeDirectly(
     if (signal.aborted) throw err;
     const error = toErrorRecord(err, 'asr');
     if (!failPassing && (error.kind === ErrorKind.transient || error.kind === ErrorKind.quotaExhausted))
-      throw new LastStretchOutage(error);
+      throw new LastStretchOutage(error, err instanceof AppError ? err.retryAfterSeconds : undefined);
     deps.log.warn(
       { windowId: window.id, code: error.code },
       'close-out could not transcribe a window; marking it failed',

@@ -40,6 +40,18 @@ async function deliveriesOf(
   return r.rows[0]!.n;
 }
 
+/** Waits until the job has been due for longer than the rescue's one second. */
+async function dueForRescue(h: Awaited<ReturnType<typeof startHarness>>, jobId: string): Promise<void> {
+  await waitFor('the job to be due for rescue', async () => {
+    const r = await sql<{
+      due: boolean;
+    }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${jobId}`.execute(
+      h.app.database.db,
+    );
+    return r.rows[0]?.due;
+  });
+}
+
 void it('A3/J9/J10: the API answers 202 when the enqueue fails, and the rescue sweep drives the work to completion', async () => {
   const h = await startHarness({ apiEnv: { VERBATIM_FAULTS: enqueueFails } });
   try {
@@ -75,14 +87,7 @@ void it('A3/J9: two sweeps racing over the same lost delivery re-drive it once',
   try {
     await uploadMeeting(h, wav);
     const job = await splitJob(h);
-    await waitFor('the job to be due for rescue', async () => {
-      const r = await sql<{
-        due: boolean;
-      }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${job.id}`.execute(
-        h.app.database.db,
-      );
-      return r.rows[0]?.due;
-    });
+    await dueForRescue(h, job.id);
     const timings = { leaseMs: 2000, leaseGraceMs: 0, retryStepMs: 300, rescueAfterMs: 1000 };
     const stores = handles.map(
       (d) => new PgJobSweeps(d.db, timings, { checkpoints: Checkpoints.none(), log }),
@@ -116,14 +121,7 @@ void it('J9: a due job whose delivery graphile-worker backed off (its handler th
     assert.equal(await deliveriesOf(h, job.delivery_id), 1);
     const timings = { leaseMs: 2000, leaseGraceMs: 0, retryStepMs: 300, rescueAfterMs: 1000 };
     const sweeps = new PgJobSweeps(handle.db, timings, { checkpoints: Checkpoints.none(), log });
-    await waitFor('the job to be due for rescue', async () => {
-      const r = await sql<{
-        due: boolean;
-      }>`select run_after <= now() - interval '1 second' as due from jobs where id = ${job.id}`.execute(
-        h.app.database.db,
-      );
-      return r.rows[0]?.due;
-    });
+    await dueForRescue(h, job.id);
     // A delivery due now and waiting for a worker is live: left alone.
     assert.deepEqual(await sweeps.rescuePendingJobs('sweep:a'), []);
     // What graphile-worker's failJobs writes when a handler throws on its third try: unlocked,

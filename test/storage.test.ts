@@ -248,6 +248,19 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       return { deps, store };
     }
 
+    /** Waits until `n` staged objects of the meeting are past their reservation deadline. */
+    async function pastStageDeadlines(meetingId: string, n: number): Promise<void> {
+      await waitFor('the deadlines', async () => {
+        const r = await h.app.database.db
+          .selectFrom('object_cleanups')
+          .select('id')
+          .where('meeting_id', '=', meetingId)
+          .where('reserve_until', '<', new Date())
+          .execute();
+        return r.length === n;
+      });
+    }
+
     async function newWorkspace(): Promise<string> {
       return h.app.workspaces.createWorkspace(`w-${randomUUID()}`);
     }
@@ -424,15 +437,7 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       const orphans = [await stage(1), await stage(2)];
       const held = await stage(3);
       const db = h.app.database.db;
-      await waitFor('the deadlines', async () => {
-        const r = await db
-          .selectFrom('object_cleanups')
-          .select('id')
-          .where('meeting_id', '=', meetingId)
-          .where('reserve_until', '<', new Date())
-          .execute();
-        return r.length === 3;
-      });
+      await pastStageDeadlines(meetingId, 3);
       // A reference creator holds the workspace's guard, so the pass waits on it, and its connection
       // is cut while it waits.
       let commit!: () => void;
@@ -497,15 +502,7 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
         stageAndPut(deps, { workspaceId: ws, meetingId, kind: `window-${n}`, data: wav, admit: false });
       const [left, others] = [await stage(1), await stage(2)];
       const db = h.app.database.db;
-      await waitFor('the deadlines', async () => {
-        const r = await db
-          .selectFrom('object_cleanups')
-          .select('id')
-          .where('meeting_id', '=', meetingId)
-          .where('reserve_until', '<', new Date())
-          .execute();
-        return r.length === 2;
-      });
+      await pastStageDeadlines(meetingId, 2);
       // What a pass cut by a database restart leaves: its rows pending, due, and leased for a minute.
       const leaseTo = async (key: string, owner: string) =>
         sql`update object_cleanups set state = 'pending', next_attempt_at = now(), lease_owner = ${owner},

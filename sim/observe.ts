@@ -121,7 +121,9 @@ export async function observe(ctx: {
             and last_error is distinct from 'meeting deleted') as "webhook deliveries given up",
         (select count(*) from bot_recordings where status not in ('complete', 'failed', 'canceled', 'not_recorded'))
           as "bot recordings unsettled",
-        (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked"`);
+        (select count(*) from graphile_worker._private_jobs where locked_at is not null) as "transport jobs locked",
+        (select count(*) from windows where pending_at_publication) as "late windows not published",
+        (select count(*) from meetings where untranscribed_in_flight > 0) as "meetings counting windows in flight"`);
     const stale = await q<{ id: string }>(
       `select a.id from job_attempts a
         where a.status = 'completed'

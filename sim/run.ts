@@ -968,12 +968,21 @@ async function quiesce(dbUrl: string, boundMs: number, clientsLeft: () => number
           (select count(*) from webhook_deliveries where status = 'pending') as webhooks,
           (select count(*) from bot_recordings
             where status not in ('complete', 'failed', 'canceled', 'not_recorded')) as bots,
-          (select count(*) from graphile_worker._private_jobs where locked_at is not null) as locked`);
+          (select count(*) from graphile_worker._private_jobs where locked_at is not null) as locked,
+          (select count(*) from windows where pending_at_publication) as late`);
       const row = r.rows[0] ?? {};
       row.clients = String(clientsLeft());
-      const busy = ['clients', 'meetings', 'jobs', 'outbox', 'cleanups', 'webhooks', 'bots', 'locked'].filter(
-        (k) => Number(row[k]) > 0,
-      );
+      const busy = [
+        'clients',
+        'meetings',
+        'jobs',
+        'outbox',
+        'cleanups',
+        'webhooks',
+        'bots',
+        'locked',
+        'late',
+      ].filter((k) => Number(row[k]) > 0);
       if (busy.length === 0) return true;
       // What the heal is still waiting on, every ten seconds, so a slow heal explains itself.
       if (Date.now() - lastSaid >= 10_000) {

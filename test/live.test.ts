@@ -14,6 +14,7 @@ import {
   waitForMeeting,
   type Harness,
 } from './support/harness.ts';
+import { startFakeChat } from './support/fake-openai.ts';
 import { assertTimeline, firstGapAndCut } from './support/timeline-oracle.ts';
 
 const CHUNK_SECONDS = 5;
@@ -805,7 +806,7 @@ void it('L4/L6: the last stretch has outage patience of its own: a close-out pas
   }
 });
 
-void it('L4/L16: a window still being attempted when the close-out stops waiting at its cap keeps its audio until it settles, so its words still reach the transcript (found by the 30-minute simulation: such windows failed audio.deleted)', async () => {
+void it('L4/L16: a window still being attempted when the close-out stops waiting at its cap keeps its audio until it settles, so its words still reach the transcript, which is revised for them (L19) (found by the 30-minute simulation: such windows failed audio.deleted)', async () => {
   // A wait cap of 0: the close-out does not wait for windows in retry at all.
   const h = await startHarness({
     env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0', VERBATIM_RETRY_STEP_SECONDS: '0.2' },
@@ -875,6 +876,233 @@ void it('L4/L16: a window still being attempted when the close-out stops waiting
     assert.ok(zeroSegments.length > 0, 'window 0 has its segments');
     for (const seg of zeroSegments)
       assert.ok(text.includes(seg.text.toLowerCase().trim()), `"${seg.text}" is in the transcript: ${text}`);
+
+    // L19: the words came after publication, so the transcript is revised like a late chunk's
+    // repair: a new revision each time late words land, meeting.transcript_revised naming the
+    // windows, minutes rewritten from the last revision, and no window counted as still in flight.
+    // (With a wait cap of 0 the windows that were simply running at publication are late too.)
+    await waitFor(
+      'the minutes of the revised transcript',
+      async () => {
+        const m = await db
+          .selectFrom('meetings')
+          .select(['transcript_revision', 'minutes_revision', 'minutes_status', 'untranscribed_in_flight'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return (
+          m.transcript_revision >= 1 &&
+          m.minutes_revision === m.transcript_revision &&
+          m.minutes_status === 'written' &&
+          m.untranscribed_in_flight === 0
+        );
+      },
+      60_000,
+    );
+    const revision = (await h.request('GET', `/v1/meetings/${id}/transcript`)).json as { revision: number };
+    const revised = await db
+      .selectFrom('outbox')
+      .select('payload')
+      .distinct()
+      .where('subject_id', '=', id)
+      .where('event_type', '=', 'meeting.transcript_revised')
+      .execute();
+    const payloads = revised
+      .map((r) => r.payload as { meetingId: string; revision: number; lateWindows: number[] })
+      .sort((a, b) => a.revision - b.revision);
+    assert.deepEqual(
+      payloads.map((p) => p.revision),
+      Array.from({ length: revision.revision }, (_, k) => k + 1),
+      'one event per revision, each revision once',
+    );
+    const named = payloads.flatMap((p) => p.lateWindows);
+    assert.ok(named.includes(0), `window 0 is named as late: ${JSON.stringify(payloads)}`);
+    assert.equal(new Set(named).size, named.length, 'no window is published twice');
+    const stillMarked = await db
+      .selectFrom('windows')
+      .select('index')
+      .where('meeting_id', '=', id)
+      .where('pending_at_publication', '=', true)
+      .execute();
+    assert.deepEqual(stillMarked, [], 'every window marked at publication was published');
+    const row = await db
+      .selectFrom('meetings')
+      .select(['untranscribed_in_flight', 'untranscribed_exhausted'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(row, { untranscribed_in_flight: 0, untranscribed_exhausted: 0 });
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J13/L19: a resubmit after the transcript was published gives a window still in retry a job again, so its words still come and revise the transcript (before, it was left pending with no job and its audio deleted)', async () => {
+  // The minutes wait out an outage, so the close-out is still waiting for them after it published.
+  let chatBack = false;
+  const chat = await startFakeChat(() => (chatBack ? 'ok' : '503'));
+  const h = await startHarness({
+    env: {
+      ...LIVE_ENV,
+      VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0',
+      VERBATIM_RETRY_STEP_SECONDS: '0.2',
+      VERBATIM_MINUTES: 'openai',
+      VERBATIM_LLM_URL: chat.url,
+      VERBATIM_LLM_API_KEY: 'sk-test-abcdefghijklmnop',
+    },
+  });
+  try {
+    const outage = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.overloaded',
+        times: 10,
+        match: { windowIndex: 0 },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(outage) });
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const id = await createLive(h);
+    for (const [seq, chunk] of chunks.entries())
+      assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: chunks.length })).status, 202);
+    const db = h.app.database.db;
+    const windowZero = () =>
+      db
+        .selectFrom('windows')
+        .select(['id', 'status'])
+        .where('meeting_id', '=', id)
+        .where('index', '=', 0)
+        .executeTakeFirstOrThrow();
+    await waitFor(
+      'the transcript to be published while window 0 is in retry',
+      async () => {
+        const m = await db
+          .selectFrom('meetings')
+          .select(['status', 'transcript_completed_at'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return m.transcript_completed_at !== null;
+      },
+      60_000,
+    );
+    assert.equal((await windowZero()).status, 'pending', 'published while window 0 was in retry');
+
+    const resubmitted = await h.request('POST', `/v1/meetings/${id}/resubmit`);
+    assert.equal(resubmitted.status, 202, resubmitted.text);
+    const w0 = await windowZero();
+    const active = await db
+      .selectFrom('jobs')
+      .select('id')
+      .where('subject_id', '=', w0.id)
+      .where('status', 'in', ['pending', 'running'])
+      .execute();
+    assert.equal(active.length, 1, `window 0 (${w0.status}) has a job again`);
+    chatBack = true;
+    const done = await waitForMeeting(h, id);
+    assert.equal(done.status, 'complete');
+    await waitFor('window 0 to settle', async () => (await windowZero()).status !== 'pending', 120_000);
+    assert.equal((await windowZero()).status, 'transcribed');
+    await waitFor(
+      'the minutes of the revised transcript',
+      async () => {
+        const m = await db
+          .selectFrom('meetings')
+          .select(['transcript_revision', 'minutes_revision', 'minutes_status', 'untranscribed_in_flight'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return (
+          m.transcript_revision >= 1 &&
+          m.minutes_revision === m.transcript_revision &&
+          m.minutes_status === 'written' &&
+          m.untranscribed_in_flight === 0
+        );
+      },
+      60_000,
+    );
+    const revised = await db
+      .selectFrom('outbox')
+      .select('payload')
+      .distinct()
+      .where('subject_id', '=', id)
+      .where('event_type', '=', 'meeting.transcript_revised')
+      .execute();
+    const named = revised.flatMap((r) => (r.payload as { lateWindows: number[] }).lateWindows);
+    assert.ok(named.includes(0), `window 0 revised the transcript: ${JSON.stringify(named)}`);
+  } finally {
+    await h.close();
+    await chat.close();
+  }
+});
+
+void it('L5/L19: a window that fails after its transcript was published is counted as untranscribed in the same transaction, and revises nothing', async () => {
+  const h = await startHarness({
+    env: {
+      ...LIVE_ENV,
+      VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0',
+      VERBATIM_RETRY_STEP_SECONDS: '1',
+      VERBATIM_TRANSCRIBE_MAX_ERRORS: '6',
+    },
+  });
+  try {
+    // Window 0's job meets an error that spends its retries (not an outage) every time: it fails
+    // for good after about half a minute of backoff, well after the close-out published.
+    const broken = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.bad_response',
+        times: 100,
+        match: { windowIndex: 0 },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(broken) });
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const id = await createLive(h);
+    for (const [seq, chunk] of chunks.entries())
+      assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: chunks.length })).status, 202);
+    const db = h.app.database.db;
+    const windowZero = () =>
+      db
+        .selectFrom('windows')
+        .select(['status', 'failure_code', 'pending_at_publication'])
+        .where('meeting_id', '=', id)
+        .where('index', '=', 0)
+        .executeTakeFirstOrThrow();
+    const done = await waitForMeeting(h, id);
+    assert.equal(done.status, 'complete');
+    assert.equal((await windowZero()).status, 'pending', 'the meeting completed while window 0 was in retry');
+
+    await waitFor('window 0 to fail', async () => (await windowZero()).status !== 'pending', 120_000);
+    assert.deepEqual(await windowZero(), {
+      status: 'failed',
+      failure_code: 'asr.bad_response',
+      pending_at_publication: false,
+    });
+    // Its failure and the new counts commit together: no moment shows it neither in flight nor failed.
+    const m = await db
+      .selectFrom('meetings')
+      .select(['untranscribed_in_flight', 'untranscribed_exhausted', 'transcript_revision'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.equal(m.untranscribed_in_flight, 0);
+    assert.equal(m.untranscribed_exhausted, 1, 'the failed window is counted');
+    const revised = await db
+      .selectFrom('outbox')
+      .select('payload')
+      .distinct()
+      .where('subject_id', '=', id)
+      .where('event_type', '=', 'meeting.transcript_revised')
+      .execute();
+    const named = revised.flatMap((r) => (r.payload as { lateWindows: number[] }).lateWindows);
+    assert.ok(!named.includes(0), 'a window that failed revises nothing');
+    assert.equal(revised.length, m.transcript_revision, 'one event per revision');
+    const view = (await h.request('GET', `/v1/meetings/${id}`)).json as {
+      untranscribedWhenAudioDeleted: { inFlight: number; exhausted: number } | null;
+    };
+    assert.deepEqual(view.untranscribedWhenAudioDeleted, { inFlight: 0, exhausted: 1 });
   } finally {
     await h.close();
   }

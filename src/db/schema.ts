@@ -293,6 +293,7 @@ export interface WindowsTable {
   start_samples: number | null;
   end_samples: number | null;
   superseded_at: NullableTimestamp;
+  pending_at_publication: Generated<boolean>;
 }
 
 export interface SegmentsTable {

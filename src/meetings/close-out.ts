@@ -14,6 +14,7 @@ import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
+import { markPendingAtPublication } from './late-windows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
@@ -63,10 +64,12 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
           return;
         }
 
-        const counts = await deps.meetings.windowCounts(meetingId);
         // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
+        // A window still in retry is marked, so that its words, if they come, revise the transcript.
         await ctx.requeue(config.minutesRetryMs, 'waiting for minutes', async (trx) => {
           const locked = await deps.meetings.lock(trx, meetingId);
+          await markPendingAtPublication(trx, meetingId);
+          const counts = await deps.meetings.windowCounts(meetingId, trx);
           await trx
             .updateTable('meetings')
             .set({
@@ -134,9 +137,11 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       }
       await ctx.complete(async (trx) => {
         const locked = await deps.meetings.lock(trx, meetingId);
+        // Counted again under the lock: a late window's publication may have counted since.
+        const now = await deps.meetings.windowCounts(meetingId, trx);
         await deps.meetings.transition(trx, locked, 'completeMeeting', ctx.actor, 'close-out finished', {
-          untranscribed_in_flight: counts.inFlight,
-          untranscribed_exhausted: counts.exhausted + counts.missing,
+          untranscribed_in_flight: now.inFlight,
+          untranscribed_exhausted: now.exhausted + now.missing,
         });
       });
     },

@@ -227,6 +227,17 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     .execute();
   if (meeting.status === MeetingStatus.finalizing) {
     await createJob(deps, trx, meeting, JobKind.closeOutMeeting, actor);
+    // A published transcript's windows still in retry (past the close-out's cap, L4) had their jobs
+    // superseded above; the close-out does not go back to them, so they get jobs of their own again
+    // (their words then revise the transcript, L19). Without this their audio was deleted untranscribed.
+    let again = 0;
+    if (meeting.transcript_completed_at) {
+      for (const w of windows) {
+        if (w.status !== WindowStatus.pending || (w.blob_id === null && w.start_samples === null)) continue;
+        await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, w.id, w.index, actor);
+        again++;
+      }
+    }
     // The transcript is published and its minutes were being written: that job was superseded
     // above with the rest, and the close-out waits for minutes, so they are asked for again.
     // (A minutes job the transcript event's consumer made since the supersede is left to write them.)
@@ -236,9 +247,9 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
       !(await hasActiveMinutesJob(trx, meeting.id))
     ) {
       await createMinutesJob(deps, trx, meeting.workspace_id, meeting.id, `resubmit:${randomUUID()}`, actor);
-      return 2;
+      return 2 + again;
     }
-    return 1;
+    return 1 + again;
   }
   if (windows.length === 0 && meeting.source === MeetingSource.upload) {
     await createJob(deps, trx, meeting, JobKind.splitRecording, actor);

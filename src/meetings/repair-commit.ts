@@ -13,6 +13,7 @@ import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
+import { publishSettledLateWindows } from './late-windows.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
 import {
   hasRepairWork,
@@ -258,6 +259,8 @@ export async function commitRepair(
       subjectId: meetingId,
       payload: { meetingId, revision: updated.transcript_revision, lateChunks: seqs },
     });
+    // A window marked at publication that this repair superseded has settled: count again.
+    await publishSettledLateWindows(deps, trx, meetingId, actor);
   }
   return { again: await hasRepairWork(trx, meetingId), audioDeleted: meeting.audio_deleted_at !== null };
 }

@@ -7,6 +7,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
+import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
@@ -32,6 +33,11 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
         );
         reportCloseOutStart(deps, source.window.meeting_id, result?.outcome);
       });
+      // L19: a window that settles after its transcript was published revises it (the sweep does
+      // this for a process that dies before it).
+      await publishIfLate(deps, source.window.id, ctx.actor).catch((err: unknown) => {
+        ctx.log.warn({ windowId: source.window.id, err: String(err) }, 'late window not published yet');
+      });
     },
     onTerminalFailure: async (trx, job, error) => {
       const windowId = String(job.payload.windowId);
@@ -43,6 +49,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, 'worker');
       await maybeStartCloseOut(deps, trx, window.meeting_id, 'worker');
+      await publishSettledLateWindows(deps, trx, window.meeting_id, 'worker');
       return null;
     },
   };

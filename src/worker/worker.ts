@@ -19,6 +19,7 @@ import type { PgJobSweeps } from '../jobs/job-sweeps.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
+import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { botProviderOf } from '../bots/provider.ts';
@@ -97,6 +98,7 @@ export async function startWorker(
       // A dispatch or backstop run lasting five leases is stuck, not slow.
       ['release-stale-transport-rows', () => sweeps.releaseStaleTransportRows(5 * config.leaseMs)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
+      ['publish-late-windows', () => publishLateWindowsSweep(deps, sweepActor, wlog)],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { after, before, describe, it } from 'node:test';
 import { RateBudget } from '../src/bots/rate-budget.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
@@ -50,11 +51,11 @@ void describe('provider rate budgets', () => {
     await new RateBudget(processes[0]!.db, short, 2_000).install();
     let stalls = 1;
     class Paused extends RateBudget {
-      override async tryTake(endpoint: string): Promise<number> {
-        const wait = await super.tryTake(endpoint);
+      protected override async tryTakeAt(endpoint: string): Promise<{ wait: number; at: number }> {
+        const taken = await super.tryTakeAt(endpoint);
         // The process is paused just after it took the slot, longer than the margin.
         if (stalls-- > 0) await new Promise((r) => setTimeout(r, 400));
-        return wait;
+        return taken;
       }
     }
     const budget = new Paused(processes[1]!.db, short, 2_000);
@@ -76,6 +77,41 @@ void describe('provider rate budgets', () => {
       .where('endpoint', '=', 'bot.retrieve')
       .executeTakeFirstOrThrow();
     assert.equal(Number(after.n), 3);
+  });
+
+  void it('R2/V6: waiting for the endpoint while other processes take slots does not count against a slot: the first slot is used (a loaded machine threw slot after slot away)', async () => {
+    const short = { 'bot.delete': 10 };
+    await new RateBudget(processes[0]!.db, short, 2_000).install();
+    const budget = new RateBudget(processes[1]!.db, short, 2_000);
+    const count = async () =>
+      Number(
+        (
+          await processes[0]!.db
+            .selectFrom('provider_calls')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where('endpoint', '=', 'bot.delete')
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    const before = await count();
+    // Another process holds the endpoint's lock for longer than the 200 ms margin.
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const held = processes[0]!.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext('verbatim-provider-budget'), hashtext('bot.delete'))`.execute(
+        trx,
+      );
+      locked();
+      await new Promise((r) => setTimeout(r, 600));
+    });
+    await isLocked;
+    let calls = 0;
+    const began = Date.now();
+    const got = await budget.guard('bot.delete', 5_000, async () => ++calls);
+    await held;
+    assert.ok(Date.now() - began >= 400, 'the slot was taken after the lock was released');
+    assert.deepEqual(got, { ok: true, value: 1 });
+    assert.equal((await count()) - before, 1, 'one slot taken, and used');
   });
 
   void it('R2: a 429 Retry-After closes the endpoint for every process until it has passed', async () => {

@@ -29,6 +29,14 @@ export class RateBudget {
    * Never blocks: the caller decides whether to wait or to requeue its job.
    */
   async tryTake(endpoint: string): Promise<number> {
+    return (await this.tryTakeAt(endpoint)).wait;
+  }
+
+  /**
+   * As `tryTake`, with when (performance.now()) the slot's row was about to be written: the slot
+   * counts from then, not from the wait for the endpoint's lock before it.
+   */
+  protected async tryTakeAt(endpoint: string): Promise<{ wait: number; at: number }> {
     // The provider counts a call when it arrives, a moment after we take its slot; a slot is
     // therefore held a little longer than the provider's window (a tenth, at most 2 s) so calls
     // that travel at different speeds can never crowd into one of its windows.
@@ -54,13 +62,15 @@ export class RateBudget {
           from provider_budgets b where b.endpoint = ${endpoint}`.execute(trx);
       const budget = row.rows[0];
       if (!budget) throw new Error(`no rate budget for provider endpoint ${endpoint}`);
-      if (budget.blocked_ms > 0) return Math.ceil(budget.blocked_ms);
-      if (budget.used >= budget.per_minute) return Math.max(1, Math.ceil(budget.oldest_ms ?? 1));
+      if (budget.blocked_ms > 0) return { wait: Math.ceil(budget.blocked_ms), at: 0 };
+      if (budget.used >= budget.per_minute)
+        return { wait: Math.max(1, Math.ceil(budget.oldest_ms ?? 1)), at: 0 };
+      const at = performance.now();
       await sql`insert into provider_calls (endpoint) values (${endpoint})`.execute(trx);
       // Calls older than the window are of no further use.
       await sql`delete from provider_calls where endpoint = ${endpoint}
         and at < clock_timestamp() - 2 * ${window}`.execute(trx);
-      return 0;
+      return { wait: 0, at };
     });
   }
 
@@ -74,13 +84,16 @@ export class RateBudget {
     return (await this.takeAt(endpoint, maxWaitMs)) !== null;
   }
 
-  /** As `take`, returning when (performance.now()) the try that got the slot began, or null. */
+  /**
+   * As `take`, returning when (performance.now()) the slot was written, or null. Waiting for the
+   * endpoint's lock (other processes taking slots) comes before and does not count: it was found
+   * to make a loaded machine throw away slot after slot in `guard`.
+   */
   private async takeAt(endpoint: string, maxWaitMs: number): Promise<number | null> {
     const deadline = Date.now() + maxWaitMs;
     for (;;) {
-      const began = performance.now();
-      const wait = await this.tryTake(endpoint);
-      if (wait === 0) return began;
+      const { wait, at } = await this.tryTakeAt(endpoint);
+      if (wait === 0) return at;
       if (Date.now() + wait > deadline) return null;
       await new Promise((r) => setTimeout(r, Math.min(wait, 1000)));
     }
@@ -97,13 +110,13 @@ export class RateBudget {
   ): Promise<{ ok: true; value: T } | { ok: false }> {
     const deadline = Date.now() + maxWaitMs;
     for (;;) {
-      const began = await this.takeAt(endpoint, Math.max(0, deadline - Date.now()));
-      if (began === null) return { ok: false };
+      const taken = await this.takeAt(endpoint, Math.max(0, deadline - Date.now()));
+      if (taken === null) return { ok: false };
       // A slot is good for the margin it is held beyond the provider's window. A process paused
       // while it took one (SIGSTOP, a long GC, a starved machine) would send its call so late that
       // it lands in the provider's window with the calls of later slots: such a slot is left
       // unused and another taken. Found by the 30-minute simulation (V6: 7 creates in 2 s, limit 6).
-      if (performance.now() - began <= this.marginMs) break;
+      if (performance.now() - taken <= this.marginMs) break;
     }
     try {
       return { ok: true, value: await fn() };

@@ -5,6 +5,19 @@ import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { MeetingDeps } from './deps.ts';
 
+/**
+ * A published transcript changed (L19): its revision goes up and its minutes are to be written
+ * again. One set of columns for a late chunk's repair and a late window.
+ */
+export function newTranscriptRevision() {
+  return {
+    transcript_revision: sql<number>`transcript_revision + 1`,
+    minutes_status: MinutesStatus.pending,
+    minutes_code: null,
+    minutes_message: null,
+  };
+}
+
 /** A marked window that has settled, or is pending with no job left to settle it. */
 const SETTLED_OR_ORPHANED = sql<boolean>`(w.status <> ${WindowStatus.pending} or not exists (
   select 1 from jobs j where j.subject_id = w.id and j.status in (${JobStatus.pending}, ${JobStatus.running})))`;
@@ -50,14 +63,7 @@ export async function publishSettledLateWindows(
     .set({
       untranscribed_in_flight: counts.inFlight,
       untranscribed_exhausted: counts.exhausted,
-      ...(revise
-        ? {
-            transcript_revision: sql<number>`transcript_revision + 1`,
-            minutes_status: MinutesStatus.pending,
-            minutes_code: null,
-            minutes_message: null,
-          }
-        : {}),
+      ...(revise ? newTranscriptRevision() : {}),
       updated_at: sql<Date>`now()`,
     })
     .where('id', '=', meetingId)

@@ -1,19 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
-import {
-  EventType,
-  JobKind,
-  JobStatus,
-  MinutesStatus,
-  WindowStatus,
-  WindowTransitions,
-} from '../domain/status.ts';
+import { EventType, JobKind, JobStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
-import { publishSettledLateWindows } from './late-windows.ts';
+import { newTranscriptRevision, publishSettledLateWindows } from './late-windows.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
 import {
   hasRepairWork,
@@ -229,14 +222,7 @@ export async function commitRepair(
       last_repair_at: sql<Date>`now()`,
       repair_failure_code: null,
       repair_failure_message: null,
-      ...(published
-        ? {
-            transcript_revision: sql<number>`transcript_revision + 1`,
-            minutes_status: MinutesStatus.pending,
-            minutes_code: null,
-            minutes_message: null,
-          }
-        : {}),
+      ...(published ? newTranscriptRevision() : {}),
       updated_at: sql<Date>`now()`,
     })
     .where('id', '=', meetingId)

@@ -39,6 +39,7 @@ const CHECKPOINTS = [
   'recording.referenced',
   'repair-timeline.before-commit',
   'storage.before-delete',
+  'storage.fencing',
   'storage.get',
   'storage.staged',
   'storage.written',

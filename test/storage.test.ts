@@ -9,6 +9,7 @@ import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
 import { sql } from 'kysely';
 import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
+import { Checkpoints } from '../src/checkpoints.ts';
 import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import type { BlobStore } from '../src/ports.ts';
 import {
@@ -601,6 +602,59 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       const retired = await cleanupPass(deps, 'racer');
       assert.equal(retired.referenced, 1);
       assert.equal((await under.list(h)).has(kept.key), true, 'a delete never removes a referenced object');
+      await assertLedger(under, h, ws);
+    });
+
+    void it('B4/V3: a deleter paused inside its fence holds up that one object, not the other uploads of its workspace (found by the simulation)', async () => {
+      const ws = await newWorkspace();
+      const { deps: base } = controlled({ stageDeadlineMs: 100 });
+      // The deleter stops inside its fence transaction, as a SIGSTOPped worker would.
+      let paused!: () => void;
+      const inFence = new Promise<void>((r) => (paused = r));
+      let resume!: () => void;
+      const resumed = new Promise<void>((r) => (resume = r));
+      const checkpoints = Object.assign(Object.create(Checkpoints.prototype) as Checkpoints, {
+        hit: async (name: string) => {
+          if (name !== 'storage.fencing') return;
+          paused();
+          await resumed;
+        },
+      });
+      const deps: StorageDeps = { ...base, checkpoints };
+      const meetingId = randomUUID();
+      const stage = (kind: string) =>
+        stageAndPut(base, { workspaceId: ws, meetingId, kind, data: wav, admit: false });
+      // The workspace has stored something before (so its guard row exists).
+      const earlier = await stage('window-9');
+      await h.app.database.db
+        .transaction()
+        .execute((trx) => referenceStaged(trx, earlier, { kind: 'window', contentType: 'audio/wav' }));
+      const doomed = await stage('window-0');
+      await pastStageDeadlines(meetingId, 1);
+      const pass = cleanupPass(deps, 'paused-deleter');
+      await inFence;
+
+      // Meanwhile another object of the same workspace is staged and referenced, with a lock
+      // timeout so that a wait on the paused fence fails the test instead of hanging it.
+      const fresh = await stage('window-1');
+      const blobId = await h.app.database.db.transaction().execute(async (trx) => {
+        await sql`set local lock_timeout = '3s'`.execute(trx);
+        return referenceStaged(trx, fresh, { kind: 'window', contentType: 'audio/wav' });
+      });
+      assert.ok(blobId);
+      // The paused fence's own object stays refused to a reference all the while.
+      await assert.rejects(
+        h.app.database.db.transaction().execute(async (trx) => {
+          await sql`set local lock_timeout = '1s'`.execute(trx);
+          return referenceStaged(trx, doomed, { kind: 'window', contentType: 'audio/wav' });
+        }),
+        (err: unknown) =>
+          (err instanceof AppError && err.code === 'storage.fenced') || /lock timeout/.test(String(err)),
+      );
+      resume();
+      assert.equal((await pass).deleted, 1);
+      assert.equal((await under.list(h)).has(doomed.key), false);
+      assert.equal((await under.list(h)).has(fresh.key), true);
       await assertLedger(under, h, ws);
     });
 

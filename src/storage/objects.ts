@@ -24,9 +24,13 @@ import type { BlobStore } from '../ports.ts';
  * the quotas from staging until it is really gone, whatever crashed in between (B6).
  *
  * Guards: one row for the installation and one per workspace, always locked global first.
- * Reference creators take them FOR KEY SHARE (they do not exclude each other), admission takes
- * FOR NO KEY UPDATE (admissions are serialized, creators are not held up), and the fencing
- * delete takes FOR UPDATE, which excludes both.
+ * Admission takes them FOR NO KEY UPDATE (admissions are serialized); reference creators and the
+ * fencing delete take them FOR KEY SHARE, which excludes neither admissions nor each other. What
+ * makes a reference and a fence exclude each other is the object's own cleanup row: the creator
+ * needs it `staged` and locks it, the fence needs it `pending` and locks it, and an object key
+ * has one row. So a deleter stopped inside its fence holds up that one object, not every upload
+ * of its workspace (found by the simulation: a fence held the workspace's guard exclusively, and a
+ * worker paused inside one stalled every chunk of the tenant for as long as it stayed paused).
  */
 
 export interface StorageDeps {
@@ -54,18 +58,19 @@ export interface StagedObject {
 const GLOBAL = 'global';
 const CLEANUP_LEASE_MS = 60_000;
 
-type GuardMode = 'share' | 'admit' | 'fence';
+type GuardMode = 'share' | 'admit';
 
 async function takeGuards(trx: Tx, workspaceId: string, mode: GuardMode): Promise<void> {
-  await sql`insert into storage_guards (scope) values (${workspaceId}) on conflict do nothing`.execute(trx);
-  const strength =
-    mode === 'share' ? sql`for key share` : mode === 'admit' ? sql`for no key update` : sql`for update`;
+  const strength = mode === 'share' ? sql`for key share` : sql`for no key update`;
   // Global first, then the workspace: one order everywhere, so guards never deadlock each other.
-  // A delete only lowers what is stored, so it need not exclude other workspaces: it shares the
-  // global guard and takes its own workspace's exclusively.
-  const globalStrength = mode === 'fence' ? sql`for key share` : strength;
-  await sql`select scope from storage_guards where scope = ${GLOBAL} ${globalStrength}`.execute(trx);
-  await sql`select scope from storage_guards where scope = ${workspaceId} ${strength}`.execute(trx);
+  await sql`select scope from storage_guards where scope = ${GLOBAL} ${strength}`.execute(trx);
+  const lock = () =>
+    sql`select scope from storage_guards where scope = ${workspaceId} ${strength}`.execute(trx);
+  // The workspace's row is inserted only the first time: an insert, even one that finds the row,
+  // would wait on any open transaction that had inserted it.
+  if ((await lock()).rows.length > 0) return;
+  await sql`insert into storage_guards (scope) values (${workspaceId}) on conflict do nothing`.execute(trx);
+  await lock();
 }
 
 /** Bytes held for a workspace (or, with null, the whole installation): live blobs plus pending cleanups. */
@@ -330,10 +335,10 @@ function fence(
       .where('object_key', '=', key)
       .executeTakeFirst();
     if (!row || row.state !== 'pending') return 'gone' as const;
-    // Reference creators hold the guard for the length of their transaction; rather than queue
-    // behind a steady stream of them, give up after a while and let the next pass try again.
+    // A reference creator holds the object's row for the length of its transaction; rather than
+    // queue behind one that is slow or paused, give up after a while and let the next pass try again.
     await sql`set local lock_timeout = '2s'`.execute(trx);
-    await takeGuards(trx, row.workspace_id, 'fence');
+    await takeGuards(trx, row.workspace_id, 'share');
     const locked = await trx
       .selectFrom('object_cleanups')
       .select(['id', 'state', 'lease_owner', 'lease_expires_at'])
@@ -367,6 +372,7 @@ function fence(
       .set({ delete_fenced_at: sql<Date>`coalesce(delete_fenced_at, now())` })
       .where('object_key', '=', key)
       .execute();
+    await deps.checkpoints.hit('storage.fencing', {});
     return 'fenced' as const;
   });
 }

@@ -101,6 +101,7 @@ export async function observe(ctx: {
         deleted: c.deleted || !row,
         expectFailure: c.expectFailure,
         accepted: c.accepted,
+        unanswered: c.unanswered,
         canceled: c.canceled,
         regenerations: c.regenerations,
         status: row?.status ?? 'gone',

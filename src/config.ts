@@ -2,6 +2,7 @@
  * The only module that reads `process.env`. Every installation setting is validated here once;
  * the rest of the code receives a typed `Config`. The README's settings table mirrors `SETTINGS`.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { parseEgressAllow } from './net/egress.ts';
 
@@ -191,8 +192,8 @@ export const SETTINGS = {
   },
   transcriptionConcurrency: {
     env: 'VERBATIM_TRANSCRIPTION_CONCURRENCY',
-    default: '1',
-    help: 'windows transcribed at once per worker (L2)',
+    default: 'auto',
+    help: 'windows transcribed at once per worker (L2); auto: one per CPU for pocketsphinx, 1 for a Whisper server',
   },
   closeoutConcurrency: {
     env: 'VERBATIM_CLOSEOUT_CONCURRENCY',
@@ -473,6 +474,26 @@ export interface RequestLimits {
 
 export class ConfigError extends Error {}
 
+/**
+ * Windows transcribed at once per worker. `auto` uses the machine: the local recogniser is CPU
+ * bound and single-threaded, so one per CPU; a Whisper server's capacity is not ours to guess, so
+ * one until the operator says more.
+ */
+export function transcriptionConcurrency(
+  setting: string,
+  asr: string,
+  cpus = os.availableParallelism(),
+): number {
+  if (setting === 'auto') return asr === 'pocketsphinx' ? Math.max(1, cpus) : 1;
+  const value = Number(setting);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ConfigError(
+      `${SETTINGS.transcriptionConcurrency.env} must be a whole number >= 1 or auto, got "${setting}"`,
+    );
+  }
+  return value;
+}
+
 type Env = Record<string, string | undefined>;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -595,7 +616,7 @@ export function loadConfig(env: Env = process.env): Config {
       forcePathStyle: oneOf('s3ForcePathStyle', ['true', 'false']) === 'true',
     },
     concurrency: {
-      transcription: int('transcriptionConcurrency', 1),
+      transcription: transcriptionConcurrency(raw('transcriptionConcurrency'), raw('asr')),
       closeout: int('closeoutConcurrency', 1),
       minutes: int('minutesConcurrency', 1),
       intake: int('intakeConcurrency', 1),

@@ -55,6 +55,16 @@ export const SETTINGS = {
     default: '30',
     help: 'how long a missing chunk is waited for while later ones arrive, before the timeline goes on past it (L19)',
   },
+  drafts: {
+    env: 'VERBATIM_DRAFTS',
+    default: 'on',
+    help: 'on: each live chunk gets a quick provisional transcription, shown until its window is final (L22); off: finals only',
+  },
+  draftLagSeconds: {
+    env: 'VERBATIM_DRAFT_LAG_SECONDS',
+    default: '10',
+    help: 'drafts further behind real time than this are skipped and counted, so the finals keep their pace (L22)',
+  },
   maxSeqAhead: {
     env: 'VERBATIM_MAX_SEQ_AHEAD',
     default: '720',
@@ -387,6 +397,9 @@ export interface Config {
   boundarySearchMs: number;
   chunkMs: number;
   gapPatienceMs: number;
+  /** L22: provisional transcriptions of live chunks, and how far behind they may fall. */
+  drafts: boolean;
+  draftLagMs: number;
   maxSeqAhead: number;
   lateAudioMs: number;
   maxChunkBytes: number;
@@ -538,6 +551,8 @@ export function loadConfig(env: Env = process.env): Config {
     boundarySearchMs: ms('boundarySearchSeconds'),
     chunkMs: ms('chunkSeconds', 0.1),
     gapPatienceMs: ms('gapPatienceSeconds'),
+    drafts: oneOf('drafts', ['on', 'off']) === 'on',
+    draftLagMs: ms('draftLagSeconds'),
     maxSeqAhead: int('maxSeqAhead', 1),
     lateAudioMs: ms('lateAudioDays') * 86_400,
     maxChunkBytes: int('maxChunkBytes', 1024),

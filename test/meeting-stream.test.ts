@@ -150,6 +150,7 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
         VERBATIM_CHUNK_SECONDS: String(CHUNK_SECONDS),
         VERBATIM_GAP_PATIENCE_SECONDS: String(2 * CHUNK_SECONDS),
         VERBATIM_MAX_CHUNK_BYTES: '400000',
+        VERBATIM_DRAFTS: 'on',
       },
     });
     chunks = chunksOf(`${SPEECH} ${SPEECH} ${SPEECH}`);

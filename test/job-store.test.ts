@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { inspect } from 'node:util';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { Checkpoints } from '../src/checkpoints.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
-import { ErrorKind } from '../src/domain/errors.ts';
+import { ErrorKind, toErrorRecord } from '../src/domain/errors.ts';
 import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
@@ -217,6 +219,37 @@ void describe('job store', () => {
     await sql`update jobs set outage_waits = ${OUTAGE_WAITS} where id = ${job.id}`.execute(handle.db);
     const h = (await store.claimJob(job.id, 'w1'))!.handle;
     assert.equal(await store.failAttempt(h, 'w1', lost, undefined, undefined), 'failed');
+  });
+
+  void it('L7/V8: a database socket reset under a job (ECONNRESET, as a terminated backend gives) is waited out like a lost connection, not spent from the error budget (found by the soak)', async () => {
+    // A real reset, as node-postgres reports it: a server that resets the connection it accepted.
+    const server = net.createServer((socket) => socket.once('data', () => socket.resetAndDestroy()));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    const client = new pg.Client({ connectionString: `postgres://verbatim@127.0.0.1:${port}/verbatim` });
+    client.on('error', () => undefined);
+    const reset = await client.connect().then(
+      () => null,
+      (err: unknown) => err,
+    );
+    server.close();
+    assert.equal((reset as { code?: string } | null)?.code, 'ECONNRESET');
+    const record = toErrorRecord(reset);
+    assert.equal(record.code, 'internal.network');
+
+    const job = await newJob(1);
+    for (let i = 0; i < 2; i++) {
+      const h = (await store.claimJob(job.id, 'w1'))!.handle;
+      assert.equal(await store.failAttempt(h, 'w1', record, undefined, undefined), 'retrying');
+      await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
+    }
+    const row = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.error_count, 0, 'no retry spent on the reset');
+    assert.equal(row.outage_waits, 2);
   });
 
   void it('L7: a job that waited many times for other work (a close-out polling its windows) still waits out its next outage without spending a retry (found by the simulation)', async () => {

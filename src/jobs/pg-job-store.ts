@@ -96,6 +96,10 @@ const BOT_PROVIDER_OUTAGE_CODES = new Set([
 function isOutsideOutage(error: ErrorRecord): boolean {
   return (
     error.code === 'db.connection_lost' ||
+    // A raw socket error no adapter named (each names its own: asr.unreachable, …): in a job, the
+    // database's socket reset under it, as a terminated backend or a failover does. Found by the
+    // soak: a close-out failed on two ECONNRESETs and its meeting lost five chunks.
+    error.code === 'internal.network' ||
     error.code === 'db.transient' ||
     SPEECH_OUTAGE_CODES.has(error.code)
   );

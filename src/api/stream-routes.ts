@@ -8,8 +8,10 @@ import { StreamHub } from './stream-hub.ts';
 
 /** A comment line this often keeps proxies and clients from taking a quiet meeting for a dead line. */
 const KEEP_ALIVE_MS = 15_000;
-/** A stream looks for changes this often even without a notification (one lost, or no LISTEN). */
+/** A stream looks for changes this often even without a notification (one lost)… */
 const POLL_MS = 5_000;
+/** …and this often while notifications are not arriving (no LISTEN connection, or it is down). */
+const POLL_UNHEARD_MS = 1_000;
 /** What a client's EventSource waits before it reconnects, sent as the stream's `retry:`. */
 const RETRY_MS = 2_000;
 
@@ -77,7 +79,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
           cursor = batch.last;
           if (batch.more || woken) continue;
           await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, POLL_MS);
+            const timer = setTimeout(resolve, hub?.listening ? POLL_MS : POLL_UNHEARD_MS);
             wake = () => {
               clearTimeout(timer);
               resolve();

@@ -69,12 +69,19 @@ export async function observe(ctx: {
               + (select count(*) from object_cleanups where meeting_id = $1) as n`,
         [c.id],
       );
+      // The windows each deleted blob was heard in, and when each settled. A window that failed
+      // audio.deleted never settled (its words are lost: that is what V4 looks for). Positions are
+      // compared only for live windows: a superseded window keeps the positions it had before the
+      // repair moved the chunks, so comparing them with the chunks' final positions is meaningless
+      // (found by the soak: two false alarms).
       const deletions = await q<{ blob: string; at: Date; settled: Array<Date | null> }>(
         `select b.id as blob, b.deleted_at as at,
-                array(select coalesce(w.transcribed_at, w.failed_at, w.missing_at) from windows w
+                array(select case when w.failure_code = 'audio.deleted' then null
+                                  else coalesce(w.transcribed_at, w.failed_at, w.missing_at) end
+                       from windows w
                        where w.meeting_id = b.meeting_id and w.created_at <= b.deleted_at
                          and (w.blob_id = b.id
-                              or (w.blob_id is null or w.blob_id <> b.id) and exists (
+                              or w.superseded_at is null and (w.blob_id is null or w.blob_id <> b.id) and exists (
                                 select 1 from chunks ch where (ch.blob_id = b.id or ch.pcm_blob_id = b.id)
                                   and ch.start_samples is not null
                                   and ch.start_samples < w.end_samples
@@ -94,6 +101,7 @@ export async function observe(ctx: {
         deleted: c.deleted || !row,
         expectFailure: c.expectFailure,
         accepted: c.accepted,
+        unanswered: c.unanswered,
         canceled: c.canceled,
         regenerations: c.regenerations,
         status: row?.status ?? 'gone',

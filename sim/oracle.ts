@@ -35,6 +35,11 @@ export interface MeetingObservation {
   expectFailure: boolean;
   /** Samples the service accepted per mark (a live chunk's seq; an upload's one mark), counted once. */
   accepted: Map<number, number>;
+  /**
+   * Chunks sent that never got an answer (indeterminate): they may be in the transcript, at most
+   * once, and may be missing.
+   */
+  unanswered?: Map<number, number>;
   status: string;
   failureCode: string | null;
   /** The final transcript as the API returns it. */
@@ -168,8 +173,13 @@ export function checkHistory(h: History): Violation[] {
       if (got < n) add('V1', subject, `mark ${seq}: ${n - got} of ${n} samples lost`);
       else if (got > n) add('V1', subject, `mark ${seq}: ${got - n} samples transcribed twice`);
     }
-    for (const seq of samples.keys())
-      if (!m.accepted.has(seq)) add('V1', subject, `mark ${seq} in the transcript was never accepted`);
+    for (const [seq, got] of samples) {
+      if (m.accepted.has(seq)) continue;
+      const sent = m.unanswered?.get(seq);
+      if (sent === undefined) add('V1', subject, `mark ${seq} in the transcript was never sent`);
+      else if (got > sent)
+        add('V1', subject, `mark ${seq} (unanswered): ${got - sent} samples transcribed twice`);
+    }
     const sorted = [...order].sort((a, b) => a - b);
     if (order.join() !== sorted.join() || new Set(order).size !== order.length)
       add('V1', subject, `marks out of order along the timeline: ${order.slice(0, 12).join(',')}`);

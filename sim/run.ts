@@ -329,6 +329,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       m.stoppedUntil = 0;
     }
     const healAt = Date.now();
+    client.healedAt = healAt;
     // Clients still at work count as busy: the heal ends when they are done and the system is quiet.
     const quiet = await quiesce(dbUrl, 240_000, () => clientsLeft);
     await Promise.all(scenarios);
@@ -643,6 +644,11 @@ export interface ClientMeeting {
   deleted: boolean;
   expectFailure: boolean;
   accepted: Map<number, number>;
+  /**
+   * Chunks sent whose answer never came (indeterminate, as Jepsen calls them): the service may
+   * have stored them, so their words may be in the transcript, at most once.
+   */
+  unanswered: Map<number, number>;
   /** Its batch was (maybe) canceled: it may end failed, its words unwanted. */
   canceled: boolean;
   /** Regenerate tries sent (each may have been done, whatever its answer). */
@@ -661,6 +667,11 @@ interface Answer {
 
 class SimClient {
   readonly meetings: ClientMeeting[] = [];
+  /**
+   * When the heal began. Until then a request is tried for as long as it takes, as the web app's
+   * outbox does (it never gives up on a chunk); after it, for at most a minute more.
+   */
+  healedAt = Number.POSITIVE_INFINITY;
   constructor(
     private readonly ports: number[],
     private readonly apiKey: string,
@@ -679,7 +690,7 @@ class SimClient {
     how: { key?: string; onTry?: () => void } = {},
   ): Promise<Answer | null> {
     const deadline = Date.now() + 240_000;
-    while (Date.now() < deadline) {
+    while (Date.now() < Math.max(deadline, this.healedAt + 60_000)) {
       const port = this.rng.pick(this.ports);
       how.onTry?.();
       try {
@@ -734,6 +745,7 @@ class SimClient {
       deleted: false,
       expectFailure: scenario === 'bad-upload',
       accepted: new Map(),
+      unanswered: new Map(),
       canceled: false,
       regenerations: 0,
     };
@@ -810,6 +822,7 @@ class SimClient {
         deleted: false,
         expectFailure: false,
         accepted: new Map(),
+        unanswered: new Map(),
         canceled: false,
         regenerations: 0,
       });
@@ -851,7 +864,10 @@ class SimClient {
         markedChunk(seq, lengths[seq]),
         'audio/wav',
       );
-      if (res && (res.status === 200 || res.status === 201)) m.accepted.set(seq, lengths[seq]!);
+      if (res && (res.status === 200 || res.status === 201)) {
+        m.accepted.set(seq, lengths[seq]!);
+        m.unanswered.delete(seq);
+      } else if (!res && !m.accepted.has(seq)) m.unanswered.set(seq, lengths[seq]!);
     };
     const end = (withCount: boolean) => this.send('POST', `${base}/end`, withCount ? { chunks: n } : {});
     const seqs = [...Array(n).keys()];

@@ -806,6 +806,98 @@ void it('L4/L6: the last stretch has outage patience of its own: a close-out pas
   }
 });
 
+void it('L16/L19: a late chunk spliced into a window still in retry after publication is transcribed with that whole window, whose audio was kept; no piece of it fails audio.deleted (found by the 30-minute soak)', async () => {
+  const h = await startHarness({
+    env: {
+      ...LIVE_ENV,
+      VERBATIM_CLOSEOUT_WAIT_CAP_SECONDS: '0',
+      VERBATIM_RETRY_STEP_SECONDS: '0.2',
+      VERBATIM_GAP_PATIENCE_SECONDS: '0',
+    },
+  });
+  try {
+    // Window 0 ([0, 8 s): chunk 0 and the start of chunk 1) meets a long speech outage, so the
+    // meeting is published while it is in retry, with the rest of its audio deleted.
+    const outage = [
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'transient',
+        code: 'asr.overloaded',
+        times: 10,
+        match: { windowIndex: 0 },
+      },
+    ];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(outage) });
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const id = await createLive(h);
+    for (const [seq, chunk] of chunks.entries()) {
+      if (seq !== 1) assert.equal((await putChunk(h, id, seq, chunk)).status, 201);
+    }
+    assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: chunks.length })).status, 202);
+    await waitForMeeting(h, id);
+    const db = h.app.database.db;
+    const meeting = await db
+      .selectFrom('meetings')
+      .select(['audio_deleted_at'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.ok(meeting.audio_deleted_at, 'published with its settled audio deleted: a late chunk is spliced');
+    const zero = await db
+      .selectFrom('windows')
+      .select(['status', 'end_ms'])
+      .where('meeting_id', '=', id)
+      .where('index', '=', 0)
+      .executeTakeFirstOrThrow();
+    assert.equal(zero.status, 'pending', 'window 0 is still in retry');
+    assert.ok(zero.end_ms > 5000, 'window 0 reaches into chunk 1’s reserved stretch');
+
+    // Chunk 1 arrives late, into the reserved stretch window 0 reaches into.
+    assert.equal((await putChunk(h, id, 1, chunks[1]!)).status, 201);
+    await waitFor(
+      'the repair and every window settled',
+      async () => {
+        const open = await db
+          .selectFrom('windows')
+          .select('id')
+          .where('meeting_id', '=', id)
+          .where('status', '=', 'pending')
+          .execute();
+        const m = await db
+          .selectFrom('meetings')
+          .select(['transcript_revision'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        const gaps = await db
+          .selectFrom('timeline_gaps')
+          .select('id')
+          .where('meeting_id', '=', id)
+          .where('arrived_at', 'is not', null)
+          .execute();
+        return open.length === 0 && gaps.length === 0 && m.transcript_revision >= 1;
+      },
+      120_000,
+    );
+    const shown = await db
+      .selectFrom('windows')
+      .select(['index', 'start_ms', 'end_ms', 'status', 'failure_code', 'segment_count'])
+      .where('meeting_id', '=', id)
+      .where('status', '<>', 'superseded')
+      .orderBy('start_ms')
+      .execute();
+    assert.deepEqual(
+      shown.filter((w) => w.failure_code === 'audio.deleted'),
+      [],
+      `no stretch lost its words to a deletion: ${JSON.stringify(shown)}`,
+    );
+    const first = shown.find((w) => w.start_ms === 0)!;
+    assert.equal(first.status, 'transcribed', JSON.stringify(shown));
+    assert.ok((first.segment_count ?? 0) > 0, 'the words of chunk 0 are in the transcript');
+  } finally {
+    await h.close();
+  }
+});
+
 void it('L4/L16: a window still being attempted when the close-out stops waiting at its cap keeps its audio until it settles, so its words still reach the transcript, which is revised for them (L19) (found by the 30-minute simulation: such windows failed audio.deleted)', async () => {
   // A wait cap of 0: the close-out does not wait for windows in retry at all.
   const h = await startHarness({

@@ -58,7 +58,7 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.ok(checkHistory(withMeeting(m)).some((v) => v.invariant === 'V1' && /twice/.test(v.detail)));
   });
 
-  void it('V1: a chunk placed out of order, and a chunk never accepted, are reported', () => {
+  void it('V1: a chunk placed out of order, and a chunk never sent, are reported', () => {
     const m = goodMeeting();
     m.segments = [
       { startMs: 0, text: 'c1x64000' },
@@ -67,7 +67,21 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.ok(checkHistory(withMeeting(m)).some((v) => /out of order/.test(v.detail)));
     const n = goodMeeting();
     n.segments.push({ startMs: 9000, text: 'c7x10' });
-    assert.ok(checkHistory(withMeeting(n)).some((v) => /never accepted/.test(v.detail)));
+    assert.ok(checkHistory(withMeeting(n)).some((v) => /never sent/.test(v.detail)));
+  });
+
+  void it('V1: a chunk sent without an answer may be in the transcript once, or not at all, but not twice (found by the soak)', () => {
+    const once = goodMeeting();
+    once.unanswered = new Map([[3, 10_000]]);
+    once.segments.push({ startMs: 9000, text: 'c3x10000' });
+    assert.deepEqual(checkHistory(withMeeting(once)), []);
+    const missing = goodMeeting();
+    missing.unanswered = new Map([[3, 10_000]]);
+    assert.deepEqual(checkHistory(withMeeting(missing)), [], 'its client never heard it was stored');
+    const twice = goodMeeting();
+    twice.unanswered = new Map([[3, 10_000]]);
+    twice.segments.push({ startMs: 9000, text: 'c3x10000' }, { startMs: 9500, text: 'c3x10000' });
+    assert.ok(checkHistory(withMeeting(twice)).some((v) => /unanswered.*twice/.test(v.detail)));
   });
 
   void it('V2: a meeting left processing, and a failure without a reason, are reported', () => {

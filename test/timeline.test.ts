@@ -177,6 +177,33 @@ void describe('timeline rules (pure)', () => {
     assert.equal(plan.cut, 60 * S);
   });
 
+  void it('L16/L19: a splice into a window still being transcribed transcribes that window whole, with no piece of it kept without words (found by the soak)', () => {
+    // Windows [0, 60) transcribed and [60, 120) still in retry (its audio kept); the reserved
+    // stretch [70, 80) gets its late chunk after the audio of the rest was deleted.
+    const input: RepairInput = {
+      mode: 'splice',
+      closed: true,
+      resizes: [{ seq: 14, start: 70 * S, oldLength: 10 * S, newLength: 12 * S }],
+      windows: [
+        { id: 'done', start: 0, end: 60 * S, status: 'transcribed' },
+        { id: 'retrying', start: 60 * S, end: 120 * S, status: 'pending' },
+      ],
+      cut: 120 * S,
+      placed: 120 * S,
+    };
+    assert.deepEqual(repairRegions(input), [{ from: 60 * S, to: 120 * S, kind: 'splice' }]);
+    const plan = planRepair(input, [...speech(60, 60), chunk(70 * S, 12)], OPTS);
+    assert.deepEqual(plan.supersede, ['retrying']);
+    assert.deepEqual(plan.create, [{ start: 60 * S, end: 122 * S, kind: 'transcribe' }]);
+    assert.ok(!plan.create.some((w) => w.kind === 'keep'), 'no piece of a pending window is kept');
+    // Two late chunks in one pending window make one region.
+    const two = {
+      ...input,
+      resizes: [...input.resizes, { seq: 20, start: 100 * S, oldLength: 5 * S, newLength: 5 * S }],
+    };
+    assert.deepEqual(repairRegions(two), [{ from: 60 * S, to: 120 * S, kind: 'splice' }]);
+  });
+
   void it('L19: new audio after a closed timeline is cut with the last window while the audio is stored', () => {
     const input: RepairInput = {
       mode: 'recut',

@@ -316,7 +316,8 @@ export interface RepairPlan {
  * stored) every live window that overlaps or touches a resized stretch is replaced, and all they
  * covered is cut again from the audio, so boundaries stay in quiet places (L18). In `splice` mode
  * (the audio was deleted when the meeting ended) only the resized chunks' own stretches are
- * transcribed, and the windows around them keep their segments. On a closed timeline (and always
+ * transcribed, and the windows around them keep their segments; a window still pending (its audio
+ * kept until it settles) is transcribed whole with them. On a closed timeline (and always
  * in splice mode, where nothing else will) the audio after the cut is cut here too: the tail.
  * A stretch not yet reached by the cut of an open timeline needs no windows: the cutter gets there.
  */
@@ -356,6 +357,23 @@ export function repairRegions(input: RepairInput): RepairRegion[] {
       if (last && last.to === r.start) last.to = end;
       else regions.push({ from: r.start, to: end, kind: 'splice' });
       if (end > tailFrom) tailFrom = end;
+    }
+    // A window still being transcribed keeps its audio (L16), so it is spliced whole, never split:
+    // a piece of it kept without words would settle as failed while its audio is there. Found by
+    // the soak: a late chunk spliced into a window in retry lost the stretch around it.
+    for (const reg of regions) {
+      for (const w of windows) {
+        if (w.status !== 'pending' || w.start >= reg.to || w.end <= reg.from) continue;
+        reg.from = Math.min(reg.from, w.start);
+        reg.to = Math.max(reg.to, w.end);
+      }
+    }
+    regions.sort((a, b) => a.from - b.from);
+    for (let i = regions.length - 1; i > 0; i--) {
+      const before = regions[i - 1]!;
+      if (regions[i]!.from > before.to) continue;
+      before.to = Math.max(before.to, regions[i]!.to);
+      regions.splice(i, 1);
     }
     if (input.placed > tailFrom) regions.push({ from: tailFrom, to: input.placed, kind: 'tail' });
   }

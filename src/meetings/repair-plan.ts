@@ -249,7 +249,9 @@ export async function loadRepair(
       cut: closed || mode === 'splice' ? cut : null,
       placed: tail ? placed : null,
       members: members.map((m) => [m.seq, m.gapId, m.start, m.oldLength, m.length, m.basisKey]),
-      windows: input.windows.map((w) => [w.id, w.start, w.end]),
+      // A splice takes a pending window whole (repairRegions): one that stops or starts being
+      // pending before the commit changes the plan.
+      windows: input.windows.map((w) => [w.id, w.start, w.end, mode === 'splice' && w.status === 'pending']),
     });
     return { meeting, empty: resizes.length === 0 && !tail, input, chains, tailSeqs, fingerprint };
   };

@@ -69,7 +69,8 @@ export class StreamHub {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString });
+    // TCP keepalive: a connection that died without a word is noticed, not listened on for ever.
+    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
     client.on('error', (err) => {
       this.log.warn({ err: err.message }, 'stream notification connection failed; connecting again');
       this.lost(client);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { readAsTenant } from '../db/tenant.ts';
+import { asSystem, readAsTenant } from '../db/tenant.ts';
 import { readStream, type StreamEvent } from '../meetings/stream.ts';
 import { meetingViewIn } from './meeting-routes.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
@@ -12,6 +12,8 @@ const KEEP_ALIVE_MS = 15_000;
 const POLL_MS = 5_000;
 /** …and this often while notifications are not arriving (no LISTEN connection, or it is down). */
 const POLL_UNHEARD_MS = 1_000;
+/** Unsent bytes a stream may hold for a client that does not read, before it is cut. */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** What a client's EventSource waits before it reconnects, sent as the stream's `retry:`. */
 const RETRY_MS = 2_000;
 
@@ -30,16 +32,25 @@ const RETRY_MS = 2_000;
 export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   const hub = api.connectionString ? new StreamHub(api.connectionString, api.log) : null;
+  // Open streams end when the server closes: before it waits for its connections to finish (a
+  // stream never would), so a shutdown is not held up by a browser tab left open.
+  const open = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const end of open) end();
+  });
   app.addHook('onClose', async () => hub?.close());
 
   app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>(
     '/v1/meetings/:id/events',
     async (req, reply) => {
       const workspaceId = workspaceOf(req);
-      const meetingId = req.params.id;
       let cursor = lastEventId(req.headers['last-event-id'] ?? req.query.lastEventId);
       // Unknown or foreign meetings get their 404 as JSON, before the stream starts.
-      await readAsTenant(deps.db, workspaceId, (trx) => deps.meetings.get(workspaceId, meetingId, trx));
+      const found = await readAsTenant(deps.db, workspaceId, (trx) =>
+        deps.meetings.get(workspaceId, req.params.id, trx),
+      );
+      const meetingId = found.id;
+      const token = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
 
       reply.hijack();
       const res = reply.raw;
@@ -58,15 +69,30 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
         woken = true;
         wake?.();
       };
-      const unsubscribe = hub?.subscribe(meetingId, poke) ?? (() => undefined);
-      req.raw.on('close', () => {
+      const end = () => {
         closed = true;
         poke();
-      });
-      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+      };
+      open.add(end);
+      const unsubscribe = hub?.subscribe(meetingId, poke) ?? (() => undefined);
+      req.raw.on('close', end);
+      // A client that stops reading is cut off rather than buffered without end.
+      const send = (text: string) => {
+        if (closed) return;
+        res.write(text);
+        if (res.writableLength > MAX_BUFFERED_BYTES) end();
+      };
+      const keepAlive = setInterval(() => send(': keep-alive\n\n'), KEEP_ALIVE_MS);
+      let checkedAt = Date.now();
       try {
         while (!closed) {
           woken = false;
+          // S9: a key revoked or expired while its stream is open stops it within a keep-alive.
+          if (Date.now() - checkedAt >= KEEP_ALIVE_MS) {
+            checkedAt = Date.now();
+            // As the request's own authentication ran: on the system path, before any tenant.
+            if ((await asSystem(() => api.workspaces.authenticate(token))) !== workspaceId) break;
+          }
           const batch = await readStream(
             deps.db,
             workspaceId,
@@ -75,11 +101,14 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
             (trx, m) => meetingViewIn(deps, trx, m),
             (trx) => deps.meetings.get(workspaceId, meetingId, trx),
           );
-          for (const e of batch.events) res.write(frame(e));
+          for (const e of batch.events) send(frame(e));
           cursor = batch.last;
           if (batch.more || woken) continue;
           await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, hub?.listening ? POLL_MS : POLL_UNHEARD_MS);
+            const timer = setTimeout(
+              resolve,
+              Math.min(KEEP_ALIVE_MS, hub?.listening ? POLL_MS : POLL_UNHEARD_MS),
+            );
             wake = () => {
               clearTimeout(timer);
               resolve();
@@ -89,12 +118,13 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
         }
       } catch (err) {
         if (err instanceof AppError && err.kind === ErrorKind.notFound) {
-          res.write(`event: deleted\ndata: ${JSON.stringify({ id: meetingId })}\n\n`);
+          send(`event: deleted\ndata: ${JSON.stringify({ id: meetingId })}\n\n`);
         } else if (!closed) {
           // The client reconnects with its Last-Event-ID and misses nothing.
           req.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'meeting stream cut');
         }
       } finally {
+        open.delete(end);
         clearInterval(keepAlive);
         unsubscribe();
         res.end();

@@ -52,9 +52,17 @@ export function draftsWanted(status: string): boolean {
 
 /** The draft job: transcribes one placed chunk, unless it is too late to be worth it. */
 export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promise<DraftOutcome> {
-  const lag = await sql<{ ms: number }>`
-    select extract(epoch from now() - ${payload.placedAt}::timestamptz) * 1000 as ms`.execute(deps.db);
-  if (Number(lag.rows[0]!.ms) > deps.config.draftLagMs) {
+  // Behind: this draft is late, or the meeting's finals wait for a worker (a window job due for
+  // longer than the same bound). Either way the recogniser is better spent on the finals.
+  const lag = await sql<{ ms: number; finalsWaiting: boolean }>`
+    select extract(epoch from now() - ${payload.placedAt}::timestamptz) * 1000 as ms,
+           exists (select 1 from jobs
+                    where meeting_id = ${payload.meetingId}::uuid and kind = 'transcribe-window'
+                      and status = 'pending'
+                      and run_after < now() - ${deps.config.draftLagMs} * interval '1 millisecond') as "finalsWaiting"`.execute(
+    deps.db,
+  );
+  if (Number(lag.rows[0]!.ms) > deps.config.draftLagMs || lag.rows[0]!.finalsWaiting) {
     await deps.db
       .updateTable('meetings')
       .set({ drafts_shed: sql<number>`drafts_shed + 1` })

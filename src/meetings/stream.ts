@@ -59,22 +59,38 @@ export async function positionStream(db: Db, meetingId: string): Promise<void> {
     .limit(1)
     .executeTakeFirst();
   if (!waiting) return;
-  await db.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(${STREAM_LOCK_NAMESPACE}::int, hashtext(${meetingId}))`.execute(
-      trx,
-    );
-    // Read committed: this statement starts after the lock is ours, so it sees the positions the
-    // previous holder gave and continues from them.
-    await sql`
-      with top as (
-        select coalesce(max(seq), 0) as seq from meeting_stream where meeting_id = ${meetingId}::uuid
-      ), fresh as (
-        select id, row_number() over (order by id) as n
-          from meeting_stream
-         where meeting_id = ${meetingId}::uuid and seq is null
-      )
-      update meeting_stream s set seq = top.seq + fresh.n from top, fresh where s.id = fresh.id`.execute(trx);
-  });
+  // The meeting's id as the database spells it, for one lock per meeting whatever a URL said.
+  const id = meetingId.toLowerCase();
+  for (let tries = 0; ; tries++) {
+    // Read committed, whatever the server's default: the update starts after the lock is ours, so
+    // it sees the positions the previous holder gave and continues from them.
+    const positioned = await db
+      .transaction()
+      .setIsolationLevel('read committed')
+      .execute(async (trx) => {
+        // Not queued behind another stream positioning the same rows: try, and try again shortly,
+        // so that many viewers of one meeting hold no pool connection waiting on each other.
+        const lock = await sql<{ ok: boolean }>`
+          select pg_try_advisory_xact_lock(${STREAM_LOCK_NAMESPACE}::int, hashtext(${id})) as ok`.execute(
+          trx,
+        );
+        if (!lock.rows[0]?.ok) return false;
+        await sql`
+          with top as (
+            select coalesce(max(seq), 0) as seq from meeting_stream where meeting_id = ${id}::uuid
+          ), fresh as (
+            select id, row_number() over (order by id) as n
+              from meeting_stream
+             where meeting_id = ${id}::uuid and seq is null
+          )
+          update meeting_stream s set seq = top.seq + fresh.n
+            from top, fresh
+           where s.id = fresh.id and s.seq is null`.execute(trx);
+        return true;
+      });
+    if (positioned || tries >= 40) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /**

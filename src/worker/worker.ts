@@ -172,24 +172,24 @@ export async function startWorker(
     specs.push({ taskList, concurrency: concurrencyOf[queue], crontab: null });
   }
   // L22: drafts on a runner of their own, one at a time, never retried (src/meetings/drafts.ts).
-  if (config.drafts) {
-    specs.push({
-      taskList: {
-        [DRAFT_TASK]: async (payload) => {
-          try {
-            const outcome = await makeDraft(deps, payload as DraftPayload);
-            if (outcome === 'shed')
-              wlog.debug({ payload }, 'draft shed: the drafts queue is behind real time');
-          } catch (err) {
-            // Best effort: the window's final words come all the same.
-            wlog.info({ err: err instanceof Error ? err.message : String(err) }, 'draft not made');
-          }
-        },
+  // A worker with drafts off still takes the jobs (an api process with them on enqueued them) and
+  // drops them, so none is left in the queue for ever.
+  specs.push({
+    taskList: {
+      [DRAFT_TASK]: async (payload) => {
+        if (!config.drafts) return;
+        try {
+          const outcome = await makeDraft(deps, payload as DraftPayload);
+          if (outcome === 'shed') wlog.debug({ payload }, 'draft shed: the drafts queue is behind real time');
+        } catch (err) {
+          // Best effort: the window's final words come all the same.
+          wlog.info({ err: err instanceof Error ? err.message : String(err) }, 'draft not made');
+        }
       },
-      concurrency: 1,
-      crontab: null,
-    });
-  }
+    },
+    concurrency: 1,
+    crontab: null,
+  });
   specs.push({
     taskList: {
       [DISPATCH_TASK]: async () => {

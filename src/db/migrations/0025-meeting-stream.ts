@@ -1,8 +1,10 @@
 // Frozen migration: never edit after release, add a new file instead. Imports nothing from the app.
 //
 // Issue 15 (L23): a meeting's changes as a stream its clients follow live. Triggers write one row
-// per change in the changing transaction (a meeting's row updated, a window settled or superseded)
-// and NOTIFY the meeting's id; the rows name what changed, the stream reads the rows themselves.
+// per change in the changing transaction (a meeting's row updated, a window settled, superseded or
+// moved by a repair) and NOTIFY the meeting's id; the rows name what changed, the stream reads the
+// rows themselves. The workspace id is not a foreign key: a key would make every write here wait
+// on a workspace row locked for a key revocation; the meeting's key (cascading) is enough.
 //
 // Writers take no lock for the stream: a row is born without a position (`seq` null). Positions are
 // handed out after commit, by whoever reads the stream, under a per-meeting advisory lock, in the
@@ -18,7 +20,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
 create table meeting_stream (
   id bigserial primary key,
-  workspace_id uuid not null references workspaces(id),
+  workspace_id uuid not null,
   meeting_id uuid not null references meetings(id) on delete cascade,
   seq bigint,
   kind text not null check (kind in ('meeting', 'window', 'draft')),
@@ -37,7 +39,7 @@ grant usage on sequence meeting_stream_id_seq to verbatim_tenant;
 
 create table drafts (
   id uuid primary key default gen_random_uuid(),
-  workspace_id uuid not null references workspaces(id),
+  workspace_id uuid not null,
   meeting_id uuid not null references meetings(id) on delete cascade,
   chunk_seq integer not null,
   start_ms bigint not null,
@@ -96,8 +98,16 @@ create trigger meetings_stream after update on meetings
   for each row when (old.* is distinct from new.*) execute function verbatim_stream_change();
 create trigger windows_stream_insert after insert on windows
   for each row when (new.status <> 'pending') execute function verbatim_stream_change();
-create trigger windows_stream_update after update of status on windows
-  for each row when (old.status is distinct from new.status) execute function verbatim_stream_change();
+create trigger windows_stream_update after update of status, start_ms, end_ms on windows
+  for each row when ((old.status, old.start_ms, old.end_ms) is distinct from (new.status, new.start_ms, new.end_ms))
+  execute function verbatim_stream_change();
+
+-- What was transcribed before this migration: each settled window once, so a stream read from the
+-- start holds the whole meeting.
+insert into meeting_stream (workspace_id, meeting_id, kind, ref)
+  select workspace_id, meeting_id, 'window', id from windows
+   where status <> 'pending'
+   order by meeting_id, start_ms, index;
 `.execute(db);
 }
 

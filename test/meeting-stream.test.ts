@@ -259,6 +259,23 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
     assert.equal(foreign.statusCode, 404, foreign.body);
   });
 
+  void it('L23/S9: a stream stops once its key is revoked, and an api process shutting down ends its open streams instead of waiting on them', async () => {
+    const id = await createLive('revoked');
+    const temp = await h.app.workspaces.createApiKey(h.workspaceId, 'short-lived');
+    const stream = listen(listener.base, temp.apiKey, id);
+    await waitFor('the stream open', async () => stream.events.some((e) => e.event === 'meeting'));
+    await h.app.workspaces.revokeApiKey(temp.keyId);
+    await stream.done; // the server ends it: the body closes without the client hanging up
+    assert.equal(stream.status(), 200);
+
+    const api = await spawnApi(h);
+    const open = listen(api.base, h.apiKey, id);
+    await waitFor('a stream on the api to stop', async () => open.events.some((e) => e.event === 'meeting'));
+    api.proc.proc.kill('SIGTERM');
+    assert.equal(await api.proc.exited, 0, 'the api process stopped cleanly with a stream open');
+    await open.done;
+  });
+
   void it('L22: drafts appear for a streamed meeting before its first window is cut, and are gone once the finals cover them', async () => {
     const id = await createLive('drafted');
     await put(id, 0);

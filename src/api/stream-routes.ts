@@ -84,6 +84,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       };
       const keepAlive = setInterval(() => send(': keep-alive\n\n'), KEEP_ALIVE_MS);
       let checkedAt = Date.now();
+      let first = true;
       try {
         while (!closed) {
           woken = false;
@@ -100,7 +101,9 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
             cursor,
             (trx, m) => meetingViewIn(deps, trx, m),
             (trx) => deps.meetings.get(workspaceId, meetingId, trx),
+            first,
           );
+          first = false;
           for (const e of batch.events) send(frame(e));
           cursor = batch.last;
           if (batch.more || woken) continue;

@@ -106,6 +106,7 @@ export async function readStream(
   after: number,
   meetingView: (trx: Tx, m: MeetingRow) => Promise<unknown>,
   getMeeting: (trx: Tx) => Promise<MeetingRow>,
+  first = false,
 ): Promise<{ events: StreamEvent[]; last: number; more: boolean }> {
   await positionStream(db, meetingId);
   return readAsTenant(db, workspaceId, async (trx) => {
@@ -118,7 +119,13 @@ export async function readStream(
       .orderBy('seq')
       .limit(BATCH)
       .execute();
-    if (rows.length === 0) return { events: [], last: after, more: false };
+    if (rows.length === 0) {
+      // A stream's first batch always says where the meeting stands, even with nothing new.
+      const events: StreamEvent[] = first
+        ? [{ id: null, event: 'meeting', data: await meetingView(trx, meeting) }]
+        : [];
+      return { events, last: after, more: false };
+    }
     const last = rows[rows.length - 1]!.seq!;
     // Each window or draft once, at the position of its last change.
     const lastOf = new Map<string, { seq: number; kind: 'window' | 'draft' }>();

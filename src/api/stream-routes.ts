@@ -35,8 +35,9 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   // Open streams end when the server closes: before it waits for its connections to finish (a
   // stream never would), so a shutdown is not held up by a browser tab left open.
   const open = new Set<() => void>();
-  app.addHook('preClose', async () => {
+  app.addHook('preClose', (done) => {
     for (const end of open) end();
+    done();
   });
   app.addHook('onClose', async () => hub?.close());
 

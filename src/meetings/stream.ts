@@ -195,10 +195,11 @@ async function liveDrafts(trx: Tx, meetingId: string, ids: string[]): Promise<Ma
     .select(['d.id', 'd.chunk_seq', 'd.start_ms', 'd.end_ms', 'd.text'])
     .where('d.id', 'in', ids)
     .where('d.meeting_id', '=', meetingId)
-    .where(({ not, exists, selectFrom }) =>
-      not(
-        exists(
-          selectFrom('windows as w')
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('windows as w')
             .select('w.id')
             .whereRef('w.meeting_id', '=', 'd.meeting_id')
             .where('w.status', '=', 'transcribed')

@@ -27,8 +27,12 @@
  *   (h) repair latency: a chunk sent after its meeting completed → the transcript revised, instant
  *       recogniser, next to the on-time path (a chunk filling a window → the window transcribed)
  *
+ *   (i) speech → text on screen: a 145 s meeting streamed at real pace in 5 s chunks, its SSE
+ *       stream read; per sentence, end of its audio → first event with its words, drafts off (the
+ *       baseline) and on; End → complete next to the recogniser's time for the last stretch
+ *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–h; default abcdefgh), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–i; default abcdefghi), BENCH_REPAIR_SAMPLES (20).
  */
 import { max, median } from './fixtures.ts';
 import { botRecoveryCost } from './bot-recovery.ts';
@@ -36,6 +40,7 @@ import { boundaryLoss } from './boundary.ts';
 import { closeOutLatency } from './closeout.ts';
 import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
+import { liveCaptions } from './live-captions.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
 
@@ -46,7 +51,7 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefgh';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghi';
 const REPAIR_SAMPLES = intFromEnv('BENCH_REPAIR_SAMPLES', 20);
 const REPAIR_TARGET_S = 1;
 const BOUNDARY_MINUTES = 3;
@@ -301,6 +306,35 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(h) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('i')) {
+    say('(i) speech → text on screen: a 145 s meeting at real pace, drafts off then on (about 6 minutes)…');
+    try {
+      const r = await liveCaptions();
+      for (const run of r.runs) {
+        const got = run.latencies.filter((l): l is number => l !== null);
+        const sorted = [...got].sort((a, b) => a - b);
+        const p = (q: number) =>
+          sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+        const missed = run.latencies.length - got.length;
+        say(
+          `    drafts ${run.drafts ? 'on ' : 'off'}: ${run.latencies.map((l) => (l === null ? '–' : fmt(l, 1))).join(' ')} s`,
+        );
+        const endBound = 1.2 * r.lastStretchRecognitionS + 2;
+        const ok = run.drafts ? p(0.5) <= 3 && p(0.95) <= 5 : true;
+        rows.push(
+          `(i) speech → text, drafts ${run.drafts ? 'on ' : 'off'}`.padEnd(43) +
+            `p50 ${fmt(p(0.5), 1).padStart(4)} s  p95 ${fmt(p(0.95), 1).padStart(4)} s  not shown ${missed} of ${run.latencies.length}  ` +
+            `shed ${run.shed}   End → complete ${fmt(run.endToComplete, 1)} s (bound ${fmt(endBound, 1)} s: ` +
+            `1.2 × ${fmt(r.lastStretchRecognitionS, 1)} s + 2 s) ${verdict(run.endToComplete <= endBound)}` +
+            (run.drafts ? `   p50 ≤ 3 s, p95 ≤ 5 s  ${verdict(ok)}` : '   (baseline)'),
+        );
+      }
+    } catch (err) {
+      failed = true;
+      say(`(i) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

@@ -161,7 +161,12 @@ export async function startAppWorker(app: App): Promise<WorkerHandle> {
 }
 
 export function buildAppApi(app: App) {
-  return buildApi({ deps: app.deps, workspaces: app.workspaces, log: app.log });
+  return buildApi({
+    deps: app.deps,
+    workspaces: app.workspaces,
+    log: app.log,
+    connectionString: app.database.connectionString,
+  });
 }
 
 function makeTranscriber(config: Config): Transcriber {

@@ -16,6 +16,8 @@ export const FaultAction = {
   hang: 'hang',
   stop: 'stop',
   reject: 'reject',
+  /** Waits `ms` (default 1 s), then goes on: a slow step, not a stuck one. */
+  delay: 'delay',
 } as const;
 export type FaultAction = (typeof FaultAction)[keyof typeof FaultAction];
 
@@ -25,6 +27,8 @@ interface Fault {
   times?: number;
   match?: Record<string, string | number | boolean>;
   message?: string;
+  /** With action `delay`: how long. */
+  ms?: number;
   /** With action `throw`: throw an AppError of this kind and code instead of a plain Error. */
   kind?: ErrorKind;
   code?: string;
@@ -100,6 +104,9 @@ export class Checkpoints {
         return;
       case FaultAction.hang:
         await new Promise(() => {});
+        return;
+      case FaultAction.delay:
+        await new Promise((r) => setTimeout(r, fault.ms ?? 1000));
         return;
       case FaultAction.reject:
         void Promise.reject(new Error(fault.message ?? `injected unhandled rejection at ${name}`));

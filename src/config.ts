@@ -2,6 +2,7 @@
  * The only module that reads `process.env`. Every installation setting is validated here once;
  * the rest of the code receives a typed `Config`. The README's settings table mirrors `SETTINGS`.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { parseEgressAllow } from './net/egress.ts';
 
@@ -53,6 +54,16 @@ export const SETTINGS = {
     env: 'VERBATIM_GAP_PATIENCE_SECONDS',
     default: '30',
     help: 'how long a missing chunk is waited for while later ones arrive, before the timeline goes on past it (L19)',
+  },
+  drafts: {
+    env: 'VERBATIM_DRAFTS',
+    default: 'on',
+    help: 'on: each live chunk gets a quick provisional transcription, shown until its window is final (L22); off: finals only',
+  },
+  draftLagSeconds: {
+    env: 'VERBATIM_DRAFT_LAG_SECONDS',
+    default: '10',
+    help: 'drafts further behind real time than this are skipped and counted, so the finals keep their pace (L22)',
   },
   maxSeqAhead: {
     env: 'VERBATIM_MAX_SEQ_AHEAD',
@@ -191,8 +202,8 @@ export const SETTINGS = {
   },
   transcriptionConcurrency: {
     env: 'VERBATIM_TRANSCRIPTION_CONCURRENCY',
-    default: '1',
-    help: 'windows transcribed at once per worker (L2)',
+    default: 'auto',
+    help: 'windows transcribed at once per worker (L2); auto: one per CPU for pocketsphinx, 1 for a Whisper server',
   },
   closeoutConcurrency: {
     env: 'VERBATIM_CLOSEOUT_CONCURRENCY',
@@ -386,6 +397,9 @@ export interface Config {
   boundarySearchMs: number;
   chunkMs: number;
   gapPatienceMs: number;
+  /** L22: provisional transcriptions of live chunks, and how far behind they may fall. */
+  drafts: boolean;
+  draftLagMs: number;
   maxSeqAhead: number;
   lateAudioMs: number;
   maxChunkBytes: number;
@@ -473,6 +487,26 @@ export interface RequestLimits {
 
 export class ConfigError extends Error {}
 
+/**
+ * Windows transcribed at once per worker. `auto` uses the machine: the local recogniser is CPU
+ * bound and single-threaded, so one per CPU; a Whisper server's capacity is not ours to guess, so
+ * one until the operator says more.
+ */
+export function transcriptionConcurrency(
+  setting: string,
+  asr: string,
+  cpus = os.availableParallelism(),
+): number {
+  if (setting === 'auto') return asr === 'pocketsphinx' ? Math.max(1, cpus) : 1;
+  const value = Number(setting);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ConfigError(
+      `${SETTINGS.transcriptionConcurrency.env} must be a whole number >= 1 or auto, got "${setting}"`,
+    );
+  }
+  return value;
+}
+
 type Env = Record<string, string | undefined>;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -517,6 +551,8 @@ export function loadConfig(env: Env = process.env): Config {
     boundarySearchMs: ms('boundarySearchSeconds'),
     chunkMs: ms('chunkSeconds', 0.1),
     gapPatienceMs: ms('gapPatienceSeconds'),
+    drafts: oneOf('drafts', ['on', 'off']) === 'on',
+    draftLagMs: ms('draftLagSeconds'),
     maxSeqAhead: int('maxSeqAhead', 1),
     lateAudioMs: ms('lateAudioDays') * 86_400,
     maxChunkBytes: int('maxChunkBytes', 1024),
@@ -595,7 +631,7 @@ export function loadConfig(env: Env = process.env): Config {
       forcePathStyle: oneOf('s3ForcePathStyle', ['true', 'false']) === 'true',
     },
     concurrency: {
-      transcription: int('transcriptionConcurrency', 1),
+      transcription: transcriptionConcurrency(raw('transcriptionConcurrency'), raw('asr')),
       closeout: int('closeoutConcurrency', 1),
       minutes: int('minutesConcurrency', 1),
       intake: int('intakeConcurrency', 1),

@@ -11,6 +11,7 @@ import { regenerateMinutes } from '../meetings/minutes.ts';
 import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
+import type { MeetingDeps } from '../meetings/deps.ts';
 import { UPLOAD_ROUTE } from './request-limits.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
@@ -30,8 +31,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
   const graceMs = deps.config.closeoutGraceMs;
   // S10: every meeting read here runs as the tenant (src/db/tenant.ts), so a read that forgot its
   // workspace filter finds nothing of another workspace; the writes stay on the system path.
-  const viewIn = async (trx: Executor, m: MeetingRow) =>
-    meetingView(m, await deps.meetings.windowCounts(m.id, trx), await liveState(trx, m), graceMs);
+  const viewIn = (trx: Executor, m: MeetingRow) => meetingViewIn(deps, trx, m);
   const viewOf = (m: MeetingRow) => withTenant(deps.db, m.workspace_id, (trx) => viewIn(trx, m));
   const getMeeting = (workspaceId: string, id: string) =>
     withTenant(deps.db, workspaceId, (trx) => deps.meetings.get(workspaceId, id, trx));
@@ -330,6 +330,16 @@ function decodeCursor(cursor: string): { createdAt: Date; id: string } {
 }
 
 /** The public shape of a meeting. Never includes job internals, tokens or storage keys. */
+/** A meeting as the API shows it, read in the caller's transaction (GET /v1/meetings/{id}, L23 streams). */
+export async function meetingViewIn(deps: MeetingDeps, trx: Executor, m: MeetingRow) {
+  return meetingView(
+    m,
+    await deps.meetings.windowCounts(m.id, trx),
+    await liveState(trx, m),
+    deps.config.closeoutGraceMs,
+  );
+}
+
 export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState, graceMs: number) {
   const windows = {
     total: counts.total,
@@ -402,6 +412,8 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState
       failure: repairFailure,
       message: lateAudioMessage(m, live, repairFailure?.plain ?? null),
     },
+    // L22: draft captions skipped because the drafts queue had fallen behind real time.
+    drafts: { shed: m.drafts_shed },
     audioDeletedAt: m.audio_deleted_at,
     untranscribedWhenAudioDeleted:
       m.audio_deleted_at && m.untranscribed_exhausted !== null

@@ -333,6 +333,22 @@ export function openApiDocument(maxUploadBytes: number) {
           responses: { '200': { description: 'Segments (JSON) or a text rendering' }, ...errors },
         },
       },
+      '/v1/meetings/{id}/events': {
+        get: {
+          summary:
+            'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive.',
+          parameters: [
+            idParam,
+            { name: 'Last-Event-ID', in: 'header', schema: { type: 'string', pattern: '^[0-9]+$' } },
+            { name: 'lastEventId', in: 'query', schema: { type: 'string', pattern: '^[0-9]+$' } },
+          ],
+          responses: {
+            ...errors,
+            '200': { description: 'text/event-stream', content: { 'text/event-stream': {} } },
+            '400': { description: 'Last-Event-ID is not an id this stream sent (stream.bad_last_event_id)' },
+          },
+        },
+      },
       '/v1/meetings/{id}/minutes': {
         post: {
           summary: 'Regenerate the minutes from the transcript',

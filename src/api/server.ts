@@ -10,6 +10,7 @@ import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
 import { registerWebhookRoutes } from './webhook-routes.ts';
 import { registerKeyRoutes } from './key-routes.ts';
+import { registerStreamRoutes } from './stream-routes.ts';
 import {
   ApiRateLimits,
   registerRequestLimits,
@@ -24,6 +25,8 @@ export interface ApiDeps {
   log: Logger;
   /** The built web app to serve at `/` (default: dist/web). */
   webRoot?: string;
+  /** For the LISTEN connection of live streams (L23); without it streams only poll. */
+  connectionString?: string;
 }
 
 declare module 'fastify' {
@@ -104,6 +107,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   registerProviderRoutes(app, api);
   registerBotRoutes(app, api);
   registerKeyRoutes(app, api);
+  registerStreamRoutes(app, api);
   registerWebRoutes(app, api.webRoot ?? DEFAULT_WEB_ROOT);
   return app;
 }

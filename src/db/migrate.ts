@@ -25,6 +25,7 @@ import * as m0021 from './migrations/0021-tenant-review.ts';
 import * as m0022 from './migrations/0022-create-keys.ts';
 import * as m0023 from './migrations/0023-outage-waits.ts';
 import * as m0024 from './migrations/0024-late-windows.ts';
+import * as m0025 from './migrations/0025-meeting-stream.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0022-create-keys': m0022,
   '0023-outage-waits': m0023,
   '0024-late-windows': m0024,
+  '0025-meeting-stream': m0025,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -68,6 +68,8 @@ export interface MeetingsTable {
   chunk_format: 'wav' | 'webm' | null;
   batch_id: string | null;
   stream_header: Buffer | null;
+  /** L22: drafts skipped because the drafts queue had fallen behind real time. */
+  drafts_shed: ColumnType<number, number | undefined, number>;
 }
 
 export interface ChunksTable {
@@ -419,11 +421,39 @@ export interface MeetingCreateKeysTable {
   created_at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+/**
+ * L23: one row per change of a meeting its live clients follow, made by triggers in the changing
+ * transaction. `seq` is its position in the meeting's stream, given after commit (src/meetings/stream.ts).
+ */
+export interface MeetingStreamTable {
+  id: Generated<number>;
+  workspace_id: string;
+  meeting_id: string;
+  seq: number | null;
+  kind: 'meeting' | 'window' | 'draft';
+  ref: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
+/** L22: a provisional transcription of one chunk, shown until a window's final words cover it. */
+export interface DraftsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  meeting_id: string;
+  chunk_seq: number;
+  start_ms: number;
+  end_ms: number;
+  text: string;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface Database {
   workspaces: WorkspacesTable;
   api_keys: ApiKeysTable;
   meetings: MeetingsTable;
   meeting_create_keys: MeetingCreateKeysTable;
+  meeting_stream: MeetingStreamTable;
+  drafts: DraftsTable;
   blobs: BlobsTable;
   chunks: ChunksTable;
   object_cleanups: ObjectCleanupsTable;

@@ -4,6 +4,7 @@ import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
 import { cutStretch, frontierStep } from '../domain/timeline.ts';
 import { compensate } from '../storage/objects.ts';
 import type { MeetingDeps } from './deps.ts';
+import { draftsWanted, enqueueDraft } from './drafts.ts';
 import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type DecodedPiece } from './live-webm.ts';
 import {
   closedTimeline,
@@ -227,6 +228,7 @@ async function advanceFrontier(
         .where('meeting_id', '=', meeting.id)
         .where('seq', '=', next)
         .execute();
+      if (!closing && draftsWanted(meeting.status)) await enqueueDraft(deps, trx, meeting.id, next);
       placed += row!.samples ?? 0;
       next++;
     } else {

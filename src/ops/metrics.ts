@@ -78,6 +78,11 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     ],
     ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
     [
+      'draftsShed',
+      'verbatim_drafts_shed_total',
+      'Draft captions skipped because the drafts queue was behind real time (L22: add workers when it grows)',
+    ],
+    [
       'lateChunksRepairing',
       'verbatim_late_chunks_pending',
       'Chunks that arrived after the timeline went past them, not yet in the transcript (L19)',

@@ -50,6 +50,7 @@ export interface HealthFigures {
   calendarFeedsFailing: number;
   lateChunksRepairing: number;
   lateChunksStuck: number;
+  draftsShed: number;
 }
 
 /** B9: stored bytes per workspace, pending deletions included (what the quotas count). */
@@ -91,6 +92,7 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
         as "botRecordingsErroring",
       (select count(*) from calendar_feeds where last_error is not null)::int as "calendarFeedsFailing",
       (select count(*) from timeline_gaps where arrived_at is not null)::int as "lateChunksRepairing",
+      (select coalesce(sum(drafts_shed), 0) from meetings)::int as "draftsShed",
       -- Late audio with no repair job to add it, while its audio is kept (past the late-audio
       -- bound it is deleted and nothing can be done).
       ((select count(*) from timeline_gaps g

@@ -26,6 +26,7 @@ import { botProviderOf } from '../bots/provider.ts';
 import { runBotBackstops } from '../bots/resume.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
+import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
 import { declareWorkersWithFreeLocks } from './death-watch.ts';
 import { LifeLock } from './life-lock.ts';
 import { WorkerRegistry } from './worker-registry.ts';
@@ -130,8 +131,8 @@ export async function startWorker(
     ...(config.idleTransactionMs > 0
       ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
       : {}),
-    // A LISTEN connection per runner, one per concurrent job, and some room for graphile-worker itself.
-    max: 8 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
+    // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
+    max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
   });
   transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
   transportPool.on('connect', (c) =>
@@ -170,6 +171,25 @@ export async function startWorker(
     }
     specs.push({ taskList, concurrency: concurrencyOf[queue], crontab: null });
   }
+  // L22: drafts on a runner of their own, one at a time, never retried (src/meetings/drafts.ts).
+  // A worker with drafts off still takes the jobs (an api process with them on enqueued them) and
+  // drops them, so none is left in the queue for ever.
+  specs.push({
+    taskList: {
+      [DRAFT_TASK]: async (payload) => {
+        if (!config.drafts) return;
+        try {
+          const outcome = await makeDraft(deps, payload as DraftPayload);
+          if (outcome === 'shed') wlog.debug({ payload }, 'draft shed: the drafts queue is behind real time');
+        } catch (err) {
+          // Best effort: the window's final words come all the same.
+          wlog.info({ err: err instanceof Error ? err.message : String(err) }, 'draft not made');
+        }
+      },
+    },
+    concurrency: 1,
+    crontab: null,
+  });
   specs.push({
     taskList: {
       [DISPATCH_TASK]: async () => {

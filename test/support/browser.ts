@@ -65,7 +65,13 @@ export async function serveWebApp(h: Harness, webRoot: string): Promise<WebServe
   let port = 0;
   const start = async () => {
     if (server) return;
-    const s = buildApi({ deps: h.app.deps, workspaces: h.app.workspaces, log: h.app.log, webRoot });
+    const s = buildApi({
+      deps: h.app.deps,
+      workspaces: h.app.workspaces,
+      log: h.app.log,
+      webRoot,
+      connectionString: h.app.database.connectionString,
+    });
     await s.listen({ host: '127.0.0.1', port });
     port = (s.server.address() as AddressInfo).port;
     server = s;

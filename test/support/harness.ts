@@ -33,6 +33,9 @@ export const FAST_ENV: Record<string, string> = {
   VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
   VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
   VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
+  // L22: drafts double the recognition work of a live meeting; the tests of other things do without
+  // them (test/meeting-stream.test.ts turns them on). The product's default is on.
+  VERBATIM_DRAFTS: 'off',
 };
 
 export interface WorkerProcess {

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
 import { StatusBadge } from '../components/status.tsx';
 import { clock, download } from '../format.ts';
@@ -6,6 +6,7 @@ import { usePoll } from '../hooks.ts';
 import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
 import { outbox } from '../outbox/index.ts';
 import { useOutbox } from '../outbox/use-outbox.ts';
+import { useMeetingStream, type Draft, type StreamLink } from '../stream.ts';
 import {
   endMeeting,
   recordingElsewhere,
@@ -34,7 +35,7 @@ function useSession(): SessionState | null {
 const SETTLED_POLL_MS = 10_000;
 
 export function MeetingPage({ id }: { id: string }) {
-  const [meeting, setMeeting] = useState<Meeting | null>(null);
+  const [meetingPolled, setMeeting] = useState<Meeting | null>(null);
   const [segments, setSegments] = useState<Segment[]>([]);
   const [loadError, setLoadError] = useState<string | null>(null);
   const [unreachable, setUnreachable] = useState(false);
@@ -51,11 +52,17 @@ export function MeetingPage({ id }: { id: string }) {
   const pending = box?.pending[id] ?? 0;
   // A chunk acknowledged (a late one too, L19) wakes polling of a meeting that had settled.
   const acknowledged = box?.acknowledged[id] ?? -1;
+  // L23: the meeting pushed live; the polling below reads the server only while the stream is down.
+  const stream = useMeetingStream(id);
+  const streamRef = useRef(stream);
+  streamRef.current = stream;
 
   usePoll(
     async () => {
       try {
-        const m = await call<Meeting>('GET', `/v1/meetings/${id}`);
+        const pushed = streamRef.current;
+        const viaStream = pushed.link === 'live' && pushed.meeting !== null;
+        const m = viaStream ? pushed.meeting! : await call<Meeting>('GET', `/v1/meetings/${id}`);
         setMeeting(m);
         setUnreachable(false);
         // Ended in another browser or through the API: this tab's microphone must not go on.
@@ -68,7 +75,7 @@ export function MeetingPage({ id }: { id: string }) {
         )
           await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
         setLoadError(null);
-        if (m.status !== 'created') {
+        if (m.status !== 'created' && !viaStream) {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
           setSegments(t.segments);
         }
@@ -78,6 +85,7 @@ export function MeetingPage({ id }: { id: string }) {
         setEndRequested(stored?.endRequested ?? false);
         const settled = m.status === 'complete' || m.status === 'failed';
         const late = m.lateAudio.lateChunks > 0 || m.lateAudio.repairing;
+        if (viaStream) return true;
         if (!settled || m.minutes.status === 'pending' || late) return true;
         // L19: a live meeting can still get late audio (from this tab's outbox or another client):
         // look now and then, so a repair that lands shows without a reload.
@@ -92,6 +100,11 @@ export function MeetingPage({ id }: { id: string }) {
     1500,
     [id, endRequested, wake, acknowledged],
   );
+
+  const streaming = stream.link === 'live';
+  const meetingShown = streaming && stream.meeting ? stream.meeting : meetingPolled;
+  const segmentsShown = streaming && stream.segments ? stream.segments : segments;
+  const meeting = meetingShown;
 
   if (loadError && !meeting) {
     return (
@@ -288,7 +301,12 @@ export function MeetingPage({ id }: { id: string }) {
         </p>
       )}
 
-      <Transcript meeting={meeting} segments={segments} />
+      <Transcript
+        meeting={meeting}
+        segments={segmentsShown}
+        drafts={streaming ? stream.drafts : []}
+        link={stream.link}
+      />
     </article>
   );
 }
@@ -430,8 +448,49 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
   );
 }
 
-function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment[] }) {
+const LINK_TEXT: Record<StreamLink, string> = {
+  live: 'Captions live',
+  connecting: 'Reconnecting… (updating every few seconds meanwhile)',
+  off: 'Updating every few seconds',
+};
+
+/** Finals and drafts in the order they were spoken; a draft is replaced in place by its final text. */
+function Transcript({
+  meeting,
+  segments,
+  drafts,
+  link,
+}: {
+  meeting: Meeting;
+  segments: Segment[];
+  drafts: Draft[];
+  link: StreamLink;
+}) {
   const [error, setError] = useState<string | null>(null);
+  const lines = [
+    ...segments.map((s, i) => ({
+      key: `f-${s.startMs}-${i}`,
+      startMs: s.startMs,
+      text: s.text,
+      draft: false,
+    })),
+    ...drafts.map((d) => ({ key: `d-${d.draftId}`, startMs: d.startMs, text: d.text, draft: true })),
+  ].sort((a, b) => a.startMs - b.startMs);
+  // Follow the words as they come, unless the reader scrolled away from the end.
+  const following = useRef(true);
+  useEffect(() => {
+    const onScroll = () => {
+      const fromEnd = document.documentElement.scrollHeight - window.scrollY - window.innerHeight;
+      following.current = fromEnd < 120;
+    };
+    window.addEventListener('scroll', onScroll, { passive: true });
+    return () => window.removeEventListener('scroll', onScroll);
+  }, []);
+  const open = meeting.status === 'recording' || meeting.status === 'created';
+  useLayoutEffect(() => {
+    if (open && following.current && lines.length > 0)
+      window.scrollTo({ top: document.documentElement.scrollHeight });
+  }, [lines.length, lines[lines.length - 1]?.text]);
   const exportAs = async (format: 'txt' | 'vtt' | 'srt') => {
     setError(null);
     try {
@@ -460,17 +519,22 @@ function Transcript({ meeting, segments }: { meeting: Meeting; segments: Segment
           </span>
         )}
       </h2>
-      {segments.length === 0 ? (
+      {!meeting.transcriptComplete && (
+        <p class={`link link-${link}`} role="status" data-testid="caption-link" data-link={link}>
+          {LINK_TEXT[link]}
+        </p>
+      )}
+      {lines.length === 0 ? (
         <p class="muted">
           {meeting.status === 'failed'
             ? 'Nothing was transcribed.'
-            : 'The transcript appears here as each window is transcribed.'}
+            : 'The transcript appears here as the meeting is spoken: first as draft captions, then final.'}
         </p>
       ) : (
         <ol class="transcript" aria-live="polite" data-testid="transcript">
-          {segments.map((s, i) => (
-            <li key={`${s.startMs}-${i}`}>
-              <time>{clock(s.startMs / 1000)}</time> <span>{s.text}</span>
+          {lines.map((l) => (
+            <li key={l.key} class={l.draft ? 'draft' : undefined} data-draft={l.draft ? '1' : undefined}>
+              <time>{clock(l.startMs / 1000)}</time> <span>{l.text}</span>
             </li>
           ))}
         </ol>

@@ -1,0 +1,118 @@
+import pg from 'pg';
+import type { Logger } from '../log.ts';
+import { STREAM_CHANNEL } from '../meetings/stream.ts';
+
+const RECONNECT_MIN_MS = 100;
+const RECONNECT_MAX_MS = 5000;
+
+/**
+ * L23: one LISTEN connection per api process, shared by every stream it serves. A notification
+ * carries a meeting's id and only wakes that meeting's streams, which then read the rows: a lost
+ * or merged notification costs nothing but a little delay, because every stream also looks on its
+ * own every few seconds. When the connection is re-made (a database restart, a terminated backend)
+ * every stream is woken, for what it may have missed in between.
+ *
+ * LISTEN needs a session of its own: behind a transaction-pooling proxy notifications do not
+ * arrive, and streams fall back to their own polling (docs/live-meetings.md, "Following a meeting").
+ */
+export class StreamHub {
+  private client: pg.Client | null = null;
+  private connecting: Promise<void> | null = null;
+  private closed = false;
+  private reconnectMs = RECONNECT_MIN_MS;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private readonly subscribers = new Map<string, Set<() => void>>();
+
+  constructor(
+    private readonly connectionString: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Calls `wake` whenever the meeting may have changed; returns the unsubscribe. */
+  subscribe(meetingId: string, wake: () => void): () => void {
+    let set = this.subscribers.get(meetingId);
+    if (!set) this.subscribers.set(meetingId, (set = new Set()));
+    set.add(wake);
+    this.ensureConnected();
+    return () => {
+      set.delete(wake);
+      if (set.size === 0) this.subscribers.delete(meetingId);
+    };
+  }
+
+  /** Whether notifications are arriving now (false while the connection is being re-made). */
+  get listening(): boolean {
+    return this.client !== null;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private ensureConnected(): void {
+    if (this.closed || this.client || this.connecting || this.retryTimer) return;
+    this.connecting = this.connect()
+      .catch((err: unknown) => {
+        this.log.warn(
+          { err: String(err) },
+          'stream notifications unavailable; streams poll until they return',
+        );
+        this.schedule();
+      })
+      .finally(() => {
+        this.connecting = null;
+      });
+  }
+
+  private async connect(): Promise<void> {
+    // TCP keepalive: a connection that died without a word is noticed, not listened on for ever.
+    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
+    client.on('error', (err) => {
+      this.log.warn({ err: err.message }, 'stream notification connection failed; connecting again');
+      this.lost(client);
+    });
+    client.on('end', () => this.lost(client));
+    client.on('notification', (msg) => {
+      if (msg.channel !== STREAM_CHANNEL || !msg.payload) return;
+      for (const wake of this.subscribers.get(msg.payload) ?? []) wake();
+    });
+    try {
+      await client.connect();
+      await client.query("set application_name = 'verbatim-stream-listener'");
+      await client.query(`listen ${STREAM_CHANNEL}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    if (this.closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.client = client;
+    this.reconnectMs = RECONNECT_MIN_MS;
+    // Whatever changed while nobody listened.
+    for (const set of this.subscribers.values()) for (const wake of set) wake();
+  }
+
+  private lost(client: pg.Client): void {
+    if (this.client !== client || this.closed) return;
+    this.client = null;
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed || this.retryTimer) return;
+    const delay = this.reconnectMs;
+    this.reconnectMs = Math.min(RECONNECT_MAX_MS, this.reconnectMs * 2);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      if (this.subscribers.size > 0) this.ensureConnected();
+    }, delay);
+    this.retryTimer.unref();
+  }
+}

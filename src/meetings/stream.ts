@@ -1,0 +1,223 @@
+import { sql } from 'kysely';
+import type { Db, MeetingRow, Tx } from '../db/schema.ts';
+import { readAsTenant } from '../db/tenant.ts';
+import type { TranscriptSegment } from '../ports.ts';
+
+/**
+ * L23: a meeting's changes as a stream its clients follow (GET /v1/meetings/{id}/events).
+ *
+ * Triggers (migration 0025) add a row to `meeting_stream` in every transaction that changes the
+ * meeting's row, settles, supersedes or adds a window, or adds a draft (L22), and NOTIFY `verbatim_stream` with the
+ * meeting's id. A row names what changed; what is sent is read from the tables when it is sent, so
+ * an event always carries the current state of what it names, and two rows naming one window are
+ * sent as one event.
+ *
+ * A row gets its position (`seq`) only after its transaction committed: `positionStream` numbers a
+ * meeting's unpositioned rows under a per-meeting advisory lock, continuing from the last position.
+ * Positions are therefore gapless and in the order rows became visible, and a client that has seen
+ * position N (its `Last-Event-ID`) has seen every change up to N and gets every later one.
+ */
+export const STREAM_CHANNEL = 'verbatim_stream';
+
+/** The first key of the per-meeting positioning lock (two-int advisory locks: namespace, meeting). */
+const STREAM_LOCK_NAMESPACE = 0x56425332;
+
+/** Rows read per batch: a client far behind catches up in several batches. */
+const BATCH = 500;
+
+export interface StreamWindow {
+  windowId: string;
+  index: number;
+  startMs: number;
+  endMs: number;
+  /** pending, transcribed, failed, missing, or superseded (replaced by a repair: drop its words). */
+  status: string;
+  segments: TranscriptSegment[];
+}
+
+/** L22: a chunk's provisional words; drop it once a final window holds its middle. */
+export interface StreamDraft {
+  draftId: string;
+  chunkSeq: number;
+  startMs: number;
+  endMs: number;
+  text: string;
+}
+
+export type StreamEvent =
+  | { id: number | null; event: 'window'; data: StreamWindow }
+  | { id: number | null; event: 'draft'; data: StreamDraft }
+  | { id: number | null; event: 'meeting'; data: unknown };
+
+/** Numbers the meeting's committed rows that have no position yet. Cheap when there are none. */
+export async function positionStream(db: Db, meetingId: string): Promise<void> {
+  const waiting = await db
+    .selectFrom('meeting_stream')
+    .select('id')
+    .where('meeting_id', '=', meetingId)
+    .where('seq', 'is', null)
+    .limit(1)
+    .executeTakeFirst();
+  if (!waiting) return;
+  // The meeting's id as the database spells it, for one lock per meeting whatever a URL said.
+  const id = meetingId.toLowerCase();
+  for (let tries = 0; ; tries++) {
+    // Read committed, whatever the server's default: the update starts after the lock is ours, so
+    // it sees the positions the previous holder gave and continues from them.
+    const positioned = await db
+      .transaction()
+      .setIsolationLevel('read committed')
+      .execute(async (trx) => {
+        // Not queued behind another stream positioning the same rows: try, and try again shortly,
+        // so that many viewers of one meeting hold no pool connection waiting on each other.
+        const lock = await sql<{ ok: boolean }>`
+          select pg_try_advisory_xact_lock(${STREAM_LOCK_NAMESPACE}::int, hashtext(${id})) as ok`.execute(
+          trx,
+        );
+        if (!lock.rows[0]?.ok) return false;
+        await sql`
+          with top as (
+            select coalesce(max(seq), 0) as seq from meeting_stream where meeting_id = ${id}::uuid
+          ), fresh as (
+            select id, row_number() over (order by id) as n
+              from meeting_stream
+             where meeting_id = ${id}::uuid and seq is null
+          )
+          update meeting_stream s set seq = top.seq + fresh.n
+            from top, fresh
+           where s.id = fresh.id and s.seq is null`.execute(trx);
+        return true;
+      });
+    if (positioned || tries >= 40) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/**
+ * The events after position `after`, at most one batch, as the meeting's tenant, from one snapshot.
+ * Windows come in the order of their last change; a meeting snapshot closes every batch that
+ * changed anything, so counts and status always match the windows just sent. `last` is the
+ * position the client has after this batch; `more` says another batch is waiting.
+ */
+export async function readStream(
+  db: Db,
+  workspaceId: string,
+  meetingId: string,
+  after: number,
+  meetingView: (trx: Tx, m: MeetingRow) => Promise<unknown>,
+  getMeeting: (trx: Tx) => Promise<MeetingRow>,
+  first = false,
+): Promise<{ events: StreamEvent[]; last: number; more: boolean }> {
+  await positionStream(db, meetingId);
+  return readAsTenant(db, workspaceId, async (trx) => {
+    const meeting = await getMeeting(trx);
+    const rows = await trx
+      .selectFrom('meeting_stream')
+      .select(['seq', 'kind', 'ref'])
+      .where('meeting_id', '=', meetingId)
+      .where('seq', '>', after)
+      .orderBy('seq')
+      .limit(BATCH)
+      .execute();
+    if (rows.length === 0) {
+      // A stream's first batch always says where the meeting stands, even with nothing new.
+      const events: StreamEvent[] = first
+        ? [{ id: null, event: 'meeting', data: await meetingView(trx, meeting) }]
+        : [];
+      return { events, last: after, more: false };
+    }
+    const last = rows[rows.length - 1]!.seq!;
+    // Each window or draft once, at the position of its last change.
+    const lastOf = new Map<string, { seq: number; kind: 'window' | 'draft' }>();
+    for (const r of rows) if (r.kind !== 'meeting' && r.ref) lastOf.set(r.ref, { seq: r.seq!, kind: r.kind });
+    const ids = (kind: string) => [...lastOf].filter(([, v]) => v.kind === kind).map(([id]) => id);
+    const windows = await windowsWithSegments(trx, ids('window'));
+    const drafts = await liveDrafts(trx, meetingId, ids('draft'));
+    const events: StreamEvent[] = [...lastOf.entries()]
+      .sort((a, b) => a[1].seq - b[1].seq)
+      .flatMap(([id, { seq, kind }]): StreamEvent[] => {
+        if (kind === 'window') {
+          const w = windows.get(id);
+          return w ? [{ id: seq, event: 'window', data: w }] : [];
+        }
+        const d = drafts.get(id);
+        return d ? [{ id: seq, event: 'draft', data: d }] : [];
+      });
+    const lastSent = events.length > 0 ? events[events.length - 1]!.id! : 0;
+    events.push({
+      id: last > lastSent ? last : null,
+      event: 'meeting',
+      data: await meetingView(trx, meeting),
+    });
+    return { events, last, more: rows.length === BATCH };
+  });
+}
+
+async function windowsWithSegments(trx: Tx, ids: string[]): Promise<Map<string, StreamWindow>> {
+  const out = new Map<string, StreamWindow>();
+  if (ids.length === 0) return out;
+  const windows = await trx
+    .selectFrom('windows')
+    .select(['id', 'index', 'start_ms', 'end_ms', 'status'])
+    .where('id', 'in', ids)
+    .execute();
+  for (const w of windows) {
+    out.set(w.id, {
+      windowId: w.id,
+      index: w.index,
+      startMs: w.start_ms,
+      endMs: w.end_ms,
+      status: w.status,
+      segments: [],
+    });
+  }
+  const segments = await trx
+    .selectFrom('segments')
+    .select(['window_id', 'start_ms', 'end_ms', 'text'])
+    .where('window_id', 'in', ids)
+    .orderBy('start_ms')
+    .orderBy('seq')
+    .execute();
+  for (const s of segments) {
+    const w = out.get(s.window_id);
+    if (w && w.status !== 'superseded')
+      w.segments.push({ startMs: s.start_ms, endMs: s.end_ms, text: s.text });
+  }
+  return out;
+}
+
+/** The drafts still worth showing: not dropped, and not under a window's final words already. */
+async function liveDrafts(trx: Tx, meetingId: string, ids: string[]): Promise<Map<string, StreamDraft>> {
+  const out = new Map<string, StreamDraft>();
+  if (ids.length === 0) return out;
+  const rows = await trx
+    .selectFrom('drafts as d')
+    .select(['d.id', 'd.chunk_seq', 'd.start_ms', 'd.end_ms', 'd.text'])
+    .where('d.id', 'in', ids)
+    .where('d.meeting_id', '=', meetingId)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('windows as w')
+            .select('w.id')
+            .whereRef('w.meeting_id', '=', 'd.meeting_id')
+            .where('w.status', '=', 'transcribed')
+            .where(
+              sql<boolean>`(d.start_ms + d.end_ms) / 2 >= w.start_ms and (d.start_ms + d.end_ms) / 2 < w.end_ms`,
+            ),
+        ),
+      ),
+    )
+    .execute();
+  for (const d of rows) {
+    out.set(d.id, {
+      draftId: d.id,
+      chunkSeq: d.chunk_seq,
+      startMs: Number(d.start_ms),
+      endMs: Number(d.end_ms),
+      text: d.text,
+    });
+  }
+  return out;
+}

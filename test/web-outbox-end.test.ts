@@ -257,6 +257,8 @@ void describe('web app outbox: ending and stopping', () => {
     const { apiKey } = await workspaceKey('not-recording');
     browser = await launchChromium({ microphoneFile: mic });
     const { page } = browser;
+    // No pushed status either (L23): the page polls, and below it loses that too.
+    await page.route('**/v1/meetings/*/events', (route) => route.abort('connectionrefused'));
     const id = await record(page, apiKey, 'Chunks after End');
     await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
     // The page no longer hears the meeting's status; only the chunk answers say it was ended.

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import {
@@ -12,6 +11,7 @@ import {
   waitForMeeting,
   type Harness,
   type WorkerProcess,
+  freePort,
 } from './support/harness.ts';
 
 const CHUNK_SECONDS = 5;
@@ -73,17 +73,6 @@ function listen(base: string, key: string, meetingId: string, lastEventId?: numb
     },
     done,
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
 }
 
 async function spawnApi(h: Harness): Promise<{ proc: WorkerProcess; base: string }> {

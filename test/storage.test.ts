@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -32,6 +31,7 @@ import {
   waitFor,
   waitForMeeting,
   type Harness,
+  freePort,
 } from './support/harness.ts';
 
 /** Where a suite run keeps its objects: the local store's folder, or a bucket on s3rver. */
@@ -150,17 +150,6 @@ async function assertLedger(
   let onDisk = 0;
   for (const [key, size] of files) if (key.startsWith(workspaceId)) onDisk += size;
   return { ledger, files: onDisk };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
 }
 
 /** A store whose deletes can be held at a gate or made to fail, in front of the real local store. */

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -311,4 +312,16 @@ export function supervise(
       await current?.stop();
     },
   };
+}
+
+/** A TCP port free on 127.0.0.1 right now, for a process the test starts. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
 }

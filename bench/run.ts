@@ -29,18 +29,25 @@
  *
  *   (i) speech → text on screen: a 145 s meeting streamed at real pace in 5 s chunks, its SSE
  *       stream read; per sentence, end of its audio → first event with its words, drafts off (the
- *       baseline) and on; End → complete next to the recogniser's time for the last stretch
+ *       baseline) and on; End → complete next to the recogniser's time for the last stretch; then
+ *       capacity: 1, 2, 3, 4, 6, 8 real-time meetings at once (BENCH_CAPACITY) with drafts, until
+ *       drafts are shed, each step's drafts shed and the finals' lag
+ *
+ *   (l) upload speed: a 10-minute recording, upload → transcript and → complete with the defaults,
+ *       next to the recogniser alone on the same whole file; target ≤ 1.15 × (recogniser / CPUs)
  *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–i; default abcdefghi), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–i and l; default abcdefghil), BENCH_REPAIR_SAMPLES (20).
  */
+import os from 'node:os';
 import { max, median } from './fixtures.ts';
 import { botRecoveryCost } from './bot-recovery.ts';
 import { boundaryLoss } from './boundary.ts';
 import { closeOutLatency } from './closeout.ts';
 import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
-import { liveCaptions } from './live-captions.ts';
+import { captionCapacity, liveCaptions } from './live-captions.ts';
+import { uploadSpeed } from './upload-speed.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
 
@@ -51,8 +58,9 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghi';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghil';
 const REPAIR_SAMPLES = intFromEnv('BENCH_REPAIR_SAMPLES', 20);
+const CAPACITY = (process.env.BENCH_CAPACITY ?? '1,2,3,4,6,8').split(',').map(Number);
 const REPAIR_TARGET_S = 1;
 const BOUNDARY_MINUTES = 3;
 const BOUNDARY_TARGET = 1.05;
@@ -315,12 +323,18 @@ async function main(): Promise<number> {
       const r = await liveCaptions();
       for (const run of r.runs) {
         const got = run.latencies.filter((l): l is number => l !== null);
-        const sorted = [...got].sort((a, b) => a - b);
-        const p = (q: number) =>
-          sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+        const quantile = (values: Array<number | null>, q: number) => {
+          const sorted = values.filter((l): l is number => l !== null).sort((a, b) => a - b);
+          return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+        };
+        const p = (q: number) => quantile(run.latencies, q);
         const missed = run.latencies.length - got.length;
+        const list = (values: Array<number | null>) =>
+          values.map((l) => (l === null ? '–' : fmt(l, 1))).join(' ');
+        say(`    drafts ${run.drafts ? 'on ' : 'off'}, on screen: ${list(run.latencies)} s`);
         say(
-          `    drafts ${run.drafts ? 'on ' : 'off'}: ${run.latencies.map((l) => (l === null ? '–' : fmt(l, 1))).join(' ')} s`,
+          `    drafts ${run.drafts ? 'on ' : 'off'}, one event: ${list(run.oneEvent)} s ` +
+            `(p50 ${fmt(quantile(run.oneEvent, 0.5), 1)} s, p95 ${fmt(quantile(run.oneEvent, 0.95), 1)} s)`,
         );
         const endBound = 1.2 * r.lastStretchRecognitionS + 2;
         const ok = run.drafts ? p(0.5) <= 3 && p(0.95) <= 5 : true;
@@ -335,6 +349,52 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(i) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+    // Capacity: more real-time meetings at once until the drafts are shed.
+    say(
+      `(i) capacity: ${CAPACITY.join(', ')} real-time meetings at once, until drafts are shed (about 90 s each)…`,
+    );
+    try {
+      let carried = 0;
+      for (const m of CAPACITY) {
+        const step = await captionCapacity(m);
+        const lag = [...step.finalsLag].sort((a, b) => a - b);
+        const q = (f: number) => lag[Math.min(lag.length - 1, Math.floor(f * lag.length))] ?? Number.NaN;
+        rows.push(
+          `(i) capacity, ${String(m).padStart(2)} meetings at real pace`.padEnd(43) +
+            `drafts shed ${step.shed} of ${step.chunks}   finals lag (slot filled → final words) ` +
+            `p50 ${fmt(q(0.5), 1)} s  p95 ${fmt(q(0.95), 1)} s  (${lag.length} windows)`,
+        );
+        if (step.shed > 0) break;
+        carried = m;
+      }
+      rows.push(
+        `(i) capacity`.padEnd(43) +
+          `this machine (${os.availableParallelism()} CPUs) carries ${carried} real-time meetings with drafts before any is shed`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(i) capacity failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('l')) {
+    say(
+      '(l) upload speed: a 10-minute recording through Verbatim next to the recogniser alone (about 4 minutes)…',
+    );
+    try {
+      const r = await uploadSpeed();
+      const bound = (1.15 * r.recogniserS) / r.cpus;
+      rows.push(
+        `(l) upload speed, ${r.audioSeconds / 60} min recording`.padEnd(43) +
+          `Verbatim ${fmt(r.transcribedS, 1)} s to the transcript (${fmt(r.transcribedS / r.audioSeconds, 3)} × length), ` +
+          `${fmt(r.completeS, 1)} s to complete, ${r.windows} windows, ${r.concurrency} at once   ` +
+          `recogniser alone ${fmt(r.recogniserS, 1)} s (${fmt(r.recogniserS / r.audioSeconds, 3)} × length)   ` +
+          `bound 1.15 × ${fmt(r.recogniserS, 1)} s / ${r.cpus} CPUs = ${fmt(bound, 1)} s  ${verdict(r.transcribedS <= bound)}`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(l) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

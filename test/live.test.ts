@@ -757,6 +757,53 @@ void it('L24: End with every declared chunk stored starts the close-out without 
   }
 });
 
+void it('L24: the last stretch is split at quiet points and its pieces are transcribed at once: one piece held up does not hold the other', async () => {
+  // 60 s windows: the whole meeting is the last stretch, transcribed by the close-out itself.
+  const h = await startHarness({
+    env: { ...LIVE_ENV, VERBATIM_WINDOW_SECONDS: '60', VERBATIM_TRANSCRIPTION_CONCURRENCY: '2' },
+  });
+  const pieces = (id: string) =>
+    h.app.database.db
+      .selectFrom('windows')
+      .select(['index', 'status', 'start_samples', 'end_samples'])
+      .where('meeting_id', '=', id)
+      .where('status', '<>', 'superseded')
+      .orderBy('index')
+      .execute();
+  try {
+    const chunks = chunksOf(`${SPEECH} ${SPEECH}`);
+    const seconds = chunks.reduce((n, c) => n + parseWav(c)!.samples.length, 0) / 16_000;
+    assert.ok(seconds >= 16, `a last stretch long enough to share (${seconds} s)`);
+    // The first piece's recognition never returns in this worker.
+    const first = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([
+        { at: 'close-out-meeting.transcribe-directly', action: 'hang', times: 1, match: { windowIndex: 0 } },
+      ]),
+    });
+    const id = await streamAndEnd(h, chunks);
+    await waitFor('the second piece transcribed while the first is held up', async () => {
+      const rows = await pieces(id);
+      return rows.length === 2 && rows[1]!.status === 'transcribed' && rows[0]!.status === 'pending';
+    });
+    const rows = await pieces(id);
+    assert.equal(Number(rows[0]!.start_samples), 0);
+    assert.equal(Number(rows[0]!.end_samples), Number(rows[1]!.start_samples), 'the pieces meet');
+    assert.equal(Number(rows[1]!.end_samples), Math.round(seconds * 16_000));
+    // The worker dies with the first piece held; the next one finishes the meeting.
+    first.proc.kill('SIGKILL');
+    await first.exited;
+    h.spawnWorker();
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+    assert.equal(meeting.windows.exhausted, 0);
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    const times = (w: string) => text.split(w).length - 1;
+    assert.ok(times('budget') >= 1 && times('friday') >= 1, text);
+  } finally {
+    await h.close();
+  }
+});
+
 void it('L4/L6: the last stretch has outage patience of its own: a close-out past its wait cap for windows in retry still waits out a passing failure there, and only past its outage waits does that window fail (found by the 30-minute simulation)', async () => {
   // A wait cap of 0 stands for a close-out that has already waited its 10 minutes for a slow
   // backlog; the retry step is short so the outage waits run out within the test.

@@ -282,7 +282,11 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
     assert.equal(stream.events.filter((e) => e.event === 'window').length, 0);
     const draft = stream.events.find((e) => e.event === 'draft')!;
     assert.equal(draft.data.startMs, 0);
-    assert.equal(draft.data.endMs, CHUNK_SECONDS * 1000);
+    // It ends at the quietest frame of the chunk's last second; the rest opens the next draft.
+    assert.ok(
+      draft.data.endMs > CHUNK_SECONDS * 1000 - 1000 && draft.data.endMs <= CHUNK_SECONDS * 1000,
+      `draft ends at ${draft.data.endMs} ms`,
+    );
 
     for (let seq = 1; seq < chunks.length; seq++) await put(id, seq);
     await endWithAll(id);

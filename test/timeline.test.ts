@@ -9,6 +9,7 @@ import {
   mapPosition,
   planRepair,
   repairRegions,
+  splitForRecognisers,
   splitGap,
   type CutOptions,
   type RepairInput,
@@ -64,6 +65,32 @@ void describe('timeline rules (pure)', () => {
     assert.equal(windows.at(-1)!.end, 120.5 * S);
     for (let i = 1; i < windows.length; i++) assert.equal(windows[i]!.start, windows[i - 1]!.end);
     assert.ok(windows.at(-1)!.end - windows.at(-1)!.start >= S, 'no tail shorter than a second');
+  });
+
+  void it('L24: the last stretch is shared between recognisers at quiet frames, never in pieces too short to be worth one', () => {
+    // 27 s of speech, a quiet frame 4 s into each 5 s chunk.
+    const spans = speech(27);
+    const whole = { start: 0, end: 27 * S, audio: true };
+    const minPiece = 8 * S;
+    const two = splitForRecognisers(spans, whole, OPTS, 2, minPiece);
+    assert.equal(two.length, 2);
+    assert.equal(two[0]!.start, 0);
+    assert.equal(two[0]!.end, two[1]!.start, 'no gap and no overlap');
+    assert.equal(two[1]!.end, 27 * S);
+    // Near the middle, in a quiet frame (14 s is the one closest to 13.5 s).
+    assert.equal(two[0]!.end, 14 * S + 800);
+    const three = splitForRecognisers(spans, whole, OPTS, 3, minPiece);
+    assert.deepEqual(
+      three.map((w) => w.end),
+      [9 * S + 800, 19 * S + 800, 27 * S],
+    );
+    // Four would be under 8 s each: three at most. One recogniser, or a short stretch: whole.
+    assert.equal(splitForRecognisers(spans, whole, OPTS, 4, minPiece).length, 3);
+    assert.deepEqual(splitForRecognisers(spans, whole, OPTS, 1, minPiece), [whole]);
+    const short = { start: 0, end: 15 * S, audio: true };
+    assert.deepEqual(splitForRecognisers(spans, short, OPTS, 2, minPiece), [short]);
+    const silent = { start: 0, end: 27 * S, audio: false };
+    assert.deepEqual(splitForRecognisers([silence(0, 27)], silent, OPTS, 2, minPiece), [silent]);
   });
 
   void it('L19: the frontier waits for a missing chunk for the patience, then reserves the run', () => {

@@ -152,6 +152,37 @@ export function cutStretch(
   return { windows, cut: at };
 }
 
+/**
+ * L24: a window of the close-out's last stretch cut into up to `parts` pieces of at least
+ * `minPiece` samples, each boundary at the quietest frame near an even share, so that the workers'
+ * recognisers share the stretch instead of one recogniser reading it all after End. A piece shorter
+ * than `minPiece` is not worth a recogniser's start-up; a window without audio stays whole.
+ */
+export function splitForRecognisers(
+  spans: readonly Span[],
+  w: CutWindow,
+  o: CutOptions,
+  parts: number,
+  minPiece: number,
+): CutWindow[] {
+  const length = w.end - w.start;
+  const n = Math.min(parts, Math.floor(length / minPiece));
+  if (!w.audio || n <= 1) return [w];
+  const share = length / n;
+  // The search is centred on each even share and never reaches the boundary before it.
+  const search = Math.min(o.search, Math.floor(share / 2));
+  const pieces: CutWindow[] = [];
+  let at = w.start;
+  for (let k = 1; k < n; k++) {
+    const nominal = Math.round(w.start + k * share + search / 2);
+    const boundary = quietBoundary(spans, nominal, at, { ...o, search });
+    pieces.push({ start: at, end: boundary, audio: hasAudio(spans, at, boundary) });
+    at = boundary;
+  }
+  pieces.push({ start: at, end: w.end, audio: hasAudio(spans, at, w.end) });
+  return pieces;
+}
+
 /** Where audio next begins at or after `at`, or null if none of `spans` has audio there. */
 function nextAudioStart(spans: readonly Span[], at: number): number | null {
   let best: number | null = null;

@@ -274,6 +274,7 @@ async function settleUnworkedWindows(
     )
     .orderBy('w.index')
     .execute();
+  const toTranscribe: typeof orphans = [];
   for (const window of orphans) {
     // A live window reads its audio from the chunks; a window without audio has neither.
     if (!window.blob_id && window.start_samples === null) {
@@ -296,7 +297,32 @@ async function settleUnworkedWindows(
         });
       });
     } else {
-      await transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced, failPassing);
+      toTranscribe.push(window);
     }
   }
+  // L24: as many at once as the worker runs recognisers (the last stretch was cut for them).
+  await eachAtMost(deps.config.concurrency.transcription, toTranscribe, (window) =>
+    transcribeDirectly(deps, window, ctx.signal, ctx.actor, ctx.fenced, failPassing),
+  );
+}
+
+/**
+ * Runs `work` on every item, at most `limit` at once. After a failure no new item starts; the
+ * ones running are waited for, then the first failure is thrown.
+ */
+async function eachAtMost<T>(limit: number, items: T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { err: unknown } | null = null;
+  const lane = async () => {
+    while (failure === null && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch (err) {
+        failure ??= { err };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, lane));
+  if (failure !== null) throw (failure as { err: unknown }).err;
 }

@@ -1,13 +1,18 @@
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { MeetingStatus } from '../domain/status.ts';
+import { AppError } from '../domain/errors.ts';
+import { SAMPLE_RATE, quietBoundary, type CutOptions } from '../domain/timeline.ts';
 import type { MeetingDeps } from './deps.ts';
+import { loadStretch, type ChunkSource } from './timeline-rows.ts';
+import { stretchAudio } from './window-audio.ts';
 
 /**
  * L22: draft captions, a fast and disposable layer above the windows.
  *
  * Each chunk placed on a live meeting's timeline while it is being recorded gets a `draft-chunk`
- * transport job, enqueued in the placing transaction. The job transcribes that chunk alone and
+ * transport job, enqueued in the placing transaction. The job transcribes that chunk (from the quiet
+ * edge near the end of the chunk before it to the one near its own end) and
  * stores the words as a draft (`drafts`), which the meeting's stream sends at once. A window's
  * final words replace the drafts whose middle falls inside it (a trigger drops them at the
  * window's commit), and the client drops them from view on the window's event.
@@ -71,17 +76,21 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
     return 'shed';
   }
   const chunk = await deps.db
-    .selectFrom('chunks as c')
-    .innerJoin('blobs as b', (j) =>
-      j.on(sql<boolean>`b.id = case when c.format = 'webm' then c.pcm_blob_id else c.blob_id end`),
-    )
-    .select(['c.workspace_id', 'c.start_samples', 'c.samples', 'b.object_key', 'b.deleted_at'])
-    .where('c.meeting_id', '=', payload.meetingId)
-    .where('c.seq', '=', payload.seq)
+    .selectFrom('chunks')
+    .select(['workspace_id', 'start_samples', 'samples'])
+    .where('meeting_id', '=', payload.meetingId)
+    .where('seq', '=', payload.seq)
     .executeTakeFirst();
-  if (!chunk || chunk.start_samples === null || !chunk.samples || chunk.deleted_at !== null) return 'gone';
-  const startMs = Math.round(Number(chunk.start_samples) / 16);
-  const endMs = Math.round((Number(chunk.start_samples) + chunk.samples) / 16);
+  if (!chunk || chunk.start_samples === null || !chunk.samples) return 'gone';
+  const stretch = await draftStretch(
+    deps,
+    payload.meetingId,
+    payload.seq,
+    Number(chunk.start_samples),
+    chunk.samples,
+  );
+  const startMs = Math.round((stretch.from * 1000) / SAMPLE_RATE);
+  const endMs = Math.round((stretch.to * 1000) / SAMPLE_RATE);
   if (await coveredByFinal(deps, payload.meetingId, startMs, endMs)) return 'covered';
   const meeting = await deps.db
     .selectFrom('meetings')
@@ -91,7 +100,14 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
   if (!meeting) return 'gone';
 
   await deps.checkpoints.hit('draft.recognise', { seq: payload.seq });
-  const wav = await deps.blobs.get(chunk.object_key);
+  let wav: Buffer;
+  try {
+    wav = await stretchAudio(deps, stretch.sources, stretch.from, stretch.to);
+  } catch (err) {
+    // The audio went with the meeting (deleted, or the close-out finished): nothing to show.
+    if (err instanceof AppError && err.code === 'audio.deleted') return 'gone';
+    throw err;
+  }
   const segments = await deps.transcriber.transcribe({ wav, language: meeting.language });
   const text = segments
     .map((s) => s.text.trim())
@@ -119,6 +135,33 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
     return row !== undefined;
   });
   return inserted ? 'made' : 'covered';
+}
+
+/** How far before a chunk's end its draft may stop at a quiet frame; the rest opens the next draft. */
+const EDGE_SEARCH = SAMPLE_RATE;
+const EDGE: CutOptions = { slot: 0, search: EDGE_SEARCH, frame: SAMPLE_RATE / 10, minTail: 0 };
+
+/**
+ * The stretch chunk `seq` drafts: from the quiet edge near the end of the chunk before it (when
+ * that chunk is placed right before this one) to the quiet edge near this chunk's end. Edges
+ * depend on one chunk's audio only, so consecutive drafts meet without a gap or an overlap, and a
+ * word spoken across two chunks is read whole by one of them instead of cut in two.
+ */
+async function draftStretch(
+  deps: MeetingDeps,
+  meetingId: string,
+  seq: number,
+  start: number,
+  length: number,
+): Promise<{ from: number; to: number; sources: ChunkSource[] }> {
+  const end = start + length;
+  const { spans, sources } = await loadStretch(deps.db, meetingId, Math.max(0, start - 1), end);
+  const previous = spans.find(
+    (s) => s.ref?.kind === 'chunk' && s.ref.seq === seq - 1 && s.audio && s.start + s.length === start,
+  );
+  const from = previous ? quietBoundary(spans, start, previous.start, EDGE) : start;
+  const to = quietBoundary(spans, end, start, EDGE);
+  return { from, to, sources };
 }
 
 /** Whether a transcribed window already holds the middle of this stretch. */

@@ -1,7 +1,15 @@
 import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
-import { cutStretch, frontierStep } from '../domain/timeline.ts';
+import {
+  SAMPLE_RATE,
+  cutStretch,
+  frontierStep,
+  splitForRecognisers,
+  type CutOptions,
+  type CutWindow,
+  type Span,
+} from '../domain/timeline.ts';
 import { compensate } from '../storage/objects.ts';
 import type { MeetingDeps } from './deps.ts';
 import { draftsWanted, enqueueDraft } from './drafts.ts';
@@ -271,7 +279,10 @@ async function cutOpenTimeline(
   const options = cutOptions(deps, meeting);
   if (!final && placed - cut < options.slot) return meeting;
   const { spans } = await loadStretch(trx, meeting.id, cut, placed);
-  const { windows, cut: next } = cutStretch(spans, cut, placed, options, final);
+  const { windows: cuts, cut: next } = cutStretch(spans, cut, placed, options, final);
+  // L24: the close-out transcribes its last stretch itself, as soon as End; a stretch that would
+  // keep one recogniser busy is shared between as many as the worker runs.
+  const windows = final ? shareLastStretch(deps, spans, cuts, options) : cuts;
   await insertLiveWindows(deps, trx, meeting, windows, { withJobs: !final, actor });
   if (next === cut) return meeting;
   return trx
@@ -280,4 +291,21 @@ async function cutOpenTimeline(
     .where('id', '=', meeting.id)
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/** A last stretch piece shorter than this is not worth another recogniser's start (samples). */
+const MIN_SHARED_PIECE = 8 * SAMPLE_RATE;
+
+/** The close-out's windows, split so that they are at least as many as the worker's recognisers. */
+function shareLastStretch(
+  deps: MeetingDeps,
+  spans: Span[],
+  cuts: CutWindow[],
+  options: CutOptions,
+): CutWindow[] {
+  const recognisers = deps.config.concurrency.transcription;
+  const withAudio = cuts.filter((w) => w.audio).length;
+  if (withAudio === 0 || withAudio >= recognisers) return cuts;
+  const parts = Math.ceil(recognisers / withAudio);
+  return cuts.flatMap((w) => splitForRecognisers(spans, w, options, parts, MIN_SHARED_PIECE));
 }

@@ -62,6 +62,8 @@ export interface CaptionRun {
   latencies: Array<number | null>;
   /** The stricter reading: until one single event holds most of its words. */
   oneEvent: Array<number | null>;
+  /** Seconds from sending a chunk to its draft on the stream. */
+  draftPipeline: number[];
   endToComplete: number;
   shed: number;
 }
@@ -125,7 +127,9 @@ export async function liveCaptions(): Promise<CaptionResult> {
     chunks.push(encodeWav(samples.subarray(i, i + CHUNK_S * RATE), RATE));
   const runs: CaptionRun[] = [];
   let lastStretchRecognitionS = 0;
-  for (const drafts of [false, true]) {
+  // BENCH_CAPTION_RUNS=on (or off) runs one of the two, when tuning.
+  const which = process.env.BENCH_CAPTION_RUNS ?? 'off,on';
+  for (const drafts of [false, true].filter((d) => which.includes(d ? 'on' : 'off'))) {
     const db = await createTestDatabase();
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-captions-'));
     const config = loadConfig({
@@ -140,7 +144,7 @@ export async function liveCaptions(): Promise<CaptionResult> {
     await api.listen({ host: '127.0.0.1', port: 0 });
     const base = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}`;
     try {
-      if (!drafts) {
+      if (lastStretchRecognitionS === 0) {
         // The recogniser alone on the last stretch (after the last full 60 s window), same machine.
         const lastFrom = Math.floor(samples.length / (60 * RATE)) * 60 * RATE;
         const wav = encodeWav(samples.subarray(lastFrom), RATE);
@@ -167,6 +171,8 @@ export async function liveCaptions(): Promise<CaptionResult> {
         status?: string;
         complete?: boolean;
       }> = [];
+      const pipeline: number[] = [];
+      let t0 = Number.NaN;
       const abort = new AbortController();
       const listening = (async () => {
         const res = await fetch(`${base}/v1/meetings/${meetingId}/events`, {
@@ -188,13 +194,20 @@ export async function liveCaptions(): Promise<CaptionResult> {
               text?: string;
               startMs?: number;
               endMs?: number;
+              chunkSeq?: number;
               segments?: Array<{ text: string }>;
               status?: string;
               transcriptComplete?: boolean;
             };
             const at = performance.now();
-            if (event === 'draft') seen.push({ at, text: d.text ?? '', fromMs: d.startMs, toMs: d.endMs });
-            else if (event === 'window')
+            if (event === 'draft') {
+              seen.push({ at, text: d.text ?? '', fromMs: d.startMs, toMs: d.endMs });
+              pipeline.push((at - (t0 + ((d.chunkSeq ?? 0) + 1) * CHUNK_S * 1000)) / 1000);
+              if (process.env.BENCH_VERBOSE)
+                process.stdout.write(
+                  `    draft ${d.chunkSeq} ${d.startMs}–${d.endMs} ms +${fmtS(pipeline.at(-1)!)} s: ${d.text}\n`,
+                );
+            } else if (event === 'window')
               seen.push({
                 at,
                 text: (d.segments ?? []).map((s) => s.text).join(' '),
@@ -208,7 +221,7 @@ export async function liveCaptions(): Promise<CaptionResult> {
       })().catch(() => undefined);
 
       // Real pace: chunk k is sent when its last sample has been "spoken".
-      const t0 = performance.now();
+      t0 = performance.now();
       for (const [seq, chunk] of chunks.entries()) {
         const due = t0 + ((seq + 1) * CHUNK_S * RATE * 1000) / RATE;
         const wait = due - performance.now();
@@ -260,6 +273,7 @@ export async function liveCaptions(): Promise<CaptionResult> {
       runs.push({
         drafts,
         latencies,
+        draftPipeline: pipeline,
         oneEvent,
         endToComplete: (completeAt - endedAt) / 1000,
         shed: row.drafts_shed,
@@ -274,6 +288,8 @@ export async function liveCaptions(): Promise<CaptionResult> {
   }
   return { audioSeconds: samples.length / RATE, lastStretchRecognitionS, runs };
 }
+
+const fmtS = (n: number) => n.toFixed(2);
 
 export interface CapacityStep {
   meetings: number;

@@ -60,7 +60,10 @@ const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
 const PARTS = process.env.BENCH_PARTS ?? 'abcdefghil';
 const REPAIR_SAMPLES = intFromEnv('BENCH_REPAIR_SAMPLES', 20);
-const CAPACITY = (process.env.BENCH_CAPACITY ?? '1,2,3,4,6,8').split(',').map(Number);
+const CAPACITY = (process.env.BENCH_CAPACITY ?? '1,2,3,4,6,8')
+  .split(',')
+  .map(Number)
+  .filter((m) => m >= 1);
 const REPAIR_TARGET_S = 1;
 const BOUNDARY_MINUTES = 3;
 const BOUNDARY_TARGET = 1.05;
@@ -332,6 +335,11 @@ async function main(): Promise<number> {
         const list = (values: Array<number | null>) =>
           values.map((l) => (l === null ? '–' : fmt(l, 1))).join(' ');
         say(`    drafts ${run.drafts ? 'on ' : 'off'}, on screen: ${list(run.latencies)} s`);
+        if (run.drafts)
+          say(
+            `    drafts on , chunk sent → its draft on the stream: p50 ${fmt(quantile(run.draftPipeline, 0.5), 2)} s, ` +
+              `p95 ${fmt(quantile(run.draftPipeline, 0.95), 2)} s, max ${fmt(max(run.draftPipeline), 2)} s (${run.draftPipeline.length} drafts)`,
+          );
         say(
           `    drafts ${run.drafts ? 'on ' : 'off'}, one event: ${list(run.oneEvent)} s ` +
             `(p50 ${fmt(quantile(run.oneEvent, 0.5), 1)} s, p95 ${fmt(quantile(run.oneEvent, 0.95), 1)} s)`,

@@ -55,6 +55,14 @@ export interface App {
 }
 
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
+  const transcriber = overrides.transcriber ?? makeTranscriber(config);
+  // L22: only the local recogniser has a quicker search; a Whisper server is asked the same way.
+  const draftTranscriber =
+    overrides.transcriber === undefined &&
+    config.asr.kind === 'pocketsphinx' &&
+    config.draftRecogniser === 'fast'
+      ? makeTranscriber(config, true)
+      : transcriber;
   const log = overrides.logger ?? createLogger(config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
   let connectionString = config.databaseUrl;
@@ -96,7 +104,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     jobs,
     meetings: new PgMeetingStore(database.db),
     blobs: createBlobStore(config),
-    transcriber: overrides.transcriber ?? makeTranscriber(config),
+    transcriber,
+    draftTranscriber,
     minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
     decoder: new FfmpegAudioDecoder({ ffmpegPath: config.ffmpegPath, maxSeconds: config.maxAudioSeconds }),
     config,
@@ -169,10 +178,10 @@ export function buildAppApi(app: App) {
   });
 }
 
-function makeTranscriber(config: Config): Transcriber {
+function makeTranscriber(config: Config, fast = false): Transcriber {
   switch (config.asr.kind) {
     case 'pocketsphinx':
-      return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs });
+      return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs, fast });
     case 'whisper':
       return new WhisperTranscriber({
         baseUrl: config.asr.url,

@@ -60,6 +60,11 @@ export const SETTINGS = {
     default: 'on',
     help: 'on: each live chunk gets a quick provisional transcription, shown until its window is final (L22); off: finals only',
   },
+  draftRecogniser: {
+    env: 'VERBATIM_DRAFT_RECOGNISER',
+    default: 'fast',
+    help: "fast: drafts use pocketsphinx with a narrower search, quicker and a little less accurate (a Whisper server is asked as for the finals); same: the finals' settings (L22)",
+  },
   draftLagSeconds: {
     env: 'VERBATIM_DRAFT_LAG_SECONDS',
     default: '10',
@@ -399,6 +404,7 @@ export interface Config {
   gapPatienceMs: number;
   /** L22: provisional transcriptions of live chunks, and how far behind they may fall. */
   drafts: boolean;
+  draftRecogniser: 'fast' | 'same';
   draftLagMs: number;
   maxSeqAhead: number;
   lateAudioMs: number;
@@ -552,6 +558,7 @@ export function loadConfig(env: Env = process.env): Config {
     chunkMs: ms('chunkSeconds', 0.1),
     gapPatienceMs: ms('gapPatienceSeconds'),
     drafts: oneOf('drafts', ['on', 'off']) === 'on',
+    draftRecogniser: oneOf('draftRecogniser', ['fast', 'same']),
     draftLagMs: ms('draftLagSeconds'),
     maxSeqAhead: int('maxSeqAhead', 1),
     lateAudioMs: ms('lateAudioDays') * 86_400,

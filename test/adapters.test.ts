@@ -103,6 +103,22 @@ void describe('PocketsphinxTranscriber', () => {
     for (const s of segments) assert.ok(s.endMs >= s.startMs && s.startMs >= 0);
   });
 
+  void it("L22: the drafts' quicker search still hears the words, with timings", async () => {
+    const speech = join(dir, 'speech-fast.wav');
+    const text = 'the engineering team will hire two more engineers before the summer';
+    await run('flite', [...'-voice rms --setf duration_stretch=1.2 -o'.split(' '), speech, '-t', text]);
+    const audio = await new FfmpegAudioDecoder().decode(await readFile(speech));
+    const segments = await new PocketsphinxTranscriber({ fast: true }).transcribe({
+      wav: encodeWav(audio.samples, audio.sampleRate),
+      language: 'en',
+    });
+    const heard = segments.map((s) => s.text).join(' ');
+    assert.match(heard, /\bengineering\b/);
+    assert.match(heard, /\bsummer\b/);
+    assert.ok(segments.length > 0 && segments.every((s) => s.endMs > s.startMs && s.startMs >= 0));
+    assert.ok(segments.at(-1)!.endMs > 2000, 'word timings survive the single-pass search');
+  });
+
   void it('parses word timings, dropping fillers and alternate pronunciations', () => {
     const out = `we will meet
 <s> 0.000 0.160 0.999800

@@ -13,7 +13,27 @@ export interface PocketsphinxTranscriberOptions {
   modelDir?: string;
   /** Default 120 000. */
   timeoutMs?: number;
+  /** L22: a quicker, narrower search (FAST_SEARCH), for drafts. */
+  fast?: boolean;
 }
+
+/**
+ * A narrower beam, fewer active models per frame and a single decoding pass. Measured on 119 s
+ * of synthetic speech (the bench sentences), 2 CPUs: 10.0 s instead of 14.8 s, word error 15.3 %
+ * instead of 14.6 %; on a 5 s chunk 0.63 s instead of 0.85 s. Drafts use it; the finals never do.
+ */
+export const FAST_SEARCH = [
+  '-maxhmmpf',
+  '3000',
+  '-maxwpf',
+  '10',
+  '-pl_window',
+  '10',
+  '-fwdflat',
+  'no',
+  '-bestpath',
+  'no',
+];
 
 const SUPPORTED_LANGUAGES = new Set(['en', 'en-us']);
 const SEGMENT_GAP_SECONDS = 0.6;
@@ -26,8 +46,10 @@ export class PocketsphinxTranscriber implements Transcriber {
   private readonly binary: string;
   private readonly modelDir: string | undefined;
   private readonly timeoutMs: number;
+  private readonly fast: boolean;
 
   constructor(options: PocketsphinxTranscriberOptions = {}) {
+    this.fast = options.fast ?? false;
     this.binary = options.binary ?? 'pocketsphinx_continuous';
     this.modelDir = options.modelDir;
     this.timeoutMs = options.timeoutMs ?? 120_000;
@@ -63,7 +85,7 @@ export class PocketsphinxTranscriber implements Transcriber {
   }
 
   private async run(file: string, signal: AbortSignal | undefined): Promise<string> {
-    const args = ['-infile', file, '-time', 'yes', '-logfn', '/dev/null'];
+    const args = ['-infile', file, '-time', 'yes', '-logfn', '/dev/null', ...(this.fast ? FAST_SEARCH : [])];
     if (this.modelDir !== undefined) {
       args.push(
         '-hmm',

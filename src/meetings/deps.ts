@@ -15,6 +15,8 @@ export interface MeetingDeps {
   meetings: PgMeetingStore;
   blobs: BlobStore;
   transcriber: Transcriber;
+  /** L22: what drafts are recognised with (VERBATIM_DRAFT_RECOGNISER); the finals use `transcriber`. */
+  draftTranscriber?: Transcriber;
   minutesWriter: MinutesWriter;
   decoder: AudioDecoder;
   config: Config;

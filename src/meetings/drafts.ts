@@ -108,7 +108,8 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
     if (err instanceof AppError && err.code === 'audio.deleted') return 'gone';
     throw err;
   }
-  const segments = await deps.transcriber.transcribe({ wav, language: meeting.language });
+  const recogniser = deps.draftTranscriber ?? deps.transcriber;
+  const segments = await recogniser.transcribe({ wav, language: meeting.language });
   const text = segments
     .map((s) => s.text.trim())
     .filter(Boolean)

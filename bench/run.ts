@@ -393,6 +393,14 @@ async function main(): Promise<number> {
     try {
       const r = await uploadSpeed();
       const bound = (1.15 * r.recogniserS) / r.cpus;
+      const w = r.phases.windowS;
+      say(
+        `    upload start → first window started ${fmt(r.phases.firstWindowS, 1)} s; window attempts ` +
+          `min ${fmt(w[0] ?? Number.NaN, 1)} s, max ${fmt(w.at(-1) ?? Number.NaN, 1)} s, sum ${fmt(
+            w.reduce((a, b) => a + b, 0),
+            1,
+          )} s; last window done → transcript ${fmt(r.phases.afterLastWindowS, 1)} s`,
+      );
       rows.push(
         `(l) upload speed, ${r.audioSeconds / 60} min recording`.padEnd(43) +
           `Verbatim ${fmt(r.transcribedS, 1)} s to the transcript (${fmt(r.transcribedS / r.audioSeconds, 3)} × length), ` +

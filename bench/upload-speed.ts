@@ -29,6 +29,8 @@ export interface UploadSpeed {
   transcribedS: number;
   completeS: number;
   windows: number;
+  /** Where the time went: upload start → first window attempt started, the window attempts' own times, last window attempt ended → transcript. */
+  phases: { firstWindowS: number; windowS: number[]; afterLastWindowS: number };
 }
 
 export async function uploadSpeed(minutes = 10): Promise<UploadSpeed> {
@@ -64,6 +66,7 @@ export async function uploadSpeed(minutes = 10): Promise<UploadSpeed> {
       });
       const id = ((await created.json()) as { id: string }).id;
       t = performance.now();
+      const wallStart = Date.now();
       const put = await fetch(`${base}/v1/meetings/${id}/recording`, {
         method: 'PUT',
         headers: { ...auth, 'content-type': 'audio/wav' },
@@ -91,7 +94,22 @@ export async function uploadSpeed(minutes = 10): Promise<UploadSpeed> {
         .where('meeting_id', '=', id)
         .where('status', '=', 'transcribed')
         .execute();
+      const attempts = await app.database.db
+        .selectFrom('job_attempts')
+        .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+        .select(['job_attempts.started_at', 'job_attempts.ended_at'])
+        .where('jobs.meeting_id', '=', id)
+        .where('jobs.kind', '=', 'transcribe-window')
+        .where('job_attempts.status', '=', 'completed')
+        .execute();
+      const at = (d: Date | string | null) => (new Date(d ?? Number.NaN).getTime() - wallStart) / 1000;
+      const phases = {
+        firstWindowS: Math.min(...attempts.map((a) => at(a.started_at))),
+        windowS: attempts.map((a) => at(a.ended_at) - at(a.started_at)).sort((a, b) => a - b),
+        afterLastWindowS: transcribedS - Math.max(...attempts.map((a) => at(a.ended_at))),
+      };
       return {
+        phases,
         audioSeconds: total / RATE,
         cpus: os.availableParallelism(),
         concurrency: config.concurrency.transcription,

@@ -33,11 +33,16 @@
  *       capacity: 1, 2, 3, 4, 6, 8 real-time meetings at once (BENCH_CAPACITY) with drafts, until
  *       drafts are shed, each step's drafts shed and the finals' lag
  *
+ *   (k) memory against length: one `verbatim start` process, idle, then uploading, splitting and
+ *       finishing a recording of 10 min, 1 h and 6 h (BENCH_MEMORY_MINUTES) with an instant
+ *       recogniser; its peak resident size over its idle size; target: the same growth for all
+ *       lengths within 64 MB, and below 150 MB
+ *
  *   (l) upload speed: a 10-minute recording, upload → transcript and → complete with the defaults,
  *       next to the recogniser alone on the same whole file; target ≤ 1.15 × (recogniser / CPUs)
  *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–i and l; default abcdefghil), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–l; default abcdefghikl), BENCH_REPAIR_SAMPLES (20).
  */
 import os from 'node:os';
 import { max, median } from './fixtures.ts';
@@ -48,6 +53,7 @@ import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
+import { memoryStep, type MemoryStep } from './memory.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
 
@@ -58,7 +64,8 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghil';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghikl';
+const MEMORY_MINUTES = (process.env.BENCH_MEMORY_MINUTES ?? '10,60,360').split(',').map(Number);
 const REPAIR_SAMPLES = intFromEnv('BENCH_REPAIR_SAMPLES', 20);
 const CAPACITY = (process.env.BENCH_CAPACITY ?? '1,2,3,4,6,8')
   .split(',')
@@ -383,6 +390,39 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(i) capacity failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('k')) {
+    say(
+      `(k) memory: one process uploading and splitting ${MEMORY_MINUTES.join(', ')}-minute recordings, instant recogniser (about 6 minutes)…`,
+    );
+    try {
+      const steps: MemoryStep[] = [];
+      for (const minutes of MEMORY_MINUTES) {
+        const step = await memoryStep(minutes);
+        steps.push(step);
+        say(
+          `    ${minutes} min: ${fmt(step.uploadBytes / 1048576, 0)} MiB uploaded, ${step.windows} windows, complete in ${fmt(step.completeS, 1)} s`,
+        );
+      }
+      for (const step of steps) {
+        rows.push(
+          `(k) memory, ${step.minutes} min recording`.padEnd(43) +
+            `idle ${fmt(step.idleMiB, 0)} MiB   peak ${fmt(step.peakMiB, 0)} MiB   growth ${fmt(step.growthMiB, 0)} MiB   ` +
+            `(${fmt(step.uploadBytes / 1048576, 0)} MiB body, ${step.windows} windows, ${fmt(step.completeS, 1)} s to complete)`,
+        );
+      }
+      const growths = steps.map((s) => s.growthMiB);
+      const spread = Math.max(...growths) - Math.min(...growths);
+      rows.push(
+        '(k) memory'.padEnd(43) +
+          `growth spread ${fmt(spread, 0)} MiB (target ≤ 64), largest ${fmt(Math.max(...growths), 0)} MiB (target < 150)  ` +
+          verdict(spread <= 64 && Math.max(...growths) < 150),
+      );
+    } catch (err) {
+      failed = true;
+      say(`(k) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 /**
  * The small interfaces the use cases depend on. Adapters are named technology + interface
  * (`PocketsphinxTranscriber`, `LocalBlobStore`); the composition root picks them from settings.
@@ -50,7 +51,15 @@ export interface MinutesWriter {
 
 export interface BlobStore {
   put(key: string, data: Buffer): Promise<void>;
+  /**
+   * B10: writes the object from a stream as it arrives, never holding it whole. The object exists
+   * only once the stream has ended and every byte is written; a stream that fails (a client cut off
+   * midway) or a failed write leaves no object, and the error is rethrown (the source's as is).
+   */
+  putStream(key: string, source: Readable): Promise<void>;
   get(key: string): Promise<Buffer>;
+  /** Reads an object as a stream; a missing object rejects as `get` does. */
+  getStream(key: string): Promise<Readable>;
   /** Idempotent: deleting a missing object succeeds. */
   delete(key: string): Promise<void>;
   /** B7: removes temporaries of interrupted writes older than `maxAgeMs`, where a store leaves any. */
@@ -68,6 +77,11 @@ export interface DecodedAudio {
 export interface AudioDecoder {
   /** Decodes any supported container/codec to 16 kHz mono PCM; `audio.undecodable` if it can't. */
   decode(data: Buffer, signal?: AbortSignal): Promise<DecodedAudio>;
+  /**
+   * J19: decodes the file at `path` as a stream of 16 kHz mono samples, in pieces, in constant
+   * memory; stopping the iteration stops the decoder. Errors as `decode`.
+   */
+  decodeFile(path: string, signal?: AbortSignal): AsyncGenerator<Int16Array>;
 }
 
 /** One step of a meeting bot's life as the provider reports it (Recall's `status_changes`). */

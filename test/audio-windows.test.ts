@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { planWindows } from '../src/domain/audio-windows.ts';
+import { planWindows, WindowCutter, type CutWindow } from '../src/domain/audio-windows.ts';
 
 const RATE = 16_000;
 
@@ -104,5 +104,87 @@ void describe('planWindows', () => {
 
   void it('L18: empty audio has no windows', () => {
     assert.deepEqual(planWindows(new Int16Array(0), RATE, 10), []);
+  });
+});
+
+/** Feeds `samples` to a cutter in pieces of the given sizes (cycled), then finishes it. */
+function cutInPieces(
+  samples: Int16Array,
+  windowSeconds: number,
+  opts: Parameters<typeof planWindows>[3],
+  sizes: number[],
+  resume?: { index: number; startSample: number },
+): CutWindow[] {
+  const cutter = new WindowCutter(RATE, windowSeconds, opts, resume);
+  const out: CutWindow[] = [];
+  let at = 0;
+  for (let i = 0; at < samples.length; i++) {
+    const size = sizes[i % sizes.length]!;
+    out.push(...cutter.push(samples.subarray(at, at + size)));
+    at += size;
+  }
+  const last = cutter.finish();
+  if (last) out.push(last);
+  return out;
+}
+
+void describe('WindowCutter', () => {
+  const cases = [
+    [61.37, 7, 3, 100],
+    [10.001, 10, 3, 100],
+    [123.4, 30, 30, 100],
+    [5.5, 1, 3, 1000],
+    [3, 0.25, 3, 7],
+    [20.5, 10, 3, 100],
+    [95.2, 10, 3, 100],
+  ] as const;
+
+  void it('J19/L18: windows cut while decoding are exactly those of the whole recording, for any piece sizes', () => {
+    for (const [seconds, windowSeconds, search, frameMs] of cases) {
+      const samples = toneWithGaps(seconds, [
+        [seconds / 3, seconds / 3 + 0.2],
+        [seconds / 2, seconds / 2 + 0.15],
+      ]);
+      const opts = { searchSeconds: search, frameMs };
+      const whole = planWindows(samples, RATE, windowSeconds, opts);
+      for (const sizes of [[1], [7, 4093], [16_000], [samples.length], [333, 70_001, 1]]) {
+        if (sizes[0] === 1 && samples.length > 200_000) continue; // one sample at a time: short cases only
+        const cut = cutInPieces(samples, windowSeconds, opts, sizes);
+        assert.deepEqual(
+          cut.map(({ index, startSample, endSample }) => ({ index, startSample, endSample })),
+          whole,
+          `${seconds} s in pieces of ${sizes.join(',')}`,
+        );
+        for (const w of cut) assert.deepEqual(w.samples, samples.slice(w.startSample, w.endSample));
+      }
+    }
+  });
+
+  void it('J19: a cutter resumed after k windows gives the rest of the same windows', () => {
+    const samples = toneWithGaps(95.2, [[33, 33.2]]);
+    const whole = planWindows(samples, RATE, 10);
+    assert.ok(whole.length > 5);
+    for (const k of [1, 4, whole.length - 1]) {
+      const resumed = cutInPieces(samples, 10, {}, [4093], { index: k, startSample: whole[k]!.startSample });
+      assert.deepEqual(
+        resumed.map(({ index, startSample, endSample }) => ({ index, startSample, endSample })),
+        whole.slice(k),
+      );
+    }
+    // Resumed after the last window: nothing is left.
+    assert.deepEqual(
+      cutInPieces(samples, 10, {}, [4093], { index: whole.length, startSample: samples.length }),
+      [],
+    );
+  });
+
+  void it('J19: the cutter holds about one window of audio, however long the recording', () => {
+    const cutter = new WindowCutter(RATE, 10);
+    const piece = toneWithGaps(1, []);
+    let windows = 0;
+    for (let s = 0; s < 600; s++) windows += cutter.push(piece).length;
+    assert.ok(windows >= 58, `windows cut on the way: ${windows}`);
+    const held = (cutter as unknown as { buf: Int16Array }).buf.length;
+    assert.ok(held <= 13 * RATE, `held ${held} samples`);
   });
 });

@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { AudioDecoder, DecodedAudio } from '../ports.ts';
@@ -64,29 +65,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
   }
 
   private async run(dir: string, input: string, signal: AbortSignal | undefined): Promise<Buffer> {
-    const args = [
-      '-hide_banner',
-      '-loglevel',
-      'error',
-      '-nostdin',
-      // Input options: what may be opened, and how.
-      '-protocol_whitelist',
-      'file',
-      '-format_whitelist',
-      DEMUXER_ALLOWLIST.join(','),
-      '-i',
-      `file:${input}`,
-      '-vn',
-      '-f',
-      's16le',
-      '-acodec',
-      'pcm_s16le',
-      '-ac',
-      '1',
-      '-ar',
-      String(SAMPLE_RATE),
-      'pipe:1',
-    ];
+    const args = argsFor(input);
     const maxBytes = this.maxSeconds * SAMPLE_RATE * 2;
     const result = await runProcess({
       command: this.ffmpegPath,
@@ -96,39 +75,156 @@ export class FfmpegAudioDecoder implements AudioDecoder {
       cwd: dir,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
       maxStdoutBytes: maxBytes,
-      overflowError: () =>
-        new AppError(
-          ErrorKind.permanent,
-          'audio.too_long',
-          `the recording decodes to more than ${this.maxSeconds} s of audio (VERBATIM_MAX_AUDIO_SECONDS)`,
-        ),
-      timeoutError: () =>
-        new AppError(
-          ErrorKind.transient,
-          'audio.decode_timeout',
-          `ffmpeg did not finish within ${this.timeoutMs} ms`,
-        ),
-      spawnError: (err) =>
-        err.code === 'ENOENT' || err.code === 'EACCES'
-          ? new AppError(
-              ErrorKind.permanent,
-              'audio.decoder_missing',
-              `ffmpeg could not be started (${err.code}); check the ffmpeg path`,
-              { cause: err },
-            )
-          : new AppError(ErrorKind.transient, 'audio.decoder_failed', `ffmpeg failed: ${err.message}`),
+      overflowError: () => this.tooLong(),
+      timeoutError: () => this.timedOut(),
+      spawnError: spawnError,
     });
     if (result.code === 0) return result.stdout;
-    if (result.code === null) {
-      // Killed by a signal (the OOM killer, a shutdown): says nothing about the file.
-      throw new AppError(
-        ErrorKind.transient,
-        'audio.decoder_killed',
-        `ffmpeg was killed by ${result.signal}`,
-      );
-    }
-    const reason =
-      lastStderrLine(result.stderr, input) || `ffmpeg exited with ${result.code ?? result.signal}`;
-    throw new AppError(ErrorKind.permanent, 'audio.undecodable', reason);
+    throw exitError(result.code, result.signal, result.stderr, input);
   }
+
+  /**
+   * J19: decodes the file at `input` as a stream of samples, in pieces of whatever size ffmpeg
+   * writes, so a recording of any length is decoded in constant memory. ffmpeg waits while the
+   * caller works on a piece (the pipe fills); `timeoutMs` is then the longest ffmpeg may go without
+   * giving a piece. Stopping the iteration early kills ffmpeg. The same errors as `decode`.
+   */
+  async *decodeFile(input: string, signal?: AbortSignal): AsyncGenerator<Int16Array> {
+    signal?.throwIfAborted();
+    const dir = await mkdtemp(join(tmpdir(), 'verbatim-decode-'));
+    const child = spawn(this.ffmpegPath, argsFor(input), {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    });
+    let stderr = '';
+    const state: { failure: Error | null } = { failure: null };
+    const fail = (err: Error): void => {
+      state.failure ??= err;
+      child.kill('SIGKILL');
+      child.stdout.destroy();
+    };
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+      child.on('close', (code, sig) => resolve([code, sig]));
+      child.on('error', (err: NodeJS.ErrnoException) => {
+        fail(spawnError(err));
+        resolve([null, null]);
+      });
+    });
+    child.stderr.on('data', (piece: Buffer) => {
+      stderr = (stderr + piece.toString('utf8')).slice(-4096);
+    });
+    const timer = setTimeout(() => fail(this.timedOut()), this.timeoutMs);
+    const onAbort = (): void => fail(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const maxBytes = this.maxSeconds * SAMPLE_RATE * 2;
+    let total = 0;
+    let carry: Buffer | null = null;
+    let any = false;
+    try {
+      try {
+        for await (const piece of child.stdout as AsyncIterable<Buffer>) {
+          timer.refresh();
+          total += piece.length;
+          if (total > maxBytes) {
+            fail(this.tooLong());
+            break;
+          }
+          const bytes: Buffer = carry ? Buffer.concat([carry, piece]) : piece;
+          const even = bytes.length - (bytes.length % 2);
+          carry = even < bytes.length ? Buffer.from(bytes.subarray(even)) : null;
+          if (even === 0) continue;
+          any = true;
+          yield toSamples(bytes.subarray(0, even));
+        }
+      } catch (err) {
+        if (state.failure === null) throw err;
+      }
+      if (state.failure !== null) throw state.failure;
+      const [code, sig] = await exited;
+      // Set by a callback while this waited (a spawn error, the deadline, an abort).
+      const late = state.failure as Error | null;
+      if (late !== null) throw late;
+      if (code !== 0) throw exitError(code, sig, stderr, input);
+      if (!any)
+        throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the file contains no audio samples');
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private tooLong(): AppError {
+    return new AppError(
+      ErrorKind.permanent,
+      'audio.too_long',
+      `the recording decodes to more than ${this.maxSeconds} s of audio (VERBATIM_MAX_AUDIO_SECONDS)`,
+    );
+  }
+
+  private timedOut(): AppError {
+    return new AppError(
+      ErrorKind.transient,
+      'audio.decode_timeout',
+      `ffmpeg did not finish within ${this.timeoutMs} ms`,
+    );
+  }
+}
+
+function argsFor(input: string): string[] {
+  return [
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-nostdin',
+    // Input options: what may be opened, and how.
+    '-protocol_whitelist',
+    'file',
+    '-format_whitelist',
+    DEMUXER_ALLOWLIST.join(','),
+    '-i',
+    `file:${input}`,
+    '-vn',
+    '-f',
+    's16le',
+    '-acodec',
+    'pcm_s16le',
+    '-ac',
+    '1',
+    '-ar',
+    String(SAMPLE_RATE),
+    'pipe:1',
+  ];
+}
+
+function spawnError(err: NodeJS.ErrnoException): AppError {
+  return err.code === 'ENOENT' || err.code === 'EACCES'
+    ? new AppError(
+        ErrorKind.permanent,
+        'audio.decoder_missing',
+        `ffmpeg could not be started (${err.code}); check the ffmpeg path`,
+        { cause: err },
+      )
+    : new AppError(ErrorKind.transient, 'audio.decoder_failed', `ffmpeg failed: ${err.message}`);
+}
+
+function exitError(code: number | null, sig: NodeJS.Signals | null, stderr: string, input: string): AppError {
+  if (code === null) {
+    // Killed by a signal (the OOM killer, a shutdown): says nothing about the file.
+    return new AppError(ErrorKind.transient, 'audio.decoder_killed', `ffmpeg was killed by ${sig}`);
+  }
+  const reason = lastStderrLine(stderr, input) || `ffmpeg exited with ${code}`;
+  return new AppError(ErrorKind.permanent, 'audio.undecodable', reason);
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/** s16le bytes (an even count) as samples. */
+function toSamples(bytes: Buffer): Int16Array {
+  const samples = new Int16Array(bytes.length / 2);
+  if (LITTLE_ENDIAN) Buffer.from(samples.buffer).set(bytes);
+  else for (let i = 0; i < samples.length; i++) samples[i] = bytes.readInt16LE(i * 2);
+  return samples;
 }

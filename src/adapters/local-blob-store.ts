@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { BlobStore } from '../ports.ts';
@@ -43,6 +46,32 @@ export class LocalBlobStore implements BlobStore {
     } catch (err) {
       await fs.rm(temp, { force: true });
       throw classify(err, 'write');
+    }
+  }
+
+  async putStream(key: string, source: Readable): Promise<void> {
+    const target = this.pathOf(key);
+    const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomUUID()}`);
+    const state: { sourceError: Error | null } = { sourceError: null };
+    source.once('error', (err) => (state.sourceError ??= err));
+    try {
+      await mkdirPrivate(path.dirname(target));
+      await pipeline(source, createWriteStream(temp, { mode: PRIVATE_FILE_MODE }));
+      await fs.rename(temp, target);
+    } catch (err) {
+      await fs.rm(temp, { force: true });
+      // The body failed (a client cut off): that, not a storage failure, is what went wrong.
+      if (state.sourceError !== null) throw state.sourceError;
+      throw classify(err, 'write');
+    }
+  }
+
+  async getStream(key: string): Promise<Readable> {
+    try {
+      const handle = await fs.open(this.pathOf(key), 'r');
+      return handle.createReadStream();
+    } catch (err) {
+      throw classify(err, 'read');
     }
   }
 

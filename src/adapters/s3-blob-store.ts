@@ -1,4 +1,14 @@
-import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { Readable } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import { AppError, ErrorKind, networkErrorCode } from '../domain/errors.ts';
 import type { BlobStore } from '../ports.ts';
 
@@ -18,6 +28,8 @@ export interface S3BlobStoreOptions {
    * a 500 MB recording on a slow link may take long, but it must keep moving.
    */
   idleTimeoutMs?: number;
+  /** B10: the part size of a streamed upload (default 8 MiB; S3's minimum is 5 MiB). */
+  partBytes?: number;
 }
 
 /** S3 error names that mean "slow down or try again shortly". */
@@ -40,9 +52,11 @@ const TRANSIENT_S3_NAMES = new Set([
 export class S3BlobStore implements BlobStore {
   private readonly client: S3Client;
   private readonly bucket: string;
+  private readonly partBytes: number;
 
   constructor(options: S3BlobStoreOptions) {
     this.bucket = options.bucket;
+    this.partBytes = options.partBytes ?? 8 * 1024 * 1024;
     const { accessKeyId, secretAccessKey } = options;
     this.client = new S3Client({
       region: options.region,
@@ -65,6 +79,103 @@ export class S3BlobStore implements BlobStore {
       await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: data }));
     } catch (err) {
       throw classify(err, 'write');
+    }
+  }
+
+  /**
+   * B10: a multipart upload with at most two parts (2 × `partBytes`) held at once; a body smaller
+   * than one part is put whole. The object appears only when the upload completes; any failure
+   * aborts the upload, so no object and no parts stay behind.
+   */
+  async putStream(key: string, source: Readable): Promise<void> {
+    const upload: { error: Error | null } = { error: null };
+    let uploadId: string | undefined;
+    const parts: Array<{ PartNumber: number; ETag: string | undefined }> = [];
+    const inFlight = new Set<Promise<void>>();
+    const state: { failed: Error | null } = { failed: null };
+    const send = (body: Buffer, partNumber: number) => {
+      const p = (async () => {
+        const out = await this.client.send(
+          new UploadPartCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: partNumber,
+            Body: body,
+          }),
+        );
+        parts.push({ PartNumber: partNumber, ETag: out.ETag });
+      })().catch((err: unknown) => {
+        state.failed ??= err instanceof Error ? err : new Error(String(err));
+      });
+      const tracked = p.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+    };
+    try {
+      let pending: Buffer[] = [];
+      let size = 0;
+      let partNumber = 0;
+      try {
+        for await (const piece of source as AsyncIterable<Buffer>) {
+          pending.push(piece);
+          size += piece.length;
+          while (size >= this.partBytes) {
+            const whole = Buffer.concat(pending);
+            const body = whole.subarray(0, this.partBytes);
+            const rest = whole.subarray(this.partBytes);
+            pending = rest.length > 0 ? [Buffer.from(rest)] : [];
+            size = rest.length;
+            if (uploadId === undefined) {
+              const created = await this.client.send(
+                new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key }),
+              );
+              uploadId = created.UploadId;
+            }
+            if (inFlight.size >= 2) await Promise.race(inFlight);
+            if (state.failed !== null) throw state.failed;
+            send(body, ++partNumber);
+          }
+        }
+      } catch (err) {
+        if (state.failed === null) upload.error = err instanceof Error ? err : new Error(String(err));
+        throw err;
+      }
+      const rest = Buffer.concat(pending);
+      if (uploadId === undefined) {
+        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: rest }));
+        return;
+      }
+      if (rest.length > 0) send(rest, ++partNumber);
+      await Promise.all(inFlight);
+      if (state.failed !== null) throw state.failed;
+      parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      await this.client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: parts },
+        }),
+      );
+    } catch (err) {
+      await Promise.all(inFlight);
+      if (uploadId !== undefined) {
+        await this.client
+          .send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }))
+          .catch(() => undefined);
+      }
+      if (upload.error !== null) throw upload.error;
+      throw classify(err, 'write');
+    }
+  }
+
+  async getStream(key: string): Promise<Readable> {
+    try {
+      const result = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      if (!result.Body) return Readable.from([]);
+      return result.Body as Readable;
+    } catch (err) {
+      throw classify(err, 'read');
     }
   }
 

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Executor, MeetingRow } from '../db/schema.ts';
 import { readAsTenant, withTenant } from '../db/tenant.ts';
@@ -12,7 +13,7 @@ import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } fr
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
-import { UPLOAD_ROUTE } from './request-limits.ts';
+import { STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 const MAX_TITLE = 300;
@@ -119,28 +120,51 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       .send(await viewOf(meeting));
   });
 
-  app.put<{ Params: { id: string } }>(
-    '/v1/meetings/:id/recording',
-    { bodyLimit: deps.config.maxUploadBytes, config: UPLOAD_ROUTE },
-    async (req, reply) => {
-      const workspaceId = workspaceOf(req);
-      await getMeeting(workspaceId, req.params.id);
-      const contentType = req.headers['content-type'];
-      if (!isAcceptedAudioType(contentType)) {
-        throw new AppError(
-          ErrorKind.unsupportedMedia,
-          'recording.unsupported_type',
-          `Content-Type ${contentType ?? '(none)'} is not accepted; send one of: ${ACCEPTED_AUDIO_TYPES.join(', ')}`,
+  // B10: a recording goes to storage as it arrives. Its route lives in a scope whose only parser
+  // hands the request stream through untouched, so no whole-body buffer is ever made.
+  void app.register((scope, _options, registered) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, payload, done) => {
+      done(null, payload);
+    });
+    scope.put<{ Params: { id: string } }>(
+      '/v1/meetings/:id/recording',
+      { bodyLimit: deps.config.maxUploadBytes, config: STREAMED_UPLOAD_ROUTE },
+      async (req, reply) => {
+        const workspaceId = workspaceOf(req);
+        await getMeeting(workspaceId, req.params.id);
+        const contentType = req.headers['content-type'];
+        if (!isAcceptedAudioType(contentType)) {
+          throw new AppError(
+            ErrorKind.unsupportedMedia,
+            'recording.unsupported_type',
+            `Content-Type ${contentType ?? '(none)'} is not accepted; send one of: ${ACCEPTED_AUDIO_TYPES.join(', ')}`,
+          );
+        }
+        const length = req.headers['content-length'];
+        const declared = length === undefined ? null : Number(length);
+        if (declared === 0 || req.body === undefined || req.body === null) {
+          throw invalid('recording.empty', 'the recording is empty');
+        }
+        if (declared !== null && declared > deps.config.maxUploadBytes) {
+          throw new AppError(
+            ErrorKind.tooLarge,
+            'request.too_large',
+            `the request body is larger than this route's limit of ${deps.config.maxUploadBytes} bytes`,
+          );
+        }
+        const meeting = await storeRecording(
+          deps,
+          workspaceId,
+          req.params.id,
+          { stream: req.body as Readable, declaredBytes: declared },
+          contentType ?? '',
         );
-      }
-      const body = req.body;
-      if (!Buffer.isBuffer(body) || body.length === 0) {
-        throw invalid('recording.empty', 'the recording is empty');
-      }
-      const meeting = await storeRecording(deps, workspaceId, req.params.id, body, contentType ?? '');
-      return reply.status(202).send(await viewOf(meeting));
-    },
-  );
+        return reply.status(202).send(await viewOf(meeting));
+      },
+    );
+    registered();
+  });
 
   app.put<{ Params: { id: string; seq: string } }>(
     '/v1/meetings/:id/chunks/:seq',

@@ -18,11 +18,16 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** A recording or a chunk: the upload timeout instead of the request timeout (S7). */
     upload?: boolean;
+    /** B10: the handler reads the body as it arrives, so the idle timeout stays on until it is in. */
+    streamedBody?: boolean;
   }
 }
 
 /** Route config of the routes that take audio: big bodies, over slow links. */
 export const UPLOAD_ROUTE = { upload: true } as const;
+
+/** A recording: an upload route whose handler streams the body to storage (B10). */
+export const STREAMED_UPLOAD_ROUTE = { upload: true, streamedBody: true } as const;
 
 interface LimitError {
   status: number;
@@ -76,7 +81,13 @@ export function registerRequestLimits(app: FastifyInstance, limits: RequestLimit
   // The idle timeout is for a peer that stops sending or reading. Once the body is in, the time is
   // ours (a recording stored to S3 may take a while): no socket timeout until the answer is sent.
   app.addHook('preHandler', (req, _reply, done) => {
-    socketOf(req)?.setTimeout(0);
+    const socket = socketOf(req);
+    if (socket && req.routeOptions.config.streamedBody === true && bodyStillArriving(req)) {
+      // The body is read by the handler: a client that stops sending midway still times out.
+      req.raw.once('end', () => socket.setTimeout(0));
+    } else {
+      socket?.setTimeout(0);
+    }
     done();
   });
 

@@ -41,6 +41,8 @@ export interface MeetingsTable {
   minutes_message: string | null;
   minutes: NullableJson;
   transcript_completed_at: NullableTimestamp;
+  /** J19: when the split cut an upload's last window (null until then, and for live meetings). */
+  windows_cut_at: NullableTimestamp;
   closeout_wait_started_at: NullableTimestamp;
   untranscribed_in_flight: number | null;
   untranscribed_exhausted: number | null;

@@ -1,15 +1,29 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
-import { planWindows } from '../domain/audio-windows.ts';
+import { WindowCutter, type CutWindow } from '../domain/audio-windows.ts';
+import { SAMPLE_RATE } from '../domain/timeline.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeWav } from '../domain/wav.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
+import { maybeStartCloseOut } from './transcription.ts';
 import { recordWindow } from './window-rows.ts';
-import { compensate, referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
+import {
+  compensate,
+  referenceStaged,
+  stageAndPut,
+  stageAndPutStream,
+  type StagedObject,
+} from '../storage/objects.ts';
 
 /** Upload content types we decode, by the media type a client sends. */
 export const ACCEPTED_AUDIO_TYPES = [
@@ -45,6 +59,12 @@ export function blobKey(
   return { key: `${workspaceId}/${meetingId}/${kind}-${sha256}-${randomUUID()}`, sha256 };
 }
 
+/** B10: an upload's body as it arrives, with the size its client announced (Content-Length). */
+export interface UploadBody {
+  stream: Readable;
+  declaredBytes: number | null;
+}
+
 /**
  * Stores an uploaded recording and commits the meeting's move to processing together with the job
  * that splits it into windows. The caller answers 202 once this returns, even if the job's delivery
@@ -54,7 +74,7 @@ export async function storeRecording(
   deps: MeetingDeps,
   workspaceId: string,
   meetingId: string,
-  data: Buffer,
+  data: Buffer | UploadBody,
   contentType: string,
 ): Promise<MeetingRow> {
   const meeting = await deps.meetings.get(workspaceId, meetingId);
@@ -73,7 +93,18 @@ export async function storeRecording(
       `meeting ${meetingId} already has a recording`,
     );
   }
-  const staged = await stageAndPut(deps, { workspaceId, meetingId, kind: 'recording', data, admit: true });
+  const staged = Buffer.isBuffer(data)
+    ? await stageAndPut(deps, { workspaceId, meetingId, kind: 'recording', data, admit: true })
+    : await stageAndPutStream(deps, {
+        workspaceId,
+        meetingId,
+        kind: 'recording',
+        source: data.stream,
+        declaredBytes: data.declaredBytes,
+        maxBytes: deps.config.maxUploadBytes,
+        admit: true,
+        empty: () => new AppError(ErrorKind.invalidInput, 'recording.empty', 'the recording is empty'),
+      });
   try {
     await deps.checkpoints.hit('recording.processing', {});
     return await deps.db.transaction().execute(async (trx) => {
@@ -119,7 +150,16 @@ export async function storeRecording(
   }
 }
 
-/** Decodes the recording, cuts it into windows at quiet points (L18), and queues one job per window. */
+/**
+ * Decodes the recording, cuts it into windows at quiet points (L18), and queues one job per window.
+ *
+ * J19: the recording is decoded as a stream and each window is committed with its job as soon as its
+ * boundary is decided, so memory does not grow with the recording's length and transcription starts
+ * while the rest is still being decoded. A run that dies (a killed worker, a lost lease) leaves its
+ * committed windows; the next run decodes again, skips the audio they hold, and cuts the rest with
+ * the same boundaries (a boundary depends only on its own slot's audio). The last window commits
+ * with the meeting's duration and `windows_cut_at`, which the close-out waits for.
+ */
 export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
   return {
     kind: JobKind.splitRecording,
@@ -137,88 +177,127 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
         .selectAll()
         .where('id', '=', meetingId)
         .executeTakeFirstOrThrow();
-      if (meeting.status !== MeetingStatus.processing || !recording) {
+      if (meeting.status !== MeetingStatus.processing || !recording || meeting.windows_cut_at !== null) {
         await ctx.complete();
         return;
       }
-      await deps.checkpoints.hit('storage.get', { meetingId });
-      const data = await deps.blobs.get(recording.object_key);
-      const audio = await deps.decoder.decode(data, ctx.signal);
-      const planned = planWindows(audio.samples, audio.sampleRate, meeting.window_ms / 1000, {
-        searchSeconds: deps.config.boundarySearchMs / 1000,
+      const cut = await deps.db
+        .selectFrom('windows')
+        .select(['index', 'end_ms'])
+        .where('meeting_id', '=', meetingId)
+        .orderBy('index')
+        .execute();
+      cut.forEach((w, i) => {
+        if (w.index !== i)
+          throw new AppError(ErrorKind.permanent, 'split.windows_inconsistent', `window ${i} is missing`);
       });
-      if (planned.length === 0) {
-        throw new AppError(ErrorKind.permanent, 'audio.undecodable', 'the recording contains no audio');
-      }
-      const windows: Array<{ index: number; audio: StagedObject; startMs: number; endMs: number }> = [];
-      let abandoned = false;
-      const commitWindows = () =>
-        ctx.complete(async (trx) => {
-          const locked = await deps.meetings.lock(trx, meetingId);
-          // Canceled or deleted while this split ran: nothing to add; the windows' objects go.
-          if (locked.status !== MeetingStatus.processing) {
-            abandoned = true;
-            return;
-          }
-          for (const w of windows) {
-            const windowId = await recordWindow(trx, {
-              workspaceId: meeting.workspace_id,
-              meetingId,
-              index: w.index,
-              startMs: w.startMs,
-              endMs: w.endMs,
-              audio: w.audio,
-            });
-            await createTranscribeJob(
-              deps,
-              trx,
-              meeting.workspace_id,
-              meetingId,
-              windowId,
-              w.index,
-              ctx.actor,
-            );
-          }
-          await trx
-            .updateTable('meetings')
-            .set({
-              duration_ms: Math.round((audio.samples.length * 1000) / audio.sampleRate),
-              updated_at: sql<Date>`now()`,
-            })
-            .where('id', '=', meetingId)
-            .execute();
+      // Boundaries fall on whole milliseconds (100 ms frames, centred), so end_ms is exact.
+      const resume = { index: cut.length, startSample: ((cut.at(-1)?.end_ms ?? 0) * SAMPLE_RATE) / 1000 };
+      if (cut.length > 0)
+        ctx.log.info({ meetingId, windows: cut.length }, 'split resumes after its committed windows');
+
+      const stage = (w: CutWindow) =>
+        stageAndPut(deps, {
+          workspaceId: meeting.workspace_id,
+          meetingId,
+          kind: `window-${w.index}`,
+          data: encodeWav(w.samples, SAMPLE_RATE),
+          admit: false,
         });
+      const record = async (trx: Tx, w: CutWindow, audio: StagedObject) => {
+        const windowId = await recordWindow(trx, {
+          workspaceId: meeting.workspace_id,
+          meetingId,
+          index: w.index,
+          startMs: Math.round((w.startSample * 1000) / SAMPLE_RATE),
+          endMs: Math.round((w.endSample * 1000) / SAMPLE_RATE),
+          audio,
+        });
+        await createTranscribeJob(deps, trx, meeting.workspace_id, meetingId, windowId, w.index, ctx.actor);
+      };
+      // Canceled or deleted while this split ran: nothing more is added; the window's object goes.
+      const stillProcessing = async (trx: Tx) =>
+        (await deps.meetings.lock(trx, meetingId)).status === MeetingStatus.processing;
+
+      const dir = await mkdtemp(join(tmpdir(), 'verbatim-split-'));
       try {
-        for (const w of planned) {
-          const wav = encodeWav(audio.samples.subarray(w.startSample, w.endSample), audio.sampleRate);
-          windows.push({
-            index: w.index,
-            audio: await stageAndPut(deps, {
-              workspaceId: meeting.workspace_id,
-              meetingId,
-              kind: `window-${w.index}`,
-              data: wav,
-              admit: false,
-            }),
-            startMs: Math.round((w.startSample * 1000) / audio.sampleRate),
-            endMs: Math.round((w.endSample * 1000) / audio.sampleRate),
-          });
+        const input = join(dir, 'recording');
+        await deps.checkpoints.hit('storage.get', { meetingId });
+        await pipeline(
+          await deps.blobs.getStream(recording.object_key),
+          createWriteStream(input, { mode: 0o600 }),
+        );
+        const cutter = new WindowCutter(
+          SAMPLE_RATE,
+          meeting.window_ms / 1000,
+          { searchSeconds: deps.config.boundarySearchMs / 1000 },
+          resume,
+        );
+        for await (const piece of deps.decoder.decodeFile(input, ctx.signal)) {
+          for (const w of cutter.push(piece)) {
+            const audio = await stage(w);
+            try {
+              const added = await ctx.fenced(async (trx) => {
+                if (!(await stillProcessing(trx))) return false;
+                await record(trx, w, audio);
+                return true;
+              });
+              if (!added) {
+                await compensate(
+                  deps,
+                  [audio],
+                  new AppError(
+                    ErrorKind.conflict,
+                    'meeting.not_processing',
+                    'the meeting ended during the split',
+                  ),
+                );
+                await ctx.complete();
+                return;
+              }
+            } catch (err) {
+              await compensate(deps, [audio], err);
+              throw err;
+            }
+            await deps.checkpoints.hit('split.window-committed', { windowIndex: w.index });
+          }
         }
-        await commitWindows();
-        if (abandoned) {
+        const last = cutter.finish();
+        const audio = last ? await stage(last) : null;
+        let abandoned = false;
+        try {
+          await ctx.complete(async (trx) => {
+            if (!(await stillProcessing(trx))) {
+              abandoned = true;
+              return;
+            }
+            if (last && audio) await record(trx, last, audio);
+            await trx
+              .updateTable('meetings')
+              .set({
+                duration_ms: Math.round((cutter.decodedSamples * 1000) / SAMPLE_RATE),
+                windows_cut_at: sql<Date>`now()`,
+                updated_at: sql<Date>`now()`,
+              })
+              .where('id', '=', meetingId)
+              .execute();
+            // Every earlier window may be settled already: then this split was the last thing the
+            // close-out waited for.
+            if (!last) await maybeStartCloseOut(deps, trx, meetingId, ctx.actor);
+          });
+        } catch (err) {
+          if (audio) await compensate(deps, [audio], err);
+          throw err;
+        }
+        if (abandoned && audio) {
           await compensate(
             deps,
-            windows.map((w) => w.audio),
+            [audio],
             new AppError(ErrorKind.conflict, 'meeting.not_processing', 'the meeting ended during the split'),
           );
         }
-      } catch (err) {
-        await compensate(
-          deps,
-          windows.map((w) => w.audio),
-          err,
-        );
-        throw err;
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
     },
     onTerminalFailure: async (trx, job, error) => {

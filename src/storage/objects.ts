@@ -1,5 +1,6 @@
 import { systemInTx } from '../db/tenant.ts';
 import { createHash, randomUUID } from 'node:crypto';
+import { Transform, type Readable } from 'node:stream';
 import { sql } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
 import type { Config } from '../config.ts';
@@ -121,6 +122,124 @@ export async function stageAndPut(
     await deps.blobs.put(staged.key, spec.data);
     await deps.checkpoints.hit('storage.written', { kind: spec.kind });
   } catch (err) {
+    await compensate(deps, [staged], err);
+    throw err;
+  }
+  return staged;
+}
+
+/**
+ * B10: stageAndPut for a body that arrives as a stream (an upload), never held whole. The object
+ * is admitted against the quotas with the size the client announced (or `maxBytes` when it
+ * announced none), and its reservation is extended while the body keeps arriving. Its
+ * SHA-256 and size are computed on the way; a body past `maxBytes` is cut off with 413
+ * (`request.too_large`), an empty one refused with `empty`. A body cut off midway, or any failed
+ * write, leaves no object: the store writes nothing visible, and the staged row is compensated
+ * before this throws.
+ */
+export async function stageAndPutStream(
+  deps: StorageDeps,
+  spec: {
+    workspaceId: string;
+    meetingId: string;
+    kind: string;
+    source: Readable;
+    /** Content-Length, when the client sent one. */
+    declaredBytes: number | null;
+    maxBytes: number;
+    admit: boolean;
+    /** The error for a body with no bytes. */
+    empty: () => AppError;
+  },
+): Promise<StagedObject> {
+  const reserved = spec.declaredBytes ?? spec.maxBytes;
+  const staged: StagedObject = {
+    workspaceId: spec.workspaceId,
+    meetingId: spec.meetingId,
+    key: `${spec.workspaceId}/${spec.meetingId}/${spec.kind}-${randomUUID()}`,
+    sha256: '',
+    bytes: reserved,
+  };
+  await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
+    if (spec.admit) await admit(deps.config, trx, spec.workspaceId, reserved);
+    await trx
+      .insertInto('object_cleanups')
+      .values({
+        id: randomUUID(),
+        workspace_id: spec.workspaceId,
+        meeting_id: spec.meetingId,
+        object_key: staged.key,
+        bytes: reserved,
+        state: 'staged',
+        reason: 'staged write',
+        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
+      })
+      .execute();
+  });
+  const hash = createHash('sha256');
+  let bytes = 0;
+  // A body that keeps arriving keeps its reservation: the deadline moves on while bytes come, so
+  // an upload may take as long as its request may, and an orphan of a process that died midway
+  // is found one stage deadline after its last byte.
+  const extendEveryMs = Math.max(100, deps.config.stageDeadlineMs / 3);
+  let extendedAt = Date.now();
+  const extend = () => {
+    extendedAt = Date.now();
+    (deps.stagingDb ?? deps.db)
+      .updateTable('object_cleanups')
+      .set({ reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'` })
+      .where('object_key', '=', staged.key)
+      .where('state', '=', 'staged')
+      .where('delete_fenced_at', 'is', null)
+      .execute()
+      .catch((err: unknown) =>
+        deps.log.warn({ err: toErrorRecord(err).code }, "could not extend an upload's reservation"),
+      );
+  };
+  const measure = new Transform({
+    transform(piece: Buffer, _encoding, done) {
+      bytes += piece.length;
+      if (Date.now() - extendedAt >= extendEveryMs) extend();
+      if (bytes > spec.maxBytes) {
+        done(
+          new AppError(
+            ErrorKind.tooLarge,
+            'request.too_large',
+            `the request body is larger than this route's limit of ${spec.maxBytes} bytes`,
+          ),
+        );
+        return;
+      }
+      hash.update(piece);
+      done(null, piece);
+    },
+  });
+  spec.source.once('error', (err) => measure.destroy(err));
+  // A client that goes away midway: the request stream closes without its end.
+  spec.source.once('close', () => {
+    if (!spec.source.readableEnded)
+      measure.destroy(
+        new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end'),
+      );
+  });
+  spec.source.pipe(measure);
+  try {
+    await deps.checkpoints.hit('storage.staged', { kind: spec.kind });
+    await deps.blobs.putStream(staged.key, measure);
+    if (bytes === 0) throw spec.empty();
+    staged.sha256 = hash.digest('hex');
+    staged.bytes = bytes;
+    if (bytes !== reserved) {
+      await (deps.stagingDb ?? deps.db)
+        .updateTable('object_cleanups')
+        .set({ bytes })
+        .where('object_key', '=', staged.key)
+        .where('state', '=', 'staged')
+        .execute();
+    }
+    await deps.checkpoints.hit('storage.written', { kind: spec.kind });
+  } catch (err) {
+    spec.source.unpipe(measure);
     await compensate(deps, [staged], err);
     throw err;
   }

@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
+import { planWindows } from '../src/domain/audio-windows.ts';
+import {
+  SPEECH,
+  speechWav,
+  startHarness,
+  supervise,
+  uploadMeeting,
+  waitForMeeting,
+} from './support/harness.ts';
+
+void it('J19: a split SIGKILLed after k windows were committed resumes at window k+1: every window exactly once, boundaries identical to an uninterrupted split', async () => {
+  const h = await startHarness();
+  try {
+    const wav = speechWav(`${SPEECH} ${SPEECH}`);
+    const audio = await new FfmpegAudioDecoder().decode(wav);
+    const config = h.app.deps.config;
+    const expected = planWindows(audio.samples, audio.sampleRate, config.windowMs / 1000, {
+      searchSeconds: config.boundarySearchMs / 1000,
+    });
+    assert.ok(expected.length >= 6, `enough windows to be killed among them: ${expected.length}`);
+
+    // The first worker dies right after committing window 2 (k = 3 windows); the supervisor starts
+    // another, which must resume at window 3.
+    const k = 3;
+    const sup = supervise(h, {
+      VERBATIM_FAULTS: JSON.stringify([
+        { at: 'split.window-committed', action: 'kill', times: 1, match: { windowIndex: k - 1 } },
+      ]),
+    });
+    const id = await uploadMeeting(h, wav);
+    const meeting = await waitForMeeting(h, id);
+    await sup.stop();
+    assert.equal(sup.starts(), 2, 'the first worker was killed and a second one finished the split');
+    assert.equal(meeting.status, 'complete');
+
+    const db = h.app.database.db;
+    const windows = await db
+      .selectFrom('windows')
+      .select(['id', 'index', 'start_ms', 'end_ms', 'status'])
+      .where('meeting_id', '=', id)
+      .orderBy('index')
+      .execute();
+    assert.deepEqual(
+      windows.map((w) => [w.index, w.start_ms, w.end_ms]),
+      expected.map((w) => [
+        w.index,
+        Math.round((w.startSample * 1000) / audio.sampleRate),
+        Math.round((w.endSample * 1000) / audio.sampleRate),
+      ]),
+      'the same windows as a split of the whole recording, each once',
+    );
+    assert.ok(windows.every((w) => w.status === 'transcribed'));
+    // One transcription job per window: nothing was cut or queued twice.
+    const jobs = await db
+      .selectFrom('jobs')
+      .select(['subject_id'])
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'transcribe-window')
+      .execute();
+    assert.equal(jobs.length, windows.length);
+    assert.equal(new Set(jobs.map((j) => j.subject_id)).size, windows.length);
+    // The split ran twice: the killed attempt's lease expired, the second resumed after k windows.
+    const attempts = await db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select(['job_attempts.status'])
+      .where('jobs.meeting_id', '=', id)
+      .where('jobs.kind', '=', 'split-recording')
+      .orderBy('job_attempts.attempt_no')
+      .execute();
+    assert.deepEqual(
+      attempts.map((a) => a.status),
+      ['lease_expired', 'completed'],
+    );
+    assert.match(h.logs(), new RegExp(`"windows":${k}[,}].*split resumes after its committed windows`));
+    // Every window's object is referenced once; no staged object was left behind by the kill.
+    const blobs = await db
+      .selectFrom('blobs')
+      .select(['kind'])
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'window')
+      .execute();
+    assert.equal(blobs.length, windows.length);
+    const staged = await db
+      .selectFrom('object_cleanups')
+      .select('object_key')
+      .where('meeting_id', '=', id)
+      .where('state', '=', 'staged')
+      .execute();
+    assert.deepEqual(staged, []);
+    const duration = await db
+      .selectFrom('meetings')
+      .select('duration_ms')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.equal(duration.duration_ms, Math.round((audio.samples.length * 1000) / audio.sampleRate));
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    assert.ok(text.split('budget').length - 1 >= 2, text);
+  } finally {
+    await h.close();
+  }
+});

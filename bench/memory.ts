@@ -16,7 +16,7 @@ import { encodeWav } from '../src/domain/wav.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase } from '../test/support/db.ts';
 import { startFakeWhisper } from '../test/support/fake-openai.ts';
-import { freePort, spawnVerbatim } from '../test/support/harness.ts';
+import { freePort, memoryOf, spawnVerbatim } from '../test/support/harness.ts';
 import { sentenceAudio } from './live-captions.ts';
 
 const RATE = 16_000;
@@ -30,12 +30,6 @@ export interface MemoryStep {
   growthMiB: number;
   completeS: number;
   windows: number;
-}
-
-function memoryOf(pid: number): { rss: number; peak: number } {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
 /** PUTs `minutes` of the sentences, repeated, as one WAV body written piece by piece. */
@@ -135,9 +129,9 @@ export async function memoryStep(minutes: number): Promise<MemoryStep> {
     return {
       minutes,
       uploadBytes,
-      idleMiB: idle.rss,
-      peakMiB: end.peak,
-      growthMiB: end.peak - idle.rss,
+      idleMiB: idle.rss / MiB,
+      peakMiB: end.peak / MiB,
+      growthMiB: (end.peak - idle.rss) / MiB,
       completeS,
       windows: meeting.windows?.total ?? 0,
     };

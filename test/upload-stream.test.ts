@@ -5,6 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
   freePort,
+  memoryOf,
   SPEECH,
   spawnVerbatim,
   speechWav,
@@ -16,14 +17,6 @@ import {
 } from './support/harness.ts';
 
 const MiB = 1024 * 1024;
-
-/** A process's resident size now and at its peak, in bytes (/proc: Linux). */
-function memoryOf(pid: number): { rss: number; peak: number } {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) =>
-    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
-}
 
 /** A WAV header for `dataBytes` of 16 kHz mono 16-bit samples. */
 function wavHeader(dataBytes: number): Buffer {

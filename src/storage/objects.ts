@@ -101,22 +101,7 @@ export async function stageAndPut(
     sha256,
     bytes: spec.data.length,
   };
-  await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
-    if (spec.admit) await admit(deps.config, trx, spec.workspaceId, spec.data.length);
-    await trx
-      .insertInto('object_cleanups')
-      .values({
-        id: randomUUID(),
-        workspace_id: spec.workspaceId,
-        meeting_id: spec.meetingId,
-        object_key: staged.key,
-        bytes: staged.bytes,
-        state: 'staged',
-        reason: 'staged write',
-        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
-      })
-      .execute();
-  });
+  await stage(deps, staged, spec.admit);
   try {
     await deps.checkpoints.hit('storage.staged', { kind: spec.kind });
     await deps.blobs.put(staged.key, spec.data);
@@ -160,22 +145,7 @@ export async function stageAndPutStream(
     sha256: '',
     bytes: reserved,
   };
-  await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
-    if (spec.admit) await admit(deps.config, trx, spec.workspaceId, reserved);
-    await trx
-      .insertInto('object_cleanups')
-      .values({
-        id: randomUUID(),
-        workspace_id: spec.workspaceId,
-        meeting_id: spec.meetingId,
-        object_key: staged.key,
-        bytes: reserved,
-        state: 'staged',
-        reason: 'staged write',
-        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
-      })
-      .execute();
-  });
+  await stage(deps, staged, spec.admit);
   const hash = createHash('sha256');
   let bytes = 0;
   // A body that keeps arriving keeps its reservation: the deadline moves on while bytes come, so
@@ -244,6 +214,26 @@ export async function stageAndPutStream(
     throw err;
   }
   return staged;
+}
+
+/** B2, B6: commits the object's staged cleanup row, admitting its bytes against the quotas when `admit`. */
+async function stage(deps: StorageDeps, staged: StagedObject, admitIt: boolean): Promise<void> {
+  await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
+    if (admitIt) await admit(deps.config, trx, staged.workspaceId, staged.bytes);
+    await trx
+      .insertInto('object_cleanups')
+      .values({
+        id: randomUUID(),
+        workspace_id: staged.workspaceId,
+        meeting_id: staged.meetingId,
+        object_key: staged.key,
+        bytes: staged.bytes,
+        state: 'staged',
+        reason: 'staged write',
+        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
+      })
+      .execute();
+  });
 }
 
 async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number): Promise<void> {

@@ -325,3 +325,11 @@ export function freePort(): Promise<number> {
     srv.on('error', reject);
   });
 }
+
+/** A process's resident size now and at its peak, in bytes (from /proc: Linux only). */
+export function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}

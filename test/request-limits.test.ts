@@ -256,12 +256,14 @@ void describe('request limits (S7)', () => {
     assert.equal(timedOut.code, 'request.timeout');
     assert.match(timedOut.message, /within 1 s/);
 
-    // An upload that stops mid-body is closed after the 2 s idle timeout (its own deadline is 30 s).
+    // An upload that stops mid-body is closed after the 2 s idle timeout (its own deadline is 30 s),
+    // while its body is being streamed to storage (B10).
+    const meeting = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'stalled' });
     const stalled = net.connect(port, '127.0.0.1');
     stalled.on('error', () => {});
     const started = Date.now();
     stalled.write(
-      `PUT /v1/meetings/00000000-0000-4000-8000-000000000000/recording HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${h.apiKey}\r\ncontent-type: audio/wav\r\ncontent-length: 100000\r\n\r\nRIFF`,
+      `PUT /v1/meetings/${meeting.json.id}/recording HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${h.apiKey}\r\ncontent-type: audio/wav\r\ncontent-length: 100000\r\n\r\nRIFF`,
     );
     await new Promise((resolve) => stalled.once('close', resolve));
     const waited = Date.now() - started;

@@ -13,7 +13,7 @@ import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } fr
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
-import { STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
+import { formatBytes, STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
 import { workspaceOf, type ApiDeps } from './server.ts';
 
 const MAX_TITLE = 300;
@@ -146,18 +146,18 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
         if (declared === 0 || req.body === undefined || req.body === null) {
           throw invalid('recording.empty', 'the recording is empty');
         }
-        if (declared !== null && declared > deps.config.maxUploadBytes) {
-          throw new AppError(
+        const tooLarge = () =>
+          new AppError(
             ErrorKind.tooLarge,
             'request.too_large',
-            `the request body is larger than this route's limit of ${deps.config.maxUploadBytes} bytes`,
+            `the request body is larger than this route's limit of ${formatBytes(deps.config.maxUploadBytes)}`,
           );
-        }
+        if (declared !== null && declared > deps.config.maxUploadBytes) throw tooLarge();
         const meeting = await storeRecording(
           deps,
           workspaceId,
           req.params.id,
-          { stream: req.body as Readable, declaredBytes: declared },
+          { stream: req.body as Readable, declaredBytes: declared, tooLarge },
           contentType ?? '',
         );
         return reply.status(202).send(await viewOf(meeting));

@@ -231,7 +231,7 @@ function clientErrorHandler(limits: RequestLimits) {
   };
 }
 
-function formatBytes(n: number): string {
+export function formatBytes(n: number): string {
   const unit = n % 1048576 === 0 ? `${n / 1048576} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : null;
   return unit ? `${unit} (${n} bytes)` : `${n} bytes`;
 }

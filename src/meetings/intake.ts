@@ -63,6 +63,8 @@ export function blobKey(
 export interface UploadBody {
   stream: Readable;
   declaredBytes: number | null;
+  /** The error for a body past the upload limit (413, worded by the API). */
+  tooLarge: () => AppError;
 }
 
 /**
@@ -104,6 +106,7 @@ export async function storeRecording(
         maxBytes: deps.config.maxUploadBytes,
         admit: true,
         empty: () => new AppError(ErrorKind.invalidInput, 'recording.empty', 'the recording is empty'),
+        tooLarge: data.tooLarge,
       });
   try {
     await deps.checkpoints.hit('recording.processing', {});
@@ -217,7 +220,7 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       };
       // Canceled or deleted while this split ran: nothing more is added; the window's object goes.
       const stillProcessing = async (trx: Tx) =>
-        (await deps.meetings.lock(trx, meetingId)).status === MeetingStatus.processing;
+        (await deps.meetings.lockIfExists(trx, meetingId))?.status === MeetingStatus.processing;
 
       const dir = await mkdtemp(join(tmpdir(), 'verbatim-split-'));
       try {

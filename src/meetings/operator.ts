@@ -48,6 +48,10 @@ export async function deleteMeeting(
       .forNoKeyUpdate()
       .executeTakeFirst();
     if (!meeting) throw new AppError(ErrorKind.notFound, 'meeting.not_found', `no meeting ${meetingId}`);
+    // A writer that held the meeting's lock while this waited for it (a split committing its next
+    // window, J19) may have added a job the first pass could not see: with the lock held, none can
+    // be added any more, and this pass ends those.
+    await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
     await trx.deleteFrom('segments').where('meeting_id', '=', meetingId).execute();
     await trx.deleteFrom('windows').where('meeting_id', '=', meetingId).execute();

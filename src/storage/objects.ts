@@ -118,7 +118,7 @@ export async function stageAndPut(
  * is admitted against the quotas with the size the client announced (or `maxBytes` when it
  * announced none), and its reservation is extended while the body keeps arriving. Its
  * SHA-256 and size are computed on the way; a body past `maxBytes` is cut off with 413
- * (`request.too_large`), an empty one refused with `empty`. A body cut off midway, or any failed
+ * (`tooLarge`), an empty one refused with `empty`. A body cut off midway, or any failed
  * write, leaves no object: the store writes nothing visible, and the staged row is compensated
  * before this throws.
  */
@@ -133,8 +133,9 @@ export async function stageAndPutStream(
     declaredBytes: number | null;
     maxBytes: number;
     admit: boolean;
-    /** The error for a body with no bytes. */
+    /** The error for a body with no bytes, and for one past `maxBytes`. */
     empty: () => AppError;
+    tooLarge: () => AppError;
   },
 ): Promise<StagedObject> {
   const reserved = spec.declaredBytes ?? spec.maxBytes;
@@ -171,13 +172,7 @@ export async function stageAndPutStream(
       bytes += piece.length;
       if (Date.now() - extendedAt >= extendEveryMs) extend();
       if (bytes > spec.maxBytes) {
-        done(
-          new AppError(
-            ErrorKind.tooLarge,
-            'request.too_large',
-            `the request body is larger than this route's limit of ${spec.maxBytes} bytes`,
-          ),
-        );
+        done(spec.tooLarge());
         return;
       }
       hash.update(piece);

@@ -497,7 +497,12 @@ void it('S10: a close-out started inside a tenant request is enqueued, not left 
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'closing' });
     assert.equal(created.status, 201, created.text);
     const id = created.json.id as string;
-    await db.updateTable('meetings').set({ status: 'processing' }).where('id', '=', id).execute();
+    // An upload whose split has cut its last window (J19), and nothing left to transcribe.
+    await db
+      .updateTable('meetings')
+      .set({ status: 'processing', windows_cut_at: new Date() })
+      .where('id', '=', id)
+      .execute();
     const outcome = await runAsTenant(h.workspaceId, () =>
       sql<{ r: string }>`select verbatim_start_close_out(${id}::uuid, 'test', 3, 3, 0) as r`.execute(db),
     );

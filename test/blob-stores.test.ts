@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { lstat, mkdir, mkdtemp, readlink, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer } from 'node:http';
 import type { Server } from 'node:http';
@@ -8,11 +8,13 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import S3rver from 's3rver';
 import { createBlobStore } from '../src/adapters/blob-store-factory.ts';
 import { LocalBlobStore, TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
 import { S3BlobStore } from '../src/adapters/s3-blob-store.ts';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { loadConfig } from '../src/config.ts';
 import { AppError, ErrorKind } from '../src/domain/errors.ts';
 import type { BlobStore } from '../src/ports.ts';
@@ -90,8 +92,41 @@ function assertNoSecret(err: AppError): void {
 
 const contract: Array<[string, () => BlobStore]> = [
   ['local', () => new LocalBlobStore(join(dir, 'local-blobs'))],
-  ['s3', () => s3Store()],
+  // Parts of 5 MiB, the smallest S3 allows, so a streamed put of ~20 MB is a real multipart upload.
+  ['s3', () => s3Store({ partBytes: 5 * 1024 * 1024 })],
 ];
+
+/** `total` bytes of a seeded pattern in pieces of 64 KiB, failing after `failAfter` bytes if given. */
+function patterned(total: number, failAfter?: number): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      if (failAfter !== undefined && sent >= failAfter) {
+        this.destroy(new Error('the client went away'));
+        return;
+      }
+      if (sent >= total) {
+        this.push(null);
+        return;
+      }
+      const n = Math.min(64 * 1024, total - sent);
+      const piece = Buffer.alloc(n);
+      for (let i = 0; i < n; i++) piece[i] = ((sent + i) * 2654435761) >>> 24;
+      sent += n;
+      this.push(piece);
+    },
+  });
+}
+
+async function digestOf(stream: Readable): Promise<{ sha: string; bytes: number }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  for await (const piece of stream as AsyncIterable<Buffer>) {
+    hash.update(piece);
+    bytes += piece.length;
+  }
+  return { sha: hash.digest('hex'), bytes };
+}
 
 for (const [name, make] of contract) {
   void describe(`S3: the storage contract holds for the ${name} store`, () => {
@@ -142,6 +177,38 @@ for (const [name, make] of contract) {
       assert.equal(err.kind, ErrorKind.permanent);
     });
 
+    void it('B10: a streamed put of ~20 MB (four multipart parts on S3) reads back whole as a stream', async () => {
+      const total = 20 * 1024 * 1024 + 12345;
+      await store.putStream('contract/streamed', patterned(total));
+      const expected = await digestOf(patterned(total));
+      const back = await digestOf(await store.getStream('contract/streamed'));
+      assert.deepEqual(back, expected);
+      // A body smaller than one part is stored too (one plain put on S3).
+      await store.putStream('contract/streamed-small', patterned(1000));
+      assert.deepEqual(
+        await digestOf(await store.getStream('contract/streamed-small')),
+        await digestOf(patterned(1000)),
+      );
+    });
+
+    void it('B10: a streamed put whose source fails leaves no object, and an earlier object under the key stays', async () => {
+      for (const failAfter of [100 * 1024, 12 * 1024 * 1024]) {
+        const key = `contract/cut-${failAfter}`;
+        const err = await store.putStream(key, patterned(20 * 1024 * 1024, failAfter)).then(
+          () => assert.fail('a cut source must fail the put'),
+          (e: unknown) => e,
+        );
+        assert.match(String((err as Error).message), /went away/, 'the source’s own error is reported');
+        const missing = await rejection(store.get(key));
+        assert.equal(missing.code, 'storage.not_found', `nothing stored after a cut at ${failAfter} bytes`);
+      }
+      await store.put('contract/kept', Buffer.from('the first version'));
+      await store
+        .putStream('contract/kept', patterned(8 * 1024 * 1024, 6 * 1024 * 1024))
+        .catch(() => undefined);
+      assert.equal((await store.get('contract/kept')).toString(), 'the first version');
+    });
+
     void it('S3: delete is idempotent', async () => {
       await store.put('contract/doomed', Buffer.from('bye'));
       await store.delete('contract/doomed');
@@ -188,6 +255,39 @@ void describe('S3: the s3 store classifies failures', () => {
     const err = await rejection(s3Store({ bucket: 'no-such-bucket' }).get('ws/meeting/recording-abc'));
     assert.equal(err.code, 'storage.unavailable');
     assert.equal(err.kind, ErrorKind.unclassified);
+  });
+
+  void it('B10: a streamed put is a multipart upload of bounded parts, completed when whole and aborted when cut', async () => {
+    const store = s3Store({ partBytes: 5 * 1024 * 1024 });
+    const sent: Array<{ name: string; bytes?: number }> = [];
+    const client = (store as unknown as { client: S3Client }).client;
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { Body?: Buffer };
+        sent.push({ name: context.commandName ?? '?', bytes: input.Body?.length });
+        return next(args);
+      },
+      { step: 'initialize', name: 'b10-record-commands' },
+    );
+    await store.putStream('multipart/whole', patterned(17 * 1024 * 1024));
+    const parts = sent.filter((c) => c.name === 'UploadPartCommand').map((c) => c.bytes);
+    assert.deepEqual(
+      parts,
+      [5, 5, 5, 2].map((mib) => mib * 1024 * 1024),
+    );
+    assert.deepEqual(
+      sent.filter((c) => c.name !== 'UploadPartCommand').map((c) => c.name),
+      ['CreateMultipartUploadCommand', 'CompleteMultipartUploadCommand'],
+    );
+    sent.length = 0;
+    await store
+      .putStream('multipart/cut', patterned(17 * 1024 * 1024, 12 * 1024 * 1024))
+      .catch(() => undefined);
+    assert.deepEqual(
+      sent.filter((c) => c.name !== 'UploadPartCommand').map((c) => c.name),
+      ['CreateMultipartUploadCommand', 'AbortMultipartUploadCommand'],
+      'a cut upload is aborted, so the server drops its parts',
+    );
   });
 
   /** A stand-in S3 that answers every request with `status` and an S3 error document. */

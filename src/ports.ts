@@ -175,8 +175,15 @@ export interface BotProvider {
    */
   leaveCall(id: string): Promise<void>;
   /**
-   * The recording's bytes from `bot.recordingUrl` (a pre-signed link, fetched without the API key),
-   * or null when the bot has no recording or the recording is empty.
+   * The recording from `bot.recordingUrl` (a pre-signed link, fetched without the API key) as it
+   * downloads, or null when the bot has no recording or the recording is empty. B10: the bytes are
+   * never held whole; a failure midway fails the stream with an `AppError`.
    */
-  downloadRecording(bot: Bot): Promise<Buffer | null>;
+  downloadRecording(bot: Bot): Promise<RecordingDownload | null>;
+}
+
+/** A recording being downloaded: its bytes as they arrive, and the length announced, if any. */
+export interface RecordingDownload {
+  stream: Readable;
+  declaredBytes: number | null;
 }

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { botProviderOf } from '../src/app.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import {
@@ -159,6 +162,56 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     assert.equal(settled.status, 'complete', `${settled.failure_code}: ${settled.failure_message}`);
     assert.equal(fake.failuresLeft('download'), 0, 'every failure was served');
     assert.ok(settled.meeting_id);
+  });
+
+  void it('B10: an import whose download is cut midway stores nothing of it, downloads again and completes', async () => {
+    const { id, botId } = await scheduledRecording();
+    fake.setRecording(botId, speechWav(SPEECH));
+    fake.failNext('download', 'cut_midway', 2);
+    await send(botId, 'in_call_recording');
+    assert.equal((await send(botId, 'done')).outcome, 'applied');
+    const settled = await waitFor('the recording to settle after two cut downloads', async () => {
+      const r = await statusOf(id);
+      return r.status === 'complete' || r.status === 'failed' ? r : null;
+    });
+    assert.equal(settled.status, 'complete', `${settled.failure_code}: ${settled.failure_message}`);
+    assert.equal(fake.failuresLeft('download'), 0, 'both cuts were served');
+    const db = h.app.database.db;
+    // Two attempts failed on the cut, as a transient download failure, and a third completed.
+    const attempts = await db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select(['job_attempts.status', 'job_attempts.error_code'])
+      .where('jobs.kind', '=', 'import-bot-recording')
+      .where(sql<boolean>`jobs.payload ->> 'recordingId' = ${id}`)
+      .orderBy('job_attempts.attempt_no')
+      .execute();
+    assert.deepEqual(
+      attempts.map((a) => [a.status, a.error_code]),
+      [
+        ['retryable_failed', 'bot.recording_unavailable'],
+        ['retryable_failed', 'bot.recording_unavailable'],
+        ['completed', null],
+      ],
+    );
+    // Nothing of the cut downloads stays: once the meeting's audio is deleted, no file of it remains.
+    await waitFor('the meeting’s objects to be deleted', async () => {
+      const left = await db
+        .selectFrom('object_cleanups')
+        .select('id')
+        .where('meeting_id', '=', settled.meeting_id!)
+        .execute();
+      return left.length === 0 ? true : null;
+    });
+    const files = fs
+      .readdirSync(h.dataDir, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.includes(settled.meeting_id!))
+      .filter((f) => fs.statSync(path.join(h.dataDir, f)).isFile());
+    assert.deepEqual(files, [], 'no partial download was left in the store');
+    const text = (
+      await h.request('GET', `/v1/meetings/${settled.meeting_id}/transcript?format=txt`)
+    ).text.toLowerCase();
+    assert.ok(text.includes('budget'), text);
   });
 
   void it('R7: an empty recording completes as empty; a fatal bot fails with its reason', async () => {

@@ -2,7 +2,9 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Readable } from 'node:stream';
 import { inspect } from 'node:util';
+import type { RecordingDownload } from '../src/ports.ts';
 import { EgressGuard } from '../src/net/egress.ts';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
 import { AppError, ErrorKind, toErrorRecord } from '../src/domain/errors.ts';
@@ -45,6 +47,18 @@ async function rejection(promise: Promise<unknown>): Promise<AppError> {
     return err;
   }
   assert.fail('expected a rejection');
+}
+
+async function bufferOf(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+/** A download read whole, or null when there was nothing to download. */
+async function downloaded(download: Promise<RecordingDownload | null>): Promise<Buffer | null> {
+  const got = await download;
+  return got === null ? null : bufferOf(got.stream);
 }
 
 function scheduled(key: string, metadata: Record<string, string> = { recordingId: key }, inMs = HOUR) {
@@ -324,7 +338,7 @@ void describe('RecallBotProvider against the fake Recall API', () => {
     fake.setRecording(bot.id, audio);
     const done = await provider.retrieveBot(bot.id);
     assert.match(done.recordingUrl ?? '', /\/media\/[0-9a-f]+\.mp3$/);
-    assert.deepEqual(await provider.downloadRecording(done), audio);
+    assert.deepEqual(await downloaded(provider.downloadRecording(done)), audio);
     const download = fake.requests.find((r) => r.endpoint === 'download')!;
     assert.equal(download.authorization, undefined, 'a pre-signed link never gets the key');
 
@@ -358,6 +372,25 @@ void describe('RecallBotProvider against the fake Recall API', () => {
     });
     const big = await rejection(small.downloadRecording(fresh));
     assert.equal(big.code, 'bot.recording_too_large');
+    assert.match(big.message, /over the limit of 4/, 'refused on its announced length, before any byte');
+  });
+
+  void it('B10: a recording streams as it downloads; a connection cut midway fails the stream as transient', async () => {
+    const audio = Buffer.alloc(3 * 1024 * 1024, 7);
+    const bot = await provider.createBot(scheduled('key-streamed'));
+    fake.pushStatus(bot.id, 'done');
+    fake.setRecording(bot.id, audio);
+    const done = await provider.retrieveBot(bot.id);
+    const whole = await provider.downloadRecording(done);
+    assert.ok(whole);
+    assert.equal(whole.declaredBytes, audio.length);
+    assert.ok((await bufferOf(whole.stream)).equals(audio));
+
+    fake.failNext('download', 'cut_midway');
+    const cut = await provider.downloadRecording(done);
+    assert.ok(cut, 'the headers and the first bytes arrived');
+    const broken = await rejection(bufferOf(cut.stream));
+    assert.deepEqual([broken.kind, broken.code], [ErrorKind.transient, 'bot.recording_unavailable']);
   });
 
   void it('classifies server errors, lost connections and timeouts as transient; 400/401/403/402 as their own', async () => {

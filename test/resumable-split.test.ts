@@ -103,3 +103,71 @@ void it('J19: a split SIGKILLed after k windows were committed resumes at window
     await h.close();
   }
 });
+
+void it('J19/J13: a resubmitted meeting whose split stopped partway gets its split again, which resumes after the committed windows; the meeting completes', async () => {
+  const h = await startHarness();
+  try {
+    const wav = speechWav(`${SPEECH} ${SPEECH}`);
+    const db = h.app.database.db;
+    // A worker dies right after committing window 1, and nothing restarts it.
+    const doomed = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([
+        { at: 'split.window-committed', action: 'kill', times: 1, match: { windowIndex: 1 } },
+      ]),
+    });
+    const id = await uploadMeeting(h, wav);
+    await doomed.exited;
+    const before = await db.selectFrom('windows').select('index').where('meeting_id', '=', id).execute();
+    assert.equal(before.length, 2, 'two windows were committed before the kill');
+    const stuck = await db
+      .selectFrom('meetings')
+      .select(['status', 'windows_cut_at'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual([stuck.status, stuck.windows_cut_at], ['processing', null]);
+
+    // The operator resubmits at once (before the dead split's lease runs out).
+    const resubmitted = await h.request('POST', `/v1/meetings/${id}/resubmit`);
+    assert.equal(resubmitted.status, 202, resubmitted.text);
+    const splits = await db
+      .selectFrom('jobs')
+      .select(['status'])
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'split-recording')
+      .orderBy('created_at')
+      .execute();
+    assert.deepEqual(
+      splits.map((j) => j.status),
+      ['superseded', 'pending'],
+      'the split is asked for again',
+    );
+
+    h.spawnWorker();
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+    const audio = await new FfmpegAudioDecoder().decode(wav);
+    const config = h.app.deps.config;
+    const expected = planWindows(audio.samples, audio.sampleRate, config.windowMs / 1000, {
+      searchSeconds: config.boundarySearchMs / 1000,
+    });
+    const windows = await db
+      .selectFrom('windows')
+      .select(['index', 'start_ms', 'end_ms', 'status'])
+      .where('meeting_id', '=', id)
+      .orderBy('index')
+      .execute();
+    assert.deepEqual(
+      windows.map((w) => [w.index, w.start_ms, w.end_ms, w.status]),
+      expected.map((w) => [
+        w.index,
+        Math.round((w.startSample * 1000) / audio.sampleRate),
+        Math.round((w.endSample * 1000) / audio.sampleRate),
+        'transcribed',
+      ]),
+    );
+    const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
+    assert.ok(text.split('budget').length - 1 >= 2, text);
+  } finally {
+    await h.close();
+  }
+});

@@ -6,9 +6,13 @@ import type {
   BotStatusChange,
   CreateBotRequest,
   ListBotsQuery,
+  RecordingDownload,
 } from '../ports.ts';
 import { parseRetryAfter } from './provider-http.ts';
 import { EgressError, EgressGuard } from '../net/egress.ts';
+import type { EgressStreamResponse } from '../net/egress.ts';
+import { PassThrough } from 'node:stream';
+import type { Readable } from 'node:stream';
 
 /*
  * Recall.ai's bot API, as documented (checked for issue 5):
@@ -154,7 +158,7 @@ export class RecallBotProvider implements BotProvider {
     }
   }
 
-  async downloadRecording(bot: Bot): Promise<Buffer | null> {
+  async downloadRecording(bot: Bot): Promise<RecordingDownload | null> {
     if (!bot.recordingUrl) return null;
     let url: URL;
     try {
@@ -168,22 +172,50 @@ export class RecallBotProvider implements BotProvider {
     // A pre-signed link: no Authorization header (the key must not travel to the storage host).
     // Neither the link (it carries a signature) nor the fetch error goes into messages.
     // S5: through the egress guard — an internal address named by the provider is refused, and
-    // each redirect is checked again.
-    let bytes: Buffer;
+    // each redirect is checked again. B10: the body is handed on as it arrives.
+    let answer: EgressStreamResponse;
     try {
-      const response = await this.#egress.request(url, {
+      answer = await this.#egress.requestStream(url, {
         timeoutMs: this.#downloadTimeoutMs,
         maxBytes: this.#maxDownloadBytes,
         maxRedirects: 3,
       });
-      if (response.status < 200 || response.status >= 300) throw downloadFailure(response.status);
-      bytes = response.body;
     } catch (err) {
-      if (err instanceof AppError) throw err;
       if (err instanceof EgressError) throw downloadRefusal(err);
       throw this.#transportError('download', err, this.#downloadTimeoutMs, false);
     }
-    return bytes.length === 0 ? null : bytes;
+    if (answer.status < 200 || answer.status >= 300) {
+      answer.body.destroy();
+      throw downloadFailure(answer.status);
+    }
+    const length = Number(answer.headers['content-length']);
+    const declaredBytes = Number.isSafeInteger(length) && length >= 0 ? length : null;
+    if (declaredBytes !== null && declaredBytes > this.#maxDownloadBytes) {
+      answer.body.destroy();
+      throw downloadRefusal(
+        new EgressError(
+          'too_large',
+          `is ${declaredBytes} bytes, over the limit of ${this.#maxDownloadBytes}`,
+        ),
+      );
+    }
+    const stream = new PassThrough();
+    // A failure before the store reads it is kept in `stream.errored` (see stageAndPutStream).
+    stream.on('error', () => undefined);
+    answer.body.on('error', (err) =>
+      stream.destroy(
+        err instanceof EgressError
+          ? downloadRefusal(err)
+          : this.#transportError('download', err, this.#downloadTimeoutMs, false),
+      ),
+    );
+    stream.on('close', () => answer.body.destroy());
+    answer.body.pipe(stream);
+    if (declaredBytes === 0 || !(await hasBytes(stream))) {
+      stream.destroy();
+      return null;
+    }
+    return { stream, declaredBytes };
   }
 
   #botsUrl(): string {
@@ -346,6 +378,38 @@ export class RecallBotProvider implements BotProvider {
   #scrub(text: string): string {
     return redactSecrets(text.split(this.#apiKey).join('[redacted]')).slice(0, 200);
   }
+}
+
+/**
+ * Whether a stream has a first byte: waits for one (left in place for the next reader) or for
+ * the end. A failure before either rejects.
+ */
+function hasBytes(stream: Readable): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const settle = () => {
+      stream.off('readable', onReadable);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+    };
+    const onReadable = () => {
+      const chunk = stream.read() as Buffer | null;
+      if (chunk === null) return;
+      settle();
+      stream.unshift(chunk);
+      resolve(chunk.length > 0);
+    };
+    const onEnd = () => {
+      settle();
+      resolve(false);
+    };
+    const onError = (err: Error) => {
+      settle();
+      reject(err);
+    };
+    stream.on('readable', onReadable);
+    stream.once('end', onEnd);
+    stream.once('error', onError);
+  });
 }
 
 /** A recording link the guard would not fetch, or that failed on the way. */

@@ -425,7 +425,7 @@ export function importBotRecordingJob(
         );
       }
       const audio = await bots.provider.downloadRecording(bot);
-      if (!audio || audio.length === 0) {
+      if (!audio) {
         await ctx.complete(async (trx) => {
           await move(
             trx,
@@ -440,6 +440,8 @@ export function importBotRecordingJob(
         });
         return;
       }
+      // From here the download is read by the store, or dropped with the run.
+      ctx.signal.addEventListener('abort', () => audio.stream.destroy(), { once: true });
       let meetingId = row.meeting_id;
       if (!meetingId) {
         // The meeting and its link to the recording commit together: a crash leaves neither, and
@@ -470,7 +472,23 @@ export function importBotRecordingJob(
         );
         meetingId = meeting.id;
       }
-      await storeRecording(deps, row.workspace_id, meetingId, audio, 'audio/mpeg');
+      // B10: the recording goes to the blob store as it downloads, never whole in memory.
+      await storeRecording(
+        deps,
+        row.workspace_id,
+        meetingId,
+        {
+          stream: audio.stream,
+          declaredBytes: audio.declaredBytes,
+          tooLarge: () =>
+            new AppError(
+              ErrorKind.permanent,
+              'bot.recording_too_large',
+              `the recording is larger than the upload limit of ${deps.config.maxUploadBytes} bytes`,
+            ),
+        },
+        'audio/mpeg',
+      );
       await ctx.complete();
     },
     // An import that ran out of retries is a failed recording with its reason, not one left

@@ -159,6 +159,9 @@ export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchI
       );
       if (failed) ended.push(id);
     }
+    // A split that held a meeting's lock while this waited for it (committing its next window,
+    // J19) may have added a job the first pass could not see; with the locks held, this pass ends it.
+    await deps.jobs.cancelMeetingJobs(trx, ids, actor, `batch ${batch.id} canceled`);
     await trx
       .updateTable('batches')
       .set({ canceled_at: sql<Date>`coalesce(canceled_at, now())` })
@@ -255,11 +258,16 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     }
     return 1 + again;
   }
-  if (windows.length === 0 && meeting.source === MeetingSource.upload) {
-    await createJob(deps, trx, meeting, JobKind.splitRecording, actor);
-    return 1;
-  }
+  // J19: a recording whose split has not cut its last window gets its split again; it resumes
+  // after the windows already committed, which get their own jobs below.
+  const splitUnfinished =
+    (meeting.source === MeetingSource.upload || meeting.source === MeetingSource.bot) &&
+    meeting.windows_cut_at === null;
   let created = 0;
+  if (splitUnfinished) {
+    await createJob(deps, trx, meeting, JobKind.splitRecording, actor);
+    created++;
+  }
   for (const w of windows) {
     // A window with no audio (no copy of its own, nor a stretch of a live timeline) has nothing to redo.
     if (w.blob_id === null && w.start_samples === null) continue;

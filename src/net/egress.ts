@@ -3,6 +3,8 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import type { LookupFunction } from 'node:net';
+import { PassThrough } from 'node:stream';
+import type { Readable } from 'node:stream';
 
 /**
  * S5: one guard for every URL a tenant supplies (calendar feeds, webhook endpoints, recording links
@@ -148,6 +150,18 @@ export interface EgressResponse {
   url: string;
 }
 
+/**
+ * B10: an answer whose body is read as it arrives. The body stream fails with an `EgressError`
+ * (`too_large`, `timeout`, `connection_failed`) when the answer outgrows `maxBytes`, the deadline
+ * passes or the connection breaks before its end.
+ */
+export interface EgressStreamResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Readable;
+  url: string;
+}
+
 export class EgressGuard {
   readonly #allow: net.BlockList;
 
@@ -188,6 +202,20 @@ export class EgressGuard {
 
   /** One request through the guard; redirects followed (each hop checked) up to `maxRedirects`. */
   async request(target: string | URL, req: EgressRequest): Promise<EgressResponse> {
+    const answer = await this.#follow(target, req);
+    return { ...answer, body: await bufferOf(answer.body) };
+  }
+
+  /**
+   * B10: as `request`, but the final answer's body is handed over as a stream as soon as its
+   * headers arrive, so a large download is never held whole. `timeoutMs` still covers the whole
+   * body; `maxBytes` is enforced as it flows.
+   */
+  async requestStream(target: string | URL, req: EgressRequest): Promise<EgressStreamResponse> {
+    return this.#follow(target, req);
+  }
+
+  async #follow(target: string | URL, req: EgressRequest): Promise<EgressStreamResponse> {
     let url: URL;
     try {
       url = new URL(target);
@@ -202,6 +230,8 @@ export class EgressGuard {
       const location = answer.headers.location;
       const redirect = answer.status >= 300 && answer.status < 400 && answer.status !== 304 && location;
       if (!redirect || (req.maxRedirects ?? 0) === 0) return answer;
+      // A redirect's own body is read (bounded) and dropped.
+      await bufferOf(answer.body);
       if (hop >= (req.maxRedirects ?? 0)) throw new EgressError('too_many_redirects', 'too many redirects');
       try {
         url = new URL(location, url);
@@ -215,7 +245,7 @@ export class EgressGuard {
     }
   }
 
-  #once(url: URL, req: EgressRequest & { method: string }, deadline: number): Promise<EgressResponse> {
+  #once(url: URL, req: EgressRequest & { method: string }, deadline: number): Promise<EgressStreamResponse> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       return Promise.reject(new EgressError('bad_url', `${url.protocol} URLs are not fetched`));
     }
@@ -253,14 +283,17 @@ export class EgressGuard {
       });
     };
     const client = url.protocol === 'https:' ? https : http;
-    return new Promise<EgressResponse>((resolve, reject) => {
-      let settled = false;
+    return new Promise<EgressStreamResponse>((resolve, reject) => {
+      // Before the headers, a failure rejects the promise; after them, it fails the body stream.
+      let answered: PassThrough | null = null;
+      let finished = false;
       const fail = (err: EgressError) => {
-        if (settled) return;
-        settled = true;
+        if (finished) return;
+        finished = true;
         clearTimeout(timer);
         request.destroy();
-        reject(err);
+        if (answered) answered.destroy(err);
+        else reject(err);
       };
       const request = client.request(
         url,
@@ -271,7 +304,11 @@ export class EgressGuard {
           agent: false,
         },
         (res) => {
-          const chunks: Buffer[] = [];
+          const body = new PassThrough();
+          // Its reader sees a failure through its own listener or iterator; one not read yet must
+          // not take the process down.
+          body.on('error', () => undefined);
+          answered = body;
           let size = 0;
           res.on('data', (chunk: Buffer) => {
             size += chunk.length;
@@ -279,20 +316,29 @@ export class EgressGuard {
               fail(new EgressError('too_large', `the answer is larger than ${req.maxBytes} bytes`));
               return;
             }
-            chunks.push(chunk);
+            // Read no faster than the body's reader takes it.
+            if (!body.write(chunk)) res.pause();
+          });
+          body.on('drain', () => res.resume());
+          // A reader that gives up ends the request.
+          body.on('close', () => {
+            if (!finished) {
+              finished = true;
+              clearTimeout(timer);
+              request.destroy();
+            }
           });
           res.on('error', () => fail(new EgressError('connection_failed', 'the connection broke')));
-          res.on('end', () => {
-            if (settled) return;
-            settled = true;
-            clearTimeout(timer);
-            resolve({
-              status: res.statusCode ?? 0,
-              headers: res.headers,
-              body: Buffer.concat(chunks),
-              url: url.href,
-            });
+          res.on('close', () => {
+            if (!res.complete) fail(new EgressError('connection_failed', 'the connection broke'));
           });
+          res.on('end', () => {
+            if (finished) return;
+            finished = true;
+            clearTimeout(timer);
+            body.end();
+          });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, url: url.href });
         },
       );
       const timer = setTimeout(() => fail(new EgressError('timeout', 'timed out')), deadline - Date.now());
@@ -312,6 +358,13 @@ export class EgressGuard {
       else request.end();
     });
   }
+}
+
+/** A body read whole; its stream's `EgressError` (size, deadline, broken connection) rejects. */
+async function bufferOf(body: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of body as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }
 
 const guards = new WeakMap<object, EgressGuard>();

@@ -179,6 +179,13 @@ export async function stageAndPutStream(
       done(null, piece);
     },
   });
+  // A source that failed or closed before it was read fails at once, with its own error.
+  if (spec.source.destroyed && !spec.source.readableEnded) {
+    measure.destroy(
+      spec.source.errored ??
+        new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end'),
+    );
+  }
   spec.source.once('error', (err) => measure.destroy(err));
   // A client that goes away midway: the request stream closes without its end.
   spec.source.once('close', () => {

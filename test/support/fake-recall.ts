@@ -32,6 +32,8 @@ export type FakeRecallFailure =
   | 'reset'
   /** Never answer (until close). */
   | 'hang'
+  /** A download only: the headers and half the bytes, then the connection is cut. */
+  | 'cut_midway'
   | { status: number; body?: unknown; headers?: Record<string, string> };
 
 export interface FakeRecallOptions {
@@ -462,6 +464,8 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       req.socket.destroy();
     } else if (failure === 'hang') {
       hung.push(res);
+    } else if (failure === 'cut_midway') {
+      req.socket.destroy();
     } else {
       json(
         res,
@@ -504,9 +508,14 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
 
     if (endpoint === 'download') {
       // A pre-signed storage link: no API key involved.
-      if (failure !== undefined) return applyFailure(req, res, failure);
+      if (failure !== undefined && failure !== 'cut_midway') return applyFailure(req, res, failure);
       const owner = mediaMatch ? bots.get(media.get(mediaMatch[1]!) ?? '') : undefined;
       const bytes = owner?.recording;
+      if (failure === 'cut_midway' && bytes) {
+        res.writeHead(200, { 'content-type': 'audio/mpeg', 'content-length': String(bytes.length) });
+        res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket?.destroy());
+        return;
+      }
       if (!bytes) {
         res
           .writeHead(403, { 'content-type': 'application/xml' })

@@ -28,6 +28,9 @@ export interface MemoryStep {
   idleMiB: number;
   peakMiB: number;
   growthMiB: number;
+  /** The highest resident size sampled (every 100 ms) while the body was sent, and after it. */
+  uploadPeakMiB: number;
+  processPeakMiB: number;
   completeS: number;
   windows: number;
 }
@@ -114,7 +117,17 @@ export async function memoryStep(minutes: number): Promise<MemoryStep> {
     });
     const id = ((await created.json()) as { id: string }).id;
     const t = performance.now();
-    const uploadBytes = await uploadStream(`${base}/v1/meetings/${id}/recording`, apiKey, once, minutes);
+    const sampled = { upload: 0, process: 0, phase: 'upload' as 'upload' | 'process' };
+    const sampler = setInterval(() => {
+      const rss = memoryOf(proc.pid).rss;
+      sampled[sampled.phase] = Math.max(sampled[sampled.phase], rss);
+    }, 100);
+    const uploadBytes = await uploadStream(
+      `${base}/v1/meetings/${id}/recording`,
+      apiKey,
+      once,
+      minutes,
+    ).finally(() => (sampled.phase = 'process'));
     let meeting: { status: string; windows?: { total: number } } = { status: 'processing' };
     while (meeting.status !== 'complete') {
       if (meeting.status === 'failed') throw new Error(`the ${minutes}-minute meeting failed`);
@@ -125,6 +138,7 @@ export async function memoryStep(minutes: number): Promise<MemoryStep> {
       ).json()) as typeof meeting;
     }
     const completeS = (performance.now() - t) / 1000;
+    clearInterval(sampler);
     const end = memoryOf(proc.pid);
     return {
       minutes,
@@ -132,6 +146,8 @@ export async function memoryStep(minutes: number): Promise<MemoryStep> {
       idleMiB: idle.rss / MiB,
       peakMiB: end.peak / MiB,
       growthMiB: (end.peak - idle.rss) / MiB,
+      uploadPeakMiB: sampled.upload / MiB,
+      processPeakMiB: sampled.process / MiB,
       completeS,
       windows: meeting.windows?.total ?? 0,
     };

@@ -410,6 +410,7 @@ async function main(): Promise<number> {
         rows.push(
           `(k) memory, ${step.minutes} min recording`.padEnd(43) +
             `idle ${fmt(step.idleMiB, 0)} MiB   peak ${fmt(step.peakMiB, 0)} MiB   growth ${fmt(step.growthMiB, 0)} MiB   ` +
+            `(sampled: upload ${fmt(step.uploadPeakMiB, 0)}, split+transcribe ${fmt(step.processPeakMiB, 0)} MiB)   ` +
             `(${fmt(step.uploadBytes / 1048576, 0)} MiB body, ${step.windows} windows, ${fmt(step.completeS, 1)} s to complete)`,
         );
       }

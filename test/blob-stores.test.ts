@@ -336,6 +336,24 @@ void describe('S3: the s3 store classifies failures', () => {
     });
   }
 
+  void it('B10: a streamed put whose multipart upload cannot start is the store’s transient storage.unavailable, not the body’s failure', async () => {
+    const fake = await failingS3(503, 'SlowDown');
+    try {
+      const port = (fake.server.address() as AddressInfo).port;
+      const store = s3Store({
+        endpoint: `http://127.0.0.1:${port}`,
+        secretAccessKey: SECRET,
+        partBytes: 5 * 1024 * 1024,
+      });
+      const err = await rejection(store.putStream('ws/meeting/recording-big', patterned(6 * 1024 * 1024)));
+      assert.equal(err.code, 'storage.unavailable');
+      assert.equal(err.kind, ErrorKind.transient);
+      assertNoSecret(err);
+    } finally {
+      await stop(fake.server);
+    }
+  });
+
   void it('S3: a server that never answers times out (idle socket) as a transient storage.unavailable', async () => {
     const fake = await failingS3(0, null);
     try {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { it } from 'node:test';
 import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
 import { planWindows } from '../src/domain/audio-windows.ts';
@@ -167,6 +168,87 @@ void it('J19/J13: a resubmitted meeting whose split stopped partway gets its spl
     );
     const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
     assert.ok(text.split('budget').length - 1 >= 2, text);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J19: a split that fails for good after committing windows ends their transcription jobs with the meeting, in the same transaction', async () => {
+  const h = await startHarness();
+  try {
+    const wav = speechWav(`${SPEECH} ${SPEECH}`);
+    const db = h.app.database.db;
+    h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([
+        // The split breaks for good right after window 1 is committed with its job.
+        {
+          at: 'split.window-committed',
+          action: 'throw',
+          kind: 'permanent',
+          code: 'test.split_broke',
+          match: { windowIndex: 1 },
+        },
+        // Transcription is slow, so the windows' jobs are still active when the split fails.
+        { at: 'transcribe-window.before-commit', action: 'delay', ms: 5000, times: 100 },
+      ]),
+    });
+    const id = await uploadMeeting(h, wav);
+    const meeting = await waitForMeeting(h, id, 'failed');
+    assert.equal(meeting.failure.code, 'test.split_broke');
+    const jobs = await db
+      .selectFrom('jobs')
+      .select(['status'])
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'transcribe-window')
+      .execute();
+    assert.equal(jobs.length, 2, 'the two windows cut before the failure had jobs');
+    assert.deepEqual(
+      jobs.map((j) => j.status),
+      ['canceled', 'canceled'],
+      'ended with the meeting, not left to transcribe for it',
+    );
+    const windows = await db.selectFrom('windows').select('status').where('meeting_id', '=', id).execute();
+    assert.ok(windows.every((w) => w.status !== 'transcribed'));
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J19: the close-out waits for an upload’s split while its job is pending or running, and not after it (a split by an earlier release completes without marking the meeting)', async () => {
+  const h = await startHarness();
+  try {
+    const db = h.app.database.db;
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'gate' });
+    const id = created.json.id as string;
+    await db.updateTable('meetings').set({ status: 'processing' }).where('id', '=', id).execute();
+    const split = await db
+      .insertInto('jobs')
+      .values({
+        id: crypto.randomUUID(),
+        workspace_id: h.workspaceId,
+        kind: 'split-recording',
+        queue: 'intake',
+        subject_type: 'meeting',
+        subject_id: id,
+        meeting_id: id,
+        dedupe_key: `split-recording:${id}`,
+        status: 'running',
+        payload: JSON.stringify({ meetingId: id }),
+        max_errors: 3,
+        max_reclaims: 3,
+        delivery_id: crypto.randomUUID(),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const start = async () =>
+      (
+        await sql<{ r: string }>`select verbatim_start_close_out(${id}::uuid, 'test', 3, 3, 0) as r`.execute(
+          db,
+        )
+      ).rows[0]!.r;
+    assert.equal(await start(), 'not_started', 'a split still running: its windows are not all cut');
+    await db.updateTable('jobs').set({ status: 'completed' }).where('id', '=', split.id).execute();
+    assert.equal(await start(), 'started', 'the split is over, though it did not set windows_cut_at');
   } finally {
     await h.close();
   }

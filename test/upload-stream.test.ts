@@ -45,11 +45,17 @@ function putBody(
   apiKey: string,
   total: number,
   cutAfter?: number,
+  announce = true,
 ): Promise<{ status: number; body: string } | 'cut'> {
   return new Promise((resolve, reject) => {
+    // Without a Content-Length, Node sends the body chunked.
     const req = http.request(url, {
       method: 'PUT',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'audio/wav', 'content-length': total },
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        'content-type': 'audio/wav',
+        ...(announce ? { 'content-length': total } : {}),
+      },
     });
     const piece = Buffer.alloc(MiB);
     for (let i = 0; i < piece.length; i += 2) piece.writeInt16LE(Math.round(3000 * Math.sin(i / 20)), i);
@@ -188,4 +194,65 @@ void describe('B10: uploads stream into storage', () => {
       .executeTakeFirstOrThrow();
     assert.equal(Number(stored.size_bytes), total);
   });
+});
+
+void it('B10/B6: a body of unknown length reserves a step of the quota and grows it: a small chunked upload fits a quota far below the upload limit, one past the quota is refused with 413 and stores nothing', async () => {
+  const h = await startHarness({
+    env: { VERBATIM_MAX_UPLOAD_BYTES: String(2048 * MiB), VERBATIM_WORKSPACE_QUOTA_BYTES: String(100 * MiB) },
+  });
+  const port = await freePort();
+  const api = spawnVerbatim(['api'], h.env({ VERBATIM_PORT: String(port) }));
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor(
+      `api on ${port}`,
+      async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok ?? false,
+    );
+    const db = h.app.database.db;
+    const create = async () =>
+      (await h.request('POST', '/v1/meetings', { source: 'upload', title: 'chunked' })).json.id as string;
+
+    // 3 MiB sent chunked: before, it reserved the whole 2 GiB upload limit and was refused.
+    const small = await create();
+    const fits = await putBody(`${base}/v1/meetings/${small}/recording`, h.apiKey, 3 * MiB, undefined, false);
+    assert.ok(fits !== 'cut');
+    assert.equal(fits.status, 202, fits.body);
+    const stored = await db
+      .selectFrom('blobs')
+      .select('size_bytes')
+      .where('meeting_id', '=', small)
+      .executeTakeFirstOrThrow();
+    assert.equal(
+      Number(stored.size_bytes),
+      3 * MiB,
+      'the ledger holds the bytes received, not the reservation',
+    );
+
+    // 150 MiB sent chunked against a 100 MiB quota: refused once its reservation would pass it.
+    const big = await create();
+    const refused = await putBody(
+      `${base}/v1/meetings/${big}/recording`,
+      h.apiKey,
+      150 * MiB,
+      undefined,
+      false,
+    );
+    assert.ok(refused !== 'cut', 'the client is answered, not cut off');
+    assert.equal(refused.status, 413, refused.body);
+    assert.match(refused.body, /storage\.quota_exceeded/);
+    assert.match(refused.body, /quota of the workspace/);
+    assert.equal((await h.request('GET', `/v1/meetings/${big}`)).json.status, 'created');
+    assert.deepEqual(await db.selectFrom('blobs').select('id').where('meeting_id', '=', big).execute(), []);
+    await waitFor('the refused body’s staged row to be handed to cleanup', async () => {
+      const rows = await db
+        .selectFrom('object_cleanups')
+        .select('state')
+        .where('meeting_id', '=', big)
+        .execute();
+      return rows.every((r) => r.state === 'pending');
+    });
+  } finally {
+    await api.stop();
+    await h.close();
+  }
 });

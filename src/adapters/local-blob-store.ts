@@ -52,15 +52,25 @@ export class LocalBlobStore implements BlobStore {
   async putStream(key: string, source: Readable): Promise<void> {
     const target = this.pathOf(key);
     const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomUUID()}`);
-    const state: { sourceError: Error | null } = { sourceError: null };
+    const state: { sourceError: Error | null; writeError: Error | null } = {
+      sourceError: null,
+      writeError: null,
+    };
     source.once('error', (err) => (state.sourceError ??= err));
     try {
       await mkdirPrivate(path.dirname(target));
-      await pipeline(source, createWriteStream(temp, { mode: PRIVATE_FILE_MODE }));
+      const file = createWriteStream(temp, { mode: PRIVATE_FILE_MODE });
+      // (The pipeline fails the file with the source's own error too: that is not a write's.)
+      file.once('error', (err) => {
+        if (err !== state.sourceError) state.writeError ??= err;
+      });
+      await pipeline(source, file);
       await fs.rename(temp, target);
     } catch (err) {
       await fs.rm(temp, { force: true });
-      // The body failed (a client cut off): that, not a storage failure, is what went wrong.
+      // A failed write (a full disk) is the store's failure, even though the pipeline then fails
+      // the source with it; otherwise the body failed (a client cut off), and that is what is said.
+      if (state.writeError !== null) throw classify(state.writeError, 'write');
       if (state.sourceError !== null) throw state.sourceError;
       throw classify(err, 'write');
     }

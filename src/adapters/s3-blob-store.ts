@@ -126,9 +126,13 @@ export class S3BlobStore implements BlobStore {
             pending = rest.length > 0 ? [Buffer.from(rest)] : [];
             size = rest.length;
             if (uploadId === undefined) {
-              const created = await this.client.send(
-                new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key }),
-              );
+              // The store's failure, not the body's: classified below like any other.
+              const created = await this.client
+                .send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key }))
+                .catch((err: unknown) => {
+                  state.failed ??= err instanceof Error ? err : new Error(String(err));
+                  throw err;
+                });
               uploadId = created.UploadId;
             }
             if (inFlight.size >= 2) await Promise.race(inFlight);

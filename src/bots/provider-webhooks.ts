@@ -442,53 +442,58 @@ export function importBotRecordingJob(
       }
       // From here the download is read by the store, or dropped with the run.
       ctx.signal.addEventListener('abort', () => audio.stream.destroy(), { once: true });
-      let meetingId = row.meeting_id;
-      if (!meetingId) {
-        // The meeting and its link to the recording commit together: a crash leaves neither, and
-        // the next run makes it again.
-        const meeting = await deps.meetings.create(
+      try {
+        let meetingId = row.meeting_id;
+        if (!meetingId) {
+          // The meeting and its link to the recording commit together: a crash leaves neither, and
+          // the next run makes it again.
+          const meeting = await deps.meetings.create(
+            row.workspace_id,
+            {
+              source: MeetingSource.bot,
+              title: row.title || 'Meeting bot recording',
+              language: null,
+              windowMs: deps.config.windowMs,
+            },
+            async (trx, created) => {
+              const linked = await trx
+                .updateTable('bot_recordings')
+                .set({ meeting_id: created.id })
+                .where('id', '=', recordingId)
+                .where('meeting_id', 'is', null)
+                .executeTakeFirst();
+              if (linked.numUpdatedRows === 0n) {
+                throw new AppError(
+                  ErrorKind.transient,
+                  'bot.import_raced',
+                  'another run linked a meeting first',
+                );
+              }
+            },
+          );
+          meetingId = meeting.id;
+        }
+        // B10: the recording goes to the blob store as it downloads, never whole in memory.
+        await storeRecording(
+          deps,
           row.workspace_id,
+          meetingId,
           {
-            source: MeetingSource.bot,
-            title: row.title || 'Meeting bot recording',
-            language: null,
-            windowMs: deps.config.windowMs,
+            stream: audio.stream,
+            declaredBytes: audio.declaredBytes,
+            tooLarge: () =>
+              new AppError(
+                ErrorKind.permanent,
+                'bot.recording_too_large',
+                `the recording is larger than the upload limit of ${deps.config.maxUploadBytes} bytes`,
+              ),
           },
-          async (trx, created) => {
-            const linked = await trx
-              .updateTable('bot_recordings')
-              .set({ meeting_id: created.id })
-              .where('id', '=', recordingId)
-              .where('meeting_id', 'is', null)
-              .executeTakeFirst();
-            if (linked.numUpdatedRows === 0n) {
-              throw new AppError(
-                ErrorKind.transient,
-                'bot.import_raced',
-                'another run linked a meeting first',
-              );
-            }
-          },
+          'audio/mpeg',
         );
-        meetingId = meeting.id;
+      } finally {
+        // Read to its end by the store, or given up: either way its connection is closed now.
+        audio.stream.destroy();
       }
-      // B10: the recording goes to the blob store as it downloads, never whole in memory.
-      await storeRecording(
-        deps,
-        row.workspace_id,
-        meetingId,
-        {
-          stream: audio.stream,
-          declaredBytes: audio.declaredBytes,
-          tooLarge: () =>
-            new AppError(
-              ErrorKind.permanent,
-              'bot.recording_too_large',
-              `the recording is larger than the upload limit of ${deps.config.maxUploadBytes} bytes`,
-            ),
-        },
-        'audio/mpeg',
-      );
       await ctx.complete();
     },
     // An import that ran out of retries is a failed recording with its reason, not one left

@@ -305,6 +305,9 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
     },
     onTerminalFailure: async (trx, job, error) => {
       const meetingId = String(job.payload.meetingId);
+      // J19: the windows cut before the failure have jobs of their own; the meeting fails, so
+      // they end with it rather than transcribe for a meeting that will never publish.
+      await deps.jobs.cancelMeetingJobs(trx, [meetingId], 'worker', `split failed: ${error.code}`);
       const failed = await failMeetingInTx(deps, trx, meetingId, error, `worker`);
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },

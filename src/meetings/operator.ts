@@ -187,8 +187,11 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
     // An ended meeting's jobs are left alone (minutes being written go on); only its late audio is
     // tried again below. Job rows before the meeting row, as everywhere else.
     const endedBefore = ENDED.includes(before.status) || before.audio_deleted_at !== null;
-    const superseded = endedBefore ? 0 : await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
+    let superseded = endedBefore ? 0 : await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     const meeting = await deps.meetings.lock(trx, meetingId);
+    // A split that held the meeting's lock while this waited for it (committing its next window,
+    // J19) may have added a job the first pass could not see; with the lock held, this pass takes it.
+    if (!endedBefore) superseded += await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     // L19: late audio whose repair gave up is still stored: a resubmission tries it again, also
     // for a meeting that ended (its late audio is kept until repaired).
     const repair = meeting.source === MeetingSource.live && (await hasRepairWork(trx, meetingId));
@@ -264,10 +267,8 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     (meeting.source === MeetingSource.upload || meeting.source === MeetingSource.bot) &&
     meeting.windows_cut_at === null;
   let created = 0;
-  if (splitUnfinished) {
-    await createJob(deps, trx, meeting, JobKind.splitRecording, actor);
-    created++;
-  }
+  // (A completed split holds its key: then nothing is created and the close-out is tried below.)
+  if (splitUnfinished && (await createJob(deps, trx, meeting, JobKind.splitRecording, actor))) created++;
   for (const w of windows) {
     // A window with no audio (no copy of its own, nor a stretch of a live timeline) has nothing to redo.
     if (w.blob_id === null && w.start_samples === null) continue;
@@ -300,7 +301,7 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
 
 async function createJob(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, kind: JobKind, actor: string) {
   const closeOut = kind === JobKind.closeOutMeeting;
-  await deps.jobs.createJob(
+  return deps.jobs.createJob(
     trx,
     {
       workspaceId: meeting.workspace_id,

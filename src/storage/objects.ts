@@ -113,14 +113,20 @@ export async function stageAndPut(
   return staged;
 }
 
+/** B10: what a body of unknown length reserves at first, and at least what each growth adds. */
+export const STREAM_RESERVE_STEP = 64 * 1024 * 1024;
+
 /**
- * B10: stageAndPut for a body that arrives as a stream (an upload), never held whole. The object
- * is admitted against the quotas with the size the client announced (or `maxBytes` when it
- * announced none), and its reservation is extended while the body keeps arriving. Its
- * SHA-256 and size are computed on the way; a body past `maxBytes` is cut off with 413
- * (`tooLarge`), an empty one refused with `empty`. A body cut off midway, or any failed
- * write, leaves no object: the store writes nothing visible, and the staged row is compensated
- * before this throws.
+ * B10: stageAndPut for a body that arrives as a stream (an upload, a bot's download), never held
+ * whole. The object is admitted against the quotas with the size announced; a body of unknown
+ * length reserves `STREAM_RESERVE_STEP` (or `maxBytes`, if less) and grows its reservation,
+ * admitted again each time, as it passes it, so it neither blocks other uploads with a reservation
+ * of the whole limit nor stores past a quota. The reservation is also extended in time while the
+ * body keeps arriving. Its SHA-256 and size are computed on the way; a body past `maxBytes` is cut
+ * off with 413 (`tooLarge`), an empty one refused with `empty`. A body cut off midway, or any
+ * failed write, leaves no object: the store writes nothing visible, and the staged row is
+ * compensated before this throws. The error thrown is the body's own (cut off, too large, over
+ * quota) when the body failed, else the store's.
  */
 export async function stageAndPutStream(
   deps: StorageDeps,
@@ -138,7 +144,7 @@ export async function stageAndPutStream(
     tooLarge: () => AppError;
   },
 ): Promise<StagedObject> {
-  const reserved = spec.declaredBytes ?? spec.maxBytes;
+  let reserved = spec.declaredBytes ?? Math.min(spec.maxBytes, STREAM_RESERVE_STEP);
   const staged: StagedObject = {
     workspaceId: spec.workspaceId,
     meetingId: spec.meetingId,
@@ -147,8 +153,21 @@ export async function stageAndPutStream(
     bytes: reserved,
   };
   await stage(deps, staged, spec.admit);
+  const db = deps.stagingDb ?? deps.db;
   const hash = createHash('sha256');
   let bytes = 0;
+  // The body's own failure, kept apart from the store's: it is what the caller is told.
+  const body: { failure: Error | null } = { failure: null };
+  const fail = (err: Error) => {
+    body.failure ??= err;
+    return body.failure;
+  };
+  const stillStaged = () =>
+    db
+      .updateTable('object_cleanups')
+      .where('object_key', '=', staged.key)
+      .where('state', '=', 'staged')
+      .where('delete_fenced_at', 'is', null);
   // A body that keeps arriving keeps its reservation: the deadline moves on while bytes come, so
   // an upload may take as long as its request may, and an orphan of a process that died midway
   // is found one stage deadline after its last byte.
@@ -156,43 +175,69 @@ export async function stageAndPutStream(
   let extendedAt = Date.now();
   const extend = () => {
     extendedAt = Date.now();
-    (deps.stagingDb ?? deps.db)
-      .updateTable('object_cleanups')
+    stillStaged()
       .set({ reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'` })
-      .where('object_key', '=', staged.key)
-      .where('state', '=', 'staged')
-      .where('delete_fenced_at', 'is', null)
       .execute()
       .catch((err: unknown) =>
         deps.log.warn({ err: toErrorRecord(err).code }, "could not extend an upload's reservation"),
       );
   };
+  // A body past what it reserved reserves more (at least doubling), admitted against the quotas.
+  const grow = async (needed: number) => {
+    const next = Math.min(spec.maxBytes, Math.max(needed, reserved * 2, reserved + STREAM_RESERVE_STEP));
+    await db.transaction().execute(async (trx) => {
+      if (spec.admit) await admit(deps.config, trx, spec.workspaceId, next - reserved);
+      const updated = await trx
+        .updateTable('object_cleanups')
+        .set({
+          bytes: next,
+          reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
+        })
+        .where('object_key', '=', staged.key)
+        .where('state', '=', 'staged')
+        .where('delete_fenced_at', 'is', null)
+        .executeTakeFirst();
+      if (updated.numUpdatedRows === 0n) {
+        throw new AppError(
+          ErrorKind.transient,
+          'storage.fenced',
+          'the upload was reclaimed before it ended; send it again',
+        );
+      }
+    });
+    reserved = next;
+    staged.bytes = next;
+    extendedAt = Date.now();
+  };
   const measure = new Transform({
     transform(piece: Buffer, _encoding, done) {
       bytes += piece.length;
-      if (Date.now() - extendedAt >= extendEveryMs) extend();
       if (bytes > spec.maxBytes) {
-        done(spec.tooLarge());
+        done(fail(spec.tooLarge()));
         return;
       }
       hash.update(piece);
+      if (bytes > reserved) {
+        grow(bytes).then(
+          () => done(null, piece),
+          (err: unknown) => done(fail(err instanceof Error ? err : new Error(String(err)))),
+        );
+        return;
+      }
+      if (Date.now() - extendedAt >= extendEveryMs) extend();
       done(null, piece);
     },
   });
+  const cutOff = () =>
+    new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end');
   // A source that failed or closed before it was read fails at once, with its own error.
   if (spec.source.destroyed && !spec.source.readableEnded) {
-    measure.destroy(
-      spec.source.errored ??
-        new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end'),
-    );
+    measure.destroy(fail(spec.source.errored ?? cutOff()));
   }
-  spec.source.once('error', (err) => measure.destroy(err));
+  spec.source.once('error', (err) => measure.destroy(fail(err)));
   // A client that goes away midway: the request stream closes without its end.
   spec.source.once('close', () => {
-    if (!spec.source.readableEnded)
-      measure.destroy(
-        new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end'),
-      );
+    if (!spec.source.readableEnded) measure.destroy(fail(cutOff()));
   });
   spec.source.pipe(measure);
   try {
@@ -201,19 +246,14 @@ export async function stageAndPutStream(
     if (bytes === 0) throw spec.empty();
     staged.sha256 = hash.digest('hex');
     staged.bytes = bytes;
-    if (bytes !== reserved) {
-      await (deps.stagingDb ?? deps.db)
-        .updateTable('object_cleanups')
-        .set({ bytes })
-        .where('object_key', '=', staged.key)
-        .where('state', '=', 'staged')
-        .execute();
-    }
+    if (bytes !== reserved) await stillStaged().set({ bytes }).execute();
     await deps.checkpoints.hit('storage.written', { kind: spec.kind });
   } catch (err) {
     spec.source.unpipe(measure);
+    // Destroyed so that it can no longer fail unheard.
+    measure.on('error', () => undefined).destroy();
     await compensate(deps, [staged], err);
-    throw err;
+    throw body.failure ?? err;
   }
   return staged;
 }

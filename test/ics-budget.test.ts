@@ -49,8 +49,10 @@ const endless = (uid: string) =>
 /** A link that made `[).,;]+$` backtrack for seconds, before the call's real link. */
 const PARENS = `Agenda https://example.com/notes${')'.repeat(40_000)}x and join https://acme.zoom.us/j/4242`;
 
+// From the next midnight (UTC), not from now: a run between 09:00 and the end of the daily 09:00
+// meeting below would see that day's occurrence overlap the window's start too (15, not 14).
 const window14 = () => {
-  const from = new Date();
+  const from = new Date((Math.floor(Date.now() / DAY) + 1) * DAY);
   return { from, until: new Date(from.getTime() + 14 * DAY) };
 };
 

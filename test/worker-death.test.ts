@@ -333,6 +333,42 @@ void describe('J18: the death watch on crafted workers', () => {
     assert.deepEqual(await watch(0), [w.id]);
   });
 
+  void it('J18: a worker declared dead by its silence (paused) and then killed while paused has its claims released once its lock is seen free (found by the simulation: a bot recording waited out a 15-minute backstop lease)', async () => {
+    const w = await crafted();
+    const workspace = randomUUID();
+    await handle.db.insertInto('workspaces').values({ id: workspace, name: 'w' }).execute();
+    await handle.db
+      .insertInto('bot_backstops')
+      .values({
+        workspace_id: workspace,
+        next_run_at: new Date(),
+        lease_owner: w.id,
+        lease_expires_at: sql<Date>`now() + interval '15 minutes'`,
+      })
+      .execute();
+    const leased = async () =>
+      (
+        await handle.db
+          .selectFrom('bot_backstops')
+          .select('lease_owner')
+          .where('lease_owner', '=', w.id)
+          .execute()
+      ).length;
+    // Silent: declared dead without a known death (the silence reaper keeps its claims).
+    await handle.db
+      .updateTable('workers')
+      .set({ declared_dead_at: sql<Date>`now()` })
+      .where('id', '=', w.id)
+      .execute();
+    assert.deepEqual(await watch(0), [], 'its lock is held: it is only paused');
+    assert.equal(await leased(), 1, 'a paused worker keeps its claim');
+    // Killed while stopped: no heartbeat ever clears the declaration; its lock goes free.
+    await w.release();
+    await watch(0);
+    assert.deepEqual(await watch(0), [], 'not declared a second time');
+    assert.equal(await leased(), 0, 'its backstop run goes to the next pass at once');
+  });
+
   void it('V8: a lost database connection is told apart from other errors (the process rides the first out)', () => {
     const lost = [
       Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),

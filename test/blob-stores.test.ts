@@ -129,13 +129,13 @@ async function digestOf(stream: Readable): Promise<{ sha: string; bytes: number 
 }
 
 for (const [name, make] of contract) {
-  void describe(`S3: the storage contract holds for the ${name} store`, () => {
+  void describe(`Object store: the storage contract holds for the ${name} store`, () => {
     let store: BlobStore;
     before(() => {
       store = make();
     });
 
-    void it('S3: put then get round-trips binary data, small, one byte and ~2 MB', async () => {
+    void it('Object store: put then get round-trips binary data, small, one byte and ~2 MB', async () => {
       for (const [key, data] of [
         ['contract/small', Buffer.from([0, 1, 2, 255, 254, 0, 10, 13])],
         ['contract/one-byte', Buffer.from([0])],
@@ -149,20 +149,20 @@ for (const [name, make] of contract) {
       }
     });
 
-    void it('S3: an empty object round-trips', async () => {
+    void it('Object store: an empty object round-trips', async () => {
       await store.put('contract/empty', Buffer.alloc(0));
       const back = await store.get('contract/empty');
       assert.ok(Buffer.isBuffer(back));
       assert.equal(back.length, 0);
     });
 
-    void it('S3: a second put overwrites the first', async () => {
+    void it('Object store: a second put overwrites the first', async () => {
       await store.put('contract/overwrite', Buffer.from('first version, longer than the second'));
       await store.put('contract/overwrite', Buffer.from('second'));
       assert.equal((await store.get('contract/overwrite')).toString(), 'second');
     });
 
-    void it('S3: keys with slashes are stored and kept apart', async () => {
+    void it('Object store: keys with slashes are stored and kept apart', async () => {
       await store.put('ws/meeting/recording-abc', Buffer.from('abc'));
       await store.put('ws/meeting/recording-abd', Buffer.from('abd'));
       await store.put('ws/other/recording-abc', Buffer.from('other'));
@@ -171,7 +171,7 @@ for (const [name, make] of contract) {
       assert.equal((await store.get('ws/other/recording-abc')).toString(), 'other');
     });
 
-    void it('S3: get of a missing key is a permanent storage.not_found', async () => {
+    void it('Object store: get of a missing key is a permanent storage.not_found', async () => {
       const err = await rejection(store.get('contract/never-written'));
       assert.equal(err.code, 'storage.not_found');
       assert.equal(err.kind, ErrorKind.permanent);
@@ -209,7 +209,7 @@ for (const [name, make] of contract) {
       assert.equal((await store.get('contract/kept')).toString(), 'the first version');
     });
 
-    void it('S3: delete is idempotent', async () => {
+    void it('Object store: delete is idempotent', async () => {
       await store.put('contract/doomed', Buffer.from('bye'));
       await store.delete('contract/doomed');
       await store.delete('contract/doomed');
@@ -222,7 +222,7 @@ for (const [name, make] of contract) {
   });
 }
 
-void describe('S3: the s3 store classifies failures', () => {
+void describe('Object store: the s3 store classifies failures', () => {
   void it('S3: an unreachable server is a transient storage.unavailable and the secret stays out', async () => {
     const store = s3Store({
       endpoint: `http://127.0.0.1:${await closedPort()}`,
@@ -251,7 +251,7 @@ void describe('S3: the s3 store classifies failures', () => {
     assertNoSecret(err);
   });
 
-  void it('S3: a missing bucket is not mistaken for a missing object', async () => {
+  void it('Object store: a missing bucket is not mistaken for a missing object', async () => {
     const err = await rejection(s3Store({ bucket: 'no-such-bucket' }).get('ws/meeting/recording-abc'));
     assert.equal(err.code, 'storage.unavailable');
     assert.equal(err.kind, ErrorKind.unclassified);
@@ -320,7 +320,7 @@ void describe('S3: the s3 store classifies failures', () => {
     [500, 'InternalError'],
     [502, 'BadGateway'],
   ] as const) {
-    void it(`S3: ${status} ${code} is a transient storage.unavailable after two attempts`, async () => {
+    void it(`Object store/S3: ${status} ${code} is a transient storage.unavailable after two attempts, and the secret stays out`, async () => {
       const fake = await failingS3(status, code);
       try {
         const port = (fake.server.address() as AddressInfo).port;
@@ -354,7 +354,7 @@ void describe('S3: the s3 store classifies failures', () => {
     }
   });
 
-  void it('S3: a server that never answers times out (idle socket) as a transient storage.unavailable', async () => {
+  void it('Object store: a server that never answers times out (idle socket) as a transient storage.unavailable', async () => {
     const fake = await failingS3(0, null);
     try {
       const port = (fake.server.address() as AddressInfo).port;
@@ -368,7 +368,7 @@ void describe('S3: the s3 store classifies failures', () => {
     }
   });
 
-  void it('S3: the factory builds the store the settings pick', async () => {
+  void it('Object store: the factory builds the store the settings pick', async () => {
     const local = createBlobStore(loadConfig({ VERBATIM_DATA_DIR: join(dir, 'factory') }));
     assert.ok(local instanceof LocalBlobStore);
     await local.put('ws/m/r', Buffer.from('local'));
@@ -527,8 +527,8 @@ void describe('B7: stale temporaries of interrupted writes', () => {
   });
 });
 
-void describe('S3: the whole pipeline on the s3 store', () => {
-  void it('S3/B6/L16: an upload is stored, transcribed and its audio deleted on an S3-compatible server', async () => {
+void describe('Object store: the whole pipeline on the s3 store', () => {
+  void it('L16/S3: an upload is stored, transcribed and its audio deleted on an S3-compatible server, and its secret never reaches a log', async () => {
     const { SPEECH, speechWav, startHarness, uploadMeeting, waitFor, waitForMeeting } =
       await import('./support/harness.ts');
     const env = {

@@ -10,17 +10,25 @@ import {
   supervise,
   uploadMeeting,
   waitForMeeting,
+  type Harness,
 } from './support/harness.ts';
+
+/** The windows an uninterrupted split cuts from `wav` under `h`'s settings: [index, start ms, end ms]. */
+async function uninterruptedWindows(h: Harness, wav: Buffer): Promise<Array<[number, number, number]>> {
+  const audio = await new FfmpegAudioDecoder().decode(wav);
+  const config = h.app.deps.config;
+  const ms = (samples: number) => Math.round((samples * 1000) / audio.sampleRate);
+  return planWindows(audio.samples, audio.sampleRate, config.windowMs / 1000, {
+    searchSeconds: config.boundarySearchMs / 1000,
+  }).map((w) => [w.index, ms(w.startSample), ms(w.endSample)]);
+}
 
 void it('J19: a split SIGKILLed after k windows were committed resumes at window k+1: every window exactly once, boundaries identical to an uninterrupted split', async () => {
   const h = await startHarness();
   try {
     const wav = speechWav(`${SPEECH} ${SPEECH}`);
     const audio = await new FfmpegAudioDecoder().decode(wav);
-    const config = h.app.deps.config;
-    const expected = planWindows(audio.samples, audio.sampleRate, config.windowMs / 1000, {
-      searchSeconds: config.boundarySearchMs / 1000,
-    });
+    const expected = await uninterruptedWindows(h, wav);
     assert.ok(expected.length >= 6, `enough windows to be killed among them: ${expected.length}`);
 
     // The first worker dies right after committing window 2 (k = 3 windows); the supervisor starts
@@ -46,11 +54,7 @@ void it('J19: a split SIGKILLed after k windows were committed resumes at window
       .execute();
     assert.deepEqual(
       windows.map((w) => [w.index, w.start_ms, w.end_ms]),
-      expected.map((w) => [
-        w.index,
-        Math.round((w.startSample * 1000) / audio.sampleRate),
-        Math.round((w.endSample * 1000) / audio.sampleRate),
-      ]),
+      expected,
       'the same windows as a split of the whole recording, each once',
     );
     assert.ok(windows.every((w) => w.status === 'transcribed'));
@@ -146,11 +150,7 @@ void it('J19/J13: a resubmitted meeting whose split stopped partway gets its spl
     h.spawnWorker();
     const meeting = await waitForMeeting(h, id);
     assert.equal(meeting.status, 'complete');
-    const audio = await new FfmpegAudioDecoder().decode(wav);
-    const config = h.app.deps.config;
-    const expected = planWindows(audio.samples, audio.sampleRate, config.windowMs / 1000, {
-      searchSeconds: config.boundarySearchMs / 1000,
-    });
+    const expected = await uninterruptedWindows(h, wav);
     const windows = await db
       .selectFrom('windows')
       .select(['index', 'start_ms', 'end_ms', 'status'])
@@ -159,12 +159,7 @@ void it('J19/J13: a resubmitted meeting whose split stopped partway gets its spl
       .execute();
     assert.deepEqual(
       windows.map((w) => [w.index, w.start_ms, w.end_ms, w.status]),
-      expected.map((w) => [
-        w.index,
-        Math.round((w.startSample * 1000) / audio.sampleRate),
-        Math.round((w.endSample * 1000) / audio.sampleRate),
-        'transcribed',
-      ]),
+      expected.map((w) => [...w, 'transcribed']),
     );
     const text = (await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`)).text.toLowerCase();
     assert.ok(text.split('budget').length - 1 >= 2, text);

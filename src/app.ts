@@ -5,7 +5,7 @@
 import { ExtractiveMinutesWriter } from './adapters/extractive-minutes-writer.ts';
 import { FfmpegAudioDecoder } from './adapters/ffmpeg-audio-decoder.ts';
 import { createBlobStore } from './adapters/blob-store-factory.ts';
-import { botProviderOf, recallBudget } from './bots/provider.ts';
+import { buildBotDeps, recallBudget } from './bots/provider.ts';
 import { importBotRecordingJob } from './bots/provider-webhooks.ts';
 import { deleteBotJob, leaveBotJob } from './bots/recordings.ts';
 import { scheduleBotJob } from './bots/resume.ts';
@@ -111,6 +111,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     config,
     log,
     checkpoints,
+    bots: buildBotDeps(config, database.db),
   };
   // S6: the local blob tree is private (0700); one an older version made 0755 is narrowed.
   await deps.blobs.prepare?.();
@@ -129,18 +130,16 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   };
 }
 
-export { botProviderOf };
-
 export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
   return [
     splitRecordingJob(deps),
     transcribeWindowJob(deps),
     closeOutMeetingJob(deps),
     writeMinutesJob(deps),
-    importBotRecordingJob(deps, botProviderOf(deps)),
-    scheduleBotJob(deps, botProviderOf(deps)),
-    deleteBotJob(deps, botProviderOf(deps)),
-    leaveBotJob(deps, botProviderOf(deps)),
+    importBotRecordingJob(deps, deps.bots),
+    scheduleBotJob(deps, deps.bots),
+    deleteBotJob(deps, deps.bots),
+    leaveBotJob(deps, deps.bots),
     repairTimelineJob(deps),
   ];
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, it } from 'node:test';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
-import { RECALL_LIMITS } from '../src/bots/provider.ts';
+import { loadConfig } from '../src/config.ts';
 import { RateBudget } from '../src/bots/rate-budget.ts';
 import { recoverWorkspace, schedulingInputsHash } from '../src/bots/scheduling.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
@@ -11,6 +11,8 @@ import { createTestDatabase, type TestDatabase } from './support/db.ts';
 import { startFakeRecall, type FakeRecall } from './support/fake-recall.ts';
 
 const MINUTE = 60_000;
+/** The shipped default of VERBATIM_RECALL_LIMITS: Recall's documented per-minute limits. */
+const RECALL_LIMITS = loadConfig({}).recall.limits;
 let tdb: TestDatabase;
 let handle: DatabaseHandle;
 let fake: FakeRecall;
@@ -72,6 +74,9 @@ void it('R2/R6: recovering 500 workspaces with stuck rows stays within the share
       maxListPages: 5,
       budgetWaitMs: 0,
     },
+    deleteLater: async (botId: string) => {
+      await provider.deleteBot(botId);
+    },
   };
   let deferred = 0;
   for (const ws of workspaces) deferred += (await recoverWorkspace(deps, ws)).deferred;
@@ -79,11 +84,11 @@ void it('R2/R6: recovering 500 workspaces with stuck rows stays within the share
   assert.equal(fake.rateLimited.create, 0, 'no 429 from the provider');
   assert.equal(fake.rateLimited.list, 0);
   assert.ok(
-    fake.peakPerMinute.create <= RECALL_LIMITS['bot.create'],
+    fake.peakPerMinute.create <= RECALL_LIMITS['bot.create']!,
     `create peak ${fake.peakPerMinute.create}`,
   );
-  assert.ok(fake.peakPerMinute.list <= RECALL_LIMITS['bot.list'], `list peak ${fake.peakPerMinute.list}`);
-  assert.ok(fake.calls.create > 0 && fake.calls.create <= RECALL_LIMITS['bot.create']);
+  assert.ok(fake.peakPerMinute.list <= RECALL_LIMITS['bot.list']!, `list peak ${fake.peakPerMinute.list}`);
+  assert.ok(fake.calls.create > 0 && fake.calls.create <= RECALL_LIMITS['bot.create']!);
   const scheduled = await handle.db
     .selectFrom('bot_recordings')
     .select('id')

@@ -41,6 +41,10 @@ void describe('bot scheduling and recovery', () => {
         maxListPages: 5,
         budgetWaitMs: 5_000,
       },
+      // Production enqueues a retried delete-bot job; this layer's tests delete at the fake directly.
+      deleteLater: async (botId) => {
+        await deps.provider.deleteBot(botId);
+      },
     };
   });
   after(async () => {

@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { botProviderOf } from '../src/app.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import {
   BACKSTOP_PERIOD_MS,
@@ -42,7 +41,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
         VERBATIM_BOT_IMPORT_PATIENCE_SECONDS: '15',
       },
     });
-    const bots = botProviderOf(h.app.deps)!;
+    const bots = h.app.deps.bots!;
     deps = {
       db: h.app.database.db,
       provider: bots.provider,
@@ -53,6 +52,9 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
         lookbackMs: 7 * 24 * 60 * MINUTE,
         maxListPages: 5,
         budgetWaitMs: 5_000,
+      },
+      deleteLater: async (botId) => {
+        await bots.provider.deleteBot(botId);
       },
     };
     h.spawnWorker();
@@ -324,7 +326,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     fake.pushStatus(botId, 'call_ended');
     fake.pushStatus(botId, 'done');
     // The done webhook never arrives; the backstop asks the provider.
-    const bots = botProviderOf(h.app.deps)!;
+    const bots = h.app.deps.bots!;
     assert.equal(await backfillEndedBots(h.app.deps, bots, h.workspaceId), 1);
     assert.equal(await backfillEndedBots(h.app.deps, bots, h.workspaceId), 0, 'applied once');
     await waitFor('the back-filled recording to complete', async () => {
@@ -474,7 +476,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
       .where('id', '=', gone.id)
       .execute();
     fake.removeBot(gone.botId);
-    await backfillEndedBots(h.app.deps, botProviderOf(h.app.deps)!, h.workspaceId);
+    await backfillEndedBots(h.app.deps, h.app.deps.bots!, h.workspaceId);
     const vanished = await statusOf(gone.id);
     assert.equal(vanished.status, 'failed');
     assert.equal(vanished.failure_code, 'bot.vanished');

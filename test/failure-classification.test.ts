@@ -15,7 +15,10 @@ const SECRET = 'sk-test-0123456789abcdefSECRET';
 
 async function withWhisper(
   script: (n: number) => FakeReply,
-  fn: (h: Awaited<ReturnType<typeof startHarness>>) => Promise<void>,
+  fn: (
+    h: Awaited<ReturnType<typeof startHarness>>,
+    whisper: Awaited<ReturnType<typeof startFakeWhisper>>,
+  ) => Promise<void>,
 ) {
   const whisper = await startFakeWhisper(script);
   const h = await startHarness({
@@ -29,7 +32,7 @@ async function withWhisper(
   });
   try {
     h.spawnWorker();
-    await fn(h);
+    await fn(h, whisper);
     assert.ok(
       whisper.authHeaders.every((a) => a === `Bearer ${SECRET}`),
       'the key is sent to the provider',
@@ -198,4 +201,45 @@ void it('J6: an attempt that hangs past the job time limit is abandoned and retr
   } finally {
     await h.close();
   }
+});
+
+void it('J15: when some windows fail, the transcribed ones are committed once and never sent again, and the failed one is counted', async () => {
+  // One window at a time, so the fake's n-th call is the n-th attempt: the second is refused for
+  // good (400), the third fails once in passing (503) and is retried; every other answer is words.
+  await withWhisper(
+    (n) => (n === 2 ? '400' : n === 3 ? '503' : 'ok'),
+    async (h, whisper) => {
+      const id = await uploadMeeting(h, wav);
+      const meeting = await waitForMeeting(h, id);
+      const total = meeting.windows.total as number;
+      assert.ok(total >= 3, `the speech is cut into at least three windows (${total})`);
+      assert.equal(meeting.windows.done, total - 1, 'every window but the refused one is transcribed');
+      assert.equal(meeting.windows.exhausted, 1, 'the unsuccessful part is counted');
+      // Each transcribed window was recognised once: one call per window, plus the passing 503.
+      assert.equal(whisper.calls(), total + 1, 'no transcribed window was sent to the recognizer again');
+      const db = h.app.database.db;
+      const perWindow = await db
+        .selectFrom('windows')
+        .leftJoin('segments', 'segments.window_id', 'windows.id')
+        .select(['windows.index', 'windows.status', db.fn.count<number>('segments.id').as('segments')])
+        .where('windows.meeting_id', '=', id)
+        .groupBy(['windows.index', 'windows.status'])
+        .orderBy('windows.index')
+        .execute();
+      for (const w of perWindow) {
+        // The fake answers one segment per call: a window committed twice would hold two.
+        assert.equal(Number(w.segments), w.status === 'transcribed' ? 1 : 0, `window ${w.index}`);
+      }
+      const rows = await attempts(h);
+      const completedPerJob = new Map<string, number>();
+      for (const r of rows) {
+        if (r.status === 'completed') completedPerJob.set(r.jobId, (completedPerJob.get(r.jobId) ?? 0) + 1);
+      }
+      assert.equal(completedPerJob.size, total - 1);
+      assert.ok(
+        [...completedPerJob.values()].every((c) => c === 1),
+        'each window’s job completed once',
+      );
+    },
+  );
 });

@@ -9,7 +9,7 @@ import {
   stopBotRecording,
 } from '../bots/recordings.ts';
 import { addCalendarFeed, listCalendarFeeds, removeCalendarFeed } from '../bots/calendar-feeds.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
 /** R1: calendar events from the API, and the recordings their bots make. */
 export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {

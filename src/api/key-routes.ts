@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError, assertNever, ErrorKind } from '../domain/errors.ts';
 import { parseNewKeyRequest } from '../workspaces/api-keys.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
 /**
  * S9: a workspace's own API keys. Listing never shows a secret; a new key is shown once; another

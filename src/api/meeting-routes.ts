@@ -14,7 +14,7 @@ import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { formatBytes, STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
 const MAX_TITLE = 300;
 

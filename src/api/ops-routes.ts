@@ -5,7 +5,7 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { createMetrics } from '../ops/metrics.ts';
 import { operatorOverview } from '../ops/overview.ts';
 import { openApiDocument } from './openapi.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
 export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { registry, refresh } = createMetrics(api.deps.db);

@@ -6,7 +6,7 @@ import {
   verifyProviderWebhook,
 } from '../bots/provider-webhooks.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import type { ApiDeps } from './server.ts';
+import type { ApiDeps } from './context.ts';
 
 /**
  * R7/R8: the bot provider's webhooks. Outside /v1 (no API key): a delivery is authenticated by its

@@ -18,29 +18,9 @@ import {
   serverLimitOptions,
 } from './request-limits.ts';
 import { DEFAULT_WEB_ROOT, registerWebRoutes } from './web-routes.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
-export interface ApiDeps {
-  deps: MeetingDeps;
-  workspaces: PgWorkspaceStore;
-  log: Logger;
-  /** The built web app to serve at `/` (default: dist/web). */
-  webRoot?: string;
-  /** For the LISTEN connection of live streams (L23); without it streams only poll. */
-  connectionString?: string;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    workspaceId: string;
-  }
-}
-
-export function workspaceOf(req: FastifyRequest): string {
-  if (!req.workspaceId) {
-    throw new AppError(ErrorKind.unauthorized, 'auth.invalid_key', 'missing or invalid API key');
-  }
-  return req.workspaceId;
-}
+export type { ApiDeps } from './context.ts';
 
 /** The HTTP API: JSON over /v1, Bearer API keys, one error shape `{error: {kind, code, message}}`. */
 export function buildApi(api: ApiDeps): FastifyInstance {

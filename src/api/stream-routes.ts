@@ -3,7 +3,7 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { asSystem, readAsTenant } from '../db/tenant.ts';
 import { readStream, type StreamEvent } from '../meetings/stream.ts';
 import { meetingViewIn } from './meeting-routes.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 import { StreamHub } from './stream-hub.ts';
 
 /** A comment line this often keeps proxies and clients from taking a quiet meeting for a dead line. */

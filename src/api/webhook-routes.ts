@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { createEndpoint, deliveryLog, endpointView } from '../events/webhooks.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
-import { workspaceOf, type ApiDeps } from './server.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
 
 /** O3: a workspace's webhook endpoints and their delivery log. The secret is shown only on creation. */
 export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void {

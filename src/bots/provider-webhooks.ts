@@ -9,7 +9,7 @@ import { storeRecording } from '../meetings/intake.ts';
 import type { BotProvider } from '../ports.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget.ts';
-import { enqueueBotDelete } from './recordings.ts';
+import { enqueueBotDelete } from './bot-jobs.ts';
 
 /**
  * R7/R8: the provider's webhooks move a recording through its life, and never backwards:

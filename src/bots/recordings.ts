@@ -11,6 +11,7 @@ import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { canonicalMeetingUrl, MEETING_PLATFORM_NAMES, meetingPlatformOf } from '../domain/meeting-url.ts';
 import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
+import { enqueueBotDelete } from './bot-jobs.ts';
 
 /**
  * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
@@ -526,33 +527,6 @@ export async function cancelRecordingInTx(
     );
   }
   return updated;
-}
-
-/**
- * A retried job deletes the bot (or, with no bot id, every bot the provider holds for the
- * recording); a bot already in its call is taken out of it instead.
- */
-export async function enqueueBotDelete(
-  deps: MeetingDeps,
-  trx: Tx,
-  target: { workspaceId: string; recordingId: string; botId: string | null },
-  actor: string,
-): Promise<void> {
-  await deps.jobs.createJob(
-    trx,
-    {
-      workspaceId: target.workspaceId,
-      kind: JobKind.deleteBot,
-      subjectType: 'bot_recording',
-      subjectId: target.recordingId,
-      meetingId: null,
-      payload: { recordingId: target.recordingId, botId: target.botId },
-      maxErrors: 20,
-      maxReclaims: deps.config.maxReclaims,
-      dedupeKey: `delete-bot:${target.botId ?? `recording:${target.recordingId}`}`,
-    },
-    actor,
-  );
 }
 
 /** A recording for an event, or the existing one for the same meeting (copies on two calendars). */

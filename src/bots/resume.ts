@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind } from '../domain/status.ts';
+import { ACTIVE_JOB_STATUSES, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
 import { applyAttachedBot, applyProviderWebhook } from './provider-webhooks.ts';
 import { OutOfBudget, recoverRecording, recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
-import { enqueueBotDelete } from './recordings.ts';
+import { enqueueBotDelete } from './bot-jobs.ts';
 
 /**
  * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
@@ -41,7 +41,7 @@ export async function requestBotScheduling(
     .select('id')
     .where('subject_id', '=', recording.id)
     .where('kind', '=', JobKind.scheduleBot)
-    .where('status', 'in', ['pending', 'running'])
+    .where('status', 'in', ACTIVE_JOB_STATUSES)
     .executeTakeFirst();
   if (active) return;
   await deps.jobs.createJob(

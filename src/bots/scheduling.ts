@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { ACTIVE_JOB_STATUSES } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import type { Bot, BotProvider, ListBotsQuery } from '../ports.ts';
 import type { RateBudget } from './rate-budget.ts';
@@ -50,10 +51,10 @@ export interface BotSchedulingDeps {
   };
   now?: () => Date;
   /**
-   * Deletes a bot through a retried job (production). Without it (scheduling-layer tests) the
-   * delete is made inline, and a failed one is only logged.
+   * Deletes a surplus bot; production enqueues a retried `delete-bot` job (src/bots/resume.ts), so a
+   * bot found surplus is never forgotten when the provider is down.
    */
-  deleteLater?: (botId: string, recordingId: string) => Promise<void>;
+  deleteLater: (botId: string, recordingId: string) => Promise<void>;
   /**
    * After a bot is attached to a recording from the provider's word (a list): applies the bot's
    * status and any webhooks held for it (production: src/bots/provider-webhooks.ts).
@@ -220,21 +221,12 @@ export async function scheduleRecording(
       { recordingId, botId: bot.id },
       'bot created for a recording no longer pending; deleting it',
     );
-    await deleteBot(deps, bot.id, recordingId);
+    await deps.deleteLater(bot.id, recordingId);
     return null;
   }
   // Webhooks that came before this answer (held for the bot) apply now.
   await deps.onAttached?.(recordingId, bot);
   return bot.id;
-}
-
-/** Through the retried job when there is one; a bot found surplus must not be forgotten. */
-async function deleteBot(deps: BotSchedulingDeps, botId: string, recordingId: string): Promise<void> {
-  if (deps.deleteLater) {
-    await deps.deleteLater(botId, recordingId);
-    return;
-  }
-  await call(deps, BotEndpoint.delete, () => deps.provider.deleteBot(botId));
 }
 
 async function attach(deps: BotSchedulingDeps, recordingId: string, botId: string): Promise<boolean> {
@@ -404,7 +396,7 @@ export async function recoverWorkspace(
             .select('j.id')
             .whereRef('j.subject_id', '=', 'r.id')
             .where('j.kind', '=', 'schedule-bot')
-            .where('j.status', 'in', ['pending', 'running']),
+            .where('j.status', 'in', ACTIVE_JOB_STATUSES),
         ),
       ),
     )
@@ -581,7 +573,7 @@ async function settleFromList(
         .executeTakeFirst();
       const keep = held && held.status !== 'canceled' ? held.bot_id : null;
       for (const extra of found.filter((b) => b.id !== keep)) {
-        await deleteBot(deps, extra.id, row.id);
+        await deps.deleteLater(extra.id, row.id);
         report.extrasDeleted++;
       }
       continue;
@@ -618,10 +610,4 @@ async function giveUp(
     .where('status', '=', 'pending')
     .execute();
   deps.log.warn({ recordingId, code }, 'bot recording given up');
-}
-
-/** For logs: what went wrong with a provider call, without secrets. */
-export function describeProviderError(err: unknown): string {
-  const e = toErrorRecord(err);
-  return `${e.code}: ${e.message}`;
 }

@@ -76,6 +76,7 @@ export const JobStatus = {
 } as const;
 export type JobStatus = (typeof JobStatus)[keyof typeof JobStatus];
 
+/** A job waiting to run or running. */
 export const ACTIVE_JOB_STATUSES = [JobStatus.pending, JobStatus.running] as const;
 
 export const JobTransitions = {

@@ -1,8 +1,10 @@
-import { endianness } from 'node:os';
 import type { DecodedAudio } from '../ports.ts';
 
-/** WAV is little-endian: on such a machine samples are copied as bytes, not one by one. */
-const LITTLE_ENDIAN = endianness() === 'LE';
+/**
+ * WAV is little-endian: on such a machine samples are copied as bytes, not one by one. The byte
+ * order is read from a 16-bit 1 (low byte first on little-endian), not from node:os.
+ */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Encodes 16-bit mono PCM samples as a canonical 44-byte-header RIFF/WAVE file. */
 export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
-import { MeetingStatus } from '../domain/status.ts';
+import { ACTIVE_JOB_STATUSES, MeetingStatus } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { MeetingDeps } from './deps.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
@@ -103,7 +103,7 @@ export async function deleteMeetingAudio(
         .select('id')
         .where('subject_id', '=', meetingId)
         .where('kind', '=', 'repair-timeline')
-        .where('status', 'in', ['pending', 'running'])
+        .where('status', 'in', ACTIVE_JOB_STATUSES)
         .executeTakeFirst()) !== undefined;
     const keep = opts.keepNothing && !repairing ? [] : await pinnedBlobIds(trx, meetingId);
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted', keep);

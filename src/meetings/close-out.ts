@@ -9,6 +9,7 @@ import {
   WindowStatus,
 } from '../domain/status.ts';
 import type { Tx } from '../db/schema.ts';
+import { closeOutStep, transcriptWait } from '../domain/close-out-plan.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
@@ -18,9 +19,6 @@ import { markPendingAtPublication } from './late-windows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
-
-/** Extra time past the minutes wait cap before close-out stops waiting for a minutes job that never ran. */
-const MINUTES_BACKSTOP_MARGIN_MS = 10 * 60 * 1000;
 
 /**
  * The close-out runs in this order and no other (L4): (1) settle windows nobody is working on,
@@ -38,84 +36,48 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       const meeting = await deps.db
         .selectFrom('meetings')
         .selectAll()
+        .select(
+          sql<string | null>`extract(epoch from now() - transcript_completed_at) * 1000`.as(
+            'minutes_waited_ms',
+          ),
+        )
         .where('id', '=', meetingId)
         .executeTakeFirstOrThrow();
-      if (meeting.status !== MeetingStatus.finalizing) {
-        await ctx.complete();
-        return;
-      }
-
-      if (!meeting.transcript_completed_at) {
-        try {
-          if (await settleTranscript(deps, ctx, meetingId, meeting.source)) return;
-        } catch (err) {
-          if (!(err instanceof LastStretchOutage)) throw err;
-          // The speech provider failed on a window transcribed here with an error that passes:
-          // wait and try again, like a window in retry (L4, L7: waiting spends no retry).
-          ctx.log.warn(
-            { meetingId, code: err.error.code },
-            'the last stretch could not be transcribed yet; waiting',
-          );
-          await ctx.waitOutOutage(
-            `speech provider unavailable for the last stretch: ${err.error.code}`,
-            (trx) => startCloseoutWait(trx, meetingId),
-            err.retryAfterSeconds,
-          );
+      const next = closeOutStep({
+        status: meeting.status,
+        transcriptPublished: meeting.transcript_completed_at !== null,
+        minutesStatus: meeting.minutes_status,
+        minutesWaitedMs: Number(meeting.minutes_waited_ms ?? 0),
+        minutesWaitCapMs: config.minutesWaitCapMs,
+      });
+      switch (next.step) {
+        case 'nothing':
+          await ctx.complete();
           return;
-        }
-
-        // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
-        // A window still in retry is marked, so that its words, if they come, revise the transcript.
-        await ctx.requeue(config.minutesRetryMs, 'waiting for minutes', async (trx) => {
-          const locked = await deps.meetings.lock(trx, meetingId);
-          await markPendingAtPublication(trx, meetingId);
-          const counts = await deps.meetings.windowCounts(meetingId, trx);
-          await trx
-            .updateTable('meetings')
-            .set({
-              transcript_completed_at: sql<Date>`now()`,
-              minutes_status: MinutesStatus.pending,
-              untranscribed_in_flight: counts.inFlight,
-              untranscribed_exhausted: counts.exhausted + counts.missing,
-              revision: sql<number>`revision + 1`,
-              updated_at: sql<Date>`now()`,
-            })
-            .where('id', '=', meetingId)
-            .execute();
-          await emitEvent(trx, {
-            workspaceId: locked.workspace_id,
-            type: EventType.meetingTranscribed,
-            subjectId: meetingId,
-            payload: { meetingId, revision: locked.transcript_revision },
-          });
-        });
-        return;
-      }
-
-      if (meeting.minutes_status === MinutesStatus.pending) {
-        const waited = await deps.db
-          .selectFrom('meetings')
-          .select(sql<number>`extract(epoch from now() - transcript_completed_at) * 1000`.as('ms'))
-          .where('id', '=', meetingId)
-          .executeTakeFirstOrThrow();
-        if (waited.ms < config.minutesWaitCapMs + MINUTES_BACKSTOP_MARGIN_MS) {
+        case 'settle-transcript':
+          await settleAndPublish(deps, ctx, meetingId, meeting.source);
+          return;
+        case 'wait-for-minutes':
           // Settled minutes wake this job at once; the poll only covers a wake-up that raced a run.
           await ctx.requeue(config.minutesRetryMs, 'waiting for minutes');
           return;
-        }
-        ctx.log.error({ meetingId }, 'minutes never settled; closing the meeting without them');
-        await ctx.fenced((trx) =>
-          trx
-            .updateTable('meetings')
-            .set({
-              minutes_status: MinutesStatus.failed,
-              minutes_code: 'minutes.not_started',
-              minutes_message: 'The minutes were never written; use Regenerate.',
-            })
-            .where('id', '=', meetingId)
-            .where('minutes_status', '=', MinutesStatus.pending)
-            .execute(),
-        );
+        case 'close-without-minutes':
+          ctx.log.error({ meetingId }, 'minutes never settled; closing the meeting without them');
+          await ctx.fenced((trx) =>
+            trx
+              .updateTable('meetings')
+              .set({
+                minutes_status: MinutesStatus.failed,
+                minutes_code: 'minutes.not_started',
+                minutes_message: 'The minutes were never written; use Regenerate.',
+              })
+              .where('id', '=', meetingId)
+              .where('minutes_status', '=', MinutesStatus.pending)
+              .execute(),
+          );
+          break;
+        case 'finish':
+          break;
       }
 
       // (5) Delete the audio, then complete. A delete that fails does not hold the meeting back: the
@@ -153,6 +115,58 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
   };
 }
 
+/** Steps (1)–(4): settle the transcript, then publish it and wait for the minutes consumer. */
+async function settleAndPublish(
+  deps: MeetingDeps,
+  ctx: JobContext,
+  meetingId: string,
+  source: string,
+): Promise<void> {
+  try {
+    if (await settleTranscript(deps, ctx, meetingId, source)) return;
+  } catch (err) {
+    if (!(err instanceof LastStretchOutage)) throw err;
+    // The speech provider failed on a window transcribed here with an error that passes:
+    // wait and try again, like a window in retry (L4, L7: waiting spends no retry).
+    ctx.log.warn(
+      { meetingId, code: err.error.code },
+      'the last stretch could not be transcribed yet; waiting',
+    );
+    await ctx.waitOutOutage(
+      `speech provider unavailable for the last stretch: ${err.error.code}`,
+      (trx) => startCloseoutWait(trx, meetingId),
+      err.retryAfterSeconds,
+    );
+    return;
+  }
+
+  // (4) The transcript is final: publish meeting.transcribed and wait for the minutes consumer.
+  // A window still in retry is marked, so that its words, if they come, revise the transcript.
+  await ctx.requeue(deps.config.minutesRetryMs, 'waiting for minutes', async (trx) => {
+    const locked = await deps.meetings.lock(trx, meetingId);
+    await markPendingAtPublication(trx, meetingId);
+    const counts = await deps.meetings.windowCounts(meetingId, trx);
+    await trx
+      .updateTable('meetings')
+      .set({
+        transcript_completed_at: sql<Date>`now()`,
+        minutes_status: MinutesStatus.pending,
+        untranscribed_in_flight: counts.inFlight,
+        untranscribed_exhausted: counts.exhausted + counts.missing,
+        revision: sql<number>`revision + 1`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', meetingId)
+      .execute();
+    await emitEvent(trx, {
+      workspaceId: locked.workspace_id,
+      type: EventType.meetingTranscribed,
+      subjectId: meetingId,
+      payload: { meetingId, revision: locked.transcript_revision },
+    });
+  });
+}
+
 /**
  * Close-out steps (1)–(3): settle windows nobody works on, wait for windows in retry and repairs
  * (up to the wait cap), transcribe the last stretch of a live meeting here. True when the job was
@@ -179,18 +193,18 @@ async function settleTranscript(
   // of late audio in progress.
   const counts = await deps.meetings.windowCounts(meetingId);
   const repairing = await repairActive(deps, meetingId);
-  if (counts.inFlight > 0 || repairing) {
-    const waitedMs = await closeoutWaitedMs(deps, meetingId);
-    if (waitedMs < config.closeoutWaitCapMs) {
-      await ctx.requeue(
-        config.closeoutPollMs,
-        repairing && counts.inFlight === 0
-          ? 'waiting for a repair of late audio'
-          : `waiting for ${counts.inFlight} windows in retry`,
-        (trx) => startCloseoutWait(trx, meetingId),
-      );
-      return true;
-    }
+  const waitedMs = await closeoutWaitedMs(deps, meetingId);
+  const first = transcriptWait({
+    windowsInRetry: counts.inFlight,
+    repairing,
+    waitedMs,
+    waitCapMs: config.closeoutWaitCapMs,
+  });
+  if (first.wait) {
+    await ctx.requeue(config.closeoutPollMs, first.reason, (trx) => startCloseoutWait(trx, meetingId));
+    return true;
+  }
+  if (first.capReached) {
     ctx.log.warn(
       { meetingId, inFlight: counts.inFlight, repairing, waitedMs: Math.round(waitedMs) },
       'close-out wait cap reached; finishing without windows still in retry',
@@ -205,13 +219,14 @@ async function settleTranscript(
   await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
   // L19: a chunk that came in while the last stretch was cut has a repair queued; wait for it
   // too (within the same cap), so the transcript published next already holds it.
-  if (
-    (await repairActive(deps, meetingId)) &&
-    (await closeoutWaitedMs(deps, meetingId)) < config.closeoutWaitCapMs
-  ) {
-    await ctx.requeue(config.closeoutPollMs, 'waiting for a repair of late audio', (trx) =>
-      startCloseoutWait(trx, meetingId),
-    );
+  const late = transcriptWait({
+    windowsInRetry: 0,
+    repairing: await repairActive(deps, meetingId),
+    waitedMs: await closeoutWaitedMs(deps, meetingId),
+    waitCapMs: config.closeoutWaitCapMs,
+  });
+  if (late.wait) {
+    await ctx.requeue(config.closeoutPollMs, late.reason, (trx) => startCloseoutWait(trx, meetingId));
     return true;
   }
   return false;
@@ -222,11 +237,11 @@ async function closeoutWaitedMs(deps: MeetingDeps, meetingId: string): Promise<n
   const row = await deps.db
     .selectFrom('meetings')
     .select(
-      sql<number>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'),
+      sql<string>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'),
     )
     .where('id', '=', meetingId)
     .executeTakeFirstOrThrow();
-  return row.ms;
+  return Number(row.ms);
 }
 
 async function startCloseoutWait(trx: Tx, meetingId: string): Promise<void> {

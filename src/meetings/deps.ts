@@ -1,3 +1,4 @@
+import type { BotDeps } from '../bots/provider.ts';
 import type { Checkpoints } from '../checkpoints.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
@@ -22,4 +23,6 @@ export interface MeetingDeps {
   config: Config;
   log: Logger;
   checkpoints: Checkpoints;
+  /** R1/R2: the meeting-bot provider and its shared budget; null when no provider key is set. */
+  bots: BotDeps | null;
 }

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
+import { admitChunk, type ChunkAdmission, type ChunkFormat } from '../domain/chunk-admission.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeEnergy, energyProfile, splitGap } from '../domain/timeline.ts';
@@ -17,10 +18,7 @@ const SAMPLE_RATE = 16_000;
  * the integer columns of windows and segments.
  */
 export const MAX_SEQ = 200_000;
-/** How long a client is asked to wait before sending a chunk that ran too far ahead. */
-const AHEAD_RETRY_SECONDS = 5;
-
-export type ChunkFormat = 'wav' | 'webm';
+export type { ChunkFormat } from '../domain/chunk-admission.ts';
 
 export interface StoredChunk {
   meeting: MeetingRow;
@@ -74,7 +72,7 @@ export async function storeChunk(
   try {
     stored = await deps.db.transaction().execute(async (trx) => {
       let locked = await deps.meetings.lock(trx, meetingId);
-      await assertAcceptable(deps, locked, seq, format, trx);
+      const admission = await assertAcceptable(deps, locked, seq, format, trx);
       const blobId = await referenceStaged(trx, staged, {
         kind: 'chunk',
         contentType: format === 'wav' ? 'audio/wav' : 'audio/webm',
@@ -108,7 +106,7 @@ export async function storeChunk(
           .returningAll()
           .executeTakeFirstOrThrow();
       }
-      if (seq < locked.next_seq) {
+      if (admission.kind === 'repair') {
         // Its stretch was reserved: it becomes a one-number gap marked arrived, for the repair.
         await markArrived(trx, locked, seq);
         await ensureRepairJob(deps, trx, locked, actor);
@@ -239,9 +237,8 @@ function assertLive(meeting: MeetingRow): void {
 }
 
 /**
- * L19-L21: the only refusals of a chunk of a live meeting, besides bad audio and quota: another
- * format than the meeting's, a seq at or past End's count, a seq too far ahead of the highest
- * stored one (retryable: the chunks before it make room), and audio past the late-audio bound.
+ * L19-L21: the rule (src/domain/chunk-admission.ts) applied to the meeting as read: throws its
+ * refusal, or says whether the chunk is placed at the frontier or repaired behind it.
  */
 async function assertAcceptable(
   deps: MeetingDeps,
@@ -249,42 +246,23 @@ async function assertAcceptable(
   seq: number,
   format: ChunkFormat,
   db: Tx | MeetingDeps['db'] = deps.db,
-): Promise<void> {
-  if (meeting.chunk_format !== null && meeting.chunk_format !== format) {
-    throw new AppError(
-      ErrorKind.unsupportedMedia,
-      'chunk.format_changed',
-      `meeting ${meeting.id} streams ${meeting.chunk_format} chunks; chunk ${seq} is ${format}`,
-    );
-  }
-  if (meeting.declared_chunks !== null && seq >= meeting.declared_chunks) {
-    throw new AppError(
-      ErrorKind.conflict,
-      'chunk.after_end',
-      `the meeting was ended with ${meeting.declared_chunks} chunks (0 to ${meeting.declared_chunks - 1}); chunk ${seq} is past its end`,
-    );
-  }
-  const endedAt = meeting.completed_at ?? meeting.failed_at;
-  if (endedAt && Date.now() - endedAt.getTime() > deps.config.lateAudioMs) {
-    const days = Math.round(deps.config.lateAudioMs / 86_400_000);
-    throw new AppError(
-      ErrorKind.gone,
-      'chunk.too_late',
-      `meeting ${meeting.id} ended on ${endedAt.toISOString()}; late chunks are taken for ${days} days after a meeting ends`,
-    );
-  }
-  const withinCount = meeting.declared_chunks !== null && seq < meeting.declared_chunks;
-  if (!withinCount) {
-    const highest = await highestSeq(db, meeting.id);
-    if (seq > highest + deps.config.maxSeqAhead) {
-      throw new AppError(
-        ErrorKind.conflict,
-        'chunk.too_far_ahead',
-        `chunk ${seq} is more than ${deps.config.maxSeqAhead} ahead of the highest chunk stored (${highest < 0 ? 'none yet' : highest}); send the chunks before it first`,
-        { retryAfterSeconds: AHEAD_RETRY_SECONDS },
-      );
-    }
-  }
+): Promise<Exclude<ChunkAdmission, { kind: 'refuse' }>> {
+  const admission = admitChunk({
+    seq,
+    format,
+    meeting: {
+      id: meeting.id,
+      chunkFormat: meeting.chunk_format,
+      declaredChunks: meeting.declared_chunks,
+      nextSeq: meeting.next_seq,
+      endedAt: meeting.completed_at ?? meeting.failed_at,
+    },
+    highestSeq: await highestSeq(db, meeting.id),
+    now: new Date(),
+    limits: { lateAudioMs: deps.config.lateAudioMs, maxSeqAhead: deps.config.maxSeqAhead },
+  });
+  if (admission.kind === 'refuse') throw admission.error;
+  return admission;
 }
 
 /** Splits the reserved run holding `seq` so that its own stretch is a gap marked arrived. */

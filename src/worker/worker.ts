@@ -22,7 +22,6 @@ import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
-import { botProviderOf } from '../bots/provider.ts';
 import { runBotBackstops } from '../bots/resume.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
@@ -77,7 +76,7 @@ export async function startWorker(
     checkpoints: deps.checkpoints,
   });
 
-  const bots = botProviderOf(deps);
+  const { bots } = deps;
   /** Each step on its own: one failing step is logged and the others still run. */
   const runSteps = async (steps: Array<[string, () => Promise<unknown>]>): Promise<void> => {
     for (const [name, step] of steps) {

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { ESLint } from 'eslint';
+
+/**
+ * The boundaries of docs/architecture.md hold because `npm run check` fails when they are crossed.
+ * These tests write small probe modules into the tree, lint them with the project's own
+ * configuration and check that the rules fire: a rule that is configured but silent (as import-x's
+ * no-cycle once was, resolving none of our `.ts` imports) fails here.
+ */
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const tag = `probe${process.pid}`;
+const written: string[] = [];
+
+function probe(relative: string, text: string): string {
+  const file = path.join(ROOT, relative);
+  fs.writeFileSync(file, text);
+  written.push(file);
+  return file;
+}
+
+after(() => {
+  for (const file of written) fs.rmSync(file, { force: true });
+});
+
+async function lint(files: string[]): Promise<Array<{ file: string; rule: string | null; message: string }>> {
+  const eslint = new ESLint({ cwd: ROOT });
+  const results = await eslint.lintFiles(files);
+  return results.flatMap((r) =>
+    r.messages.map((m) => ({ file: path.basename(r.filePath), rule: m.ruleId, message: m.message })),
+  );
+}
+
+void it('Boundaries: the lint run fails on an import cycle between modules', async () => {
+  const a = probe(
+    `src/meetings/${tag}-a.ts`,
+    `import { b } from './${tag}-b.ts';\nexport const a = (): number => b() + 1;\n`,
+  );
+  const b = probe(
+    `src/meetings/${tag}-b.ts`,
+    `import { a } from './${tag}-a.ts';\nexport const b = (): number => (Date.now() > 0 ? 1 : a());\n`,
+  );
+  const messages = await lint([a, b]);
+  const cycles = messages.filter((m) => m.rule === 'import-x/no-cycle');
+  assert.deepEqual(
+    cycles.map((m) => m.file).sort(),
+    [`${tag}-a.ts`, `${tag}-b.ts`],
+    `each side of the cycle is reported: ${JSON.stringify(messages)}`,
+  );
+});
+
+void it('Boundaries: the lint run keeps Node built-ins, the database, the network and the I/O layers out of src/domain', async () => {
+  const file = probe(
+    `src/domain/${tag}-io.ts`,
+    [
+      `import { readFileSync } from 'node:fs';`,
+      `import os from 'os';`,
+      `import pg from 'pg';`,
+      `import { sql } from 'kysely';`,
+      `import { request } from 'undici';`,
+      `import { openDatabase } from '../db/connect.ts';`,
+      `import type { Transcriber } from '../ports.ts';`,
+      `import type { Db } from '../db/schema.ts';`,
+      `export const probe = [readFileSync, os, pg, sql, request, openDatabase];`,
+      `export type Probe = [Transcriber, Db];`,
+      '',
+    ].join('\n'),
+  );
+  const messages = await lint([file]);
+  const refused = messages
+    .filter((m) => m.rule === '@typescript-eslint/no-restricted-imports')
+    .map((m) => m.message);
+  assert.equal(
+    refused.length,
+    6,
+    `every runtime import from outside is refused: ${JSON.stringify(messages)}`,
+  );
+  assert.equal(refused.filter((m) => /no Node built-ins/.test(m)).length, 2);
+  assert.equal(refused.filter((m) => /no database, network/.test(m)).length, 3);
+  assert.equal(refused.filter((m) => /nothing outside itself/.test(m)).length, 1);
+});

@@ -8,7 +8,8 @@ import type pg from 'pg';
 import type { App } from '../src/app.ts';
 import { MeetingSource, MeetingStatus, WindowStatus } from '../src/domain/status.ts';
 import { encodeWav } from '../src/domain/wav.ts';
-import { blobKey, createTranscribeJob } from '../src/meetings/intake.ts';
+import { blobKey } from '../src/meetings/intake.ts';
+import { createTranscribeJob } from '../src/meetings/transcribe-job.ts';
 import type { TestDatabase } from '../test/support/db.ts';
 import type { TranscribeRequest, Transcriber, TranscriptSegment } from '../src/ports.ts';
 

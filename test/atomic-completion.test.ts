@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { sql } from 'kysely';
-import { EventType, CONSUMERS_OF } from '../src/domain/status.ts';
+import { AttemptOutcome, CONSUMERS_OF, EventType, JobKind } from '../src/domain/status.ts';
 import {
   SPEECH,
   speechWav,
@@ -43,8 +43,8 @@ void it('J5: the close-out’s completion commits the meeting’s transition, it
         .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
         .select(['jobs.id as jobId', 'job_attempts.status', 'job_attempts.error_message'])
         .where('jobs.meeting_id', '=', id)
-        .where('jobs.kind', '=', 'close-out-meeting')
-        .where('job_attempts.status', '=', 'failed')
+        .where('jobs.kind', '=', JobKind.closeOutMeeting)
+        .where('job_attempts.status', '=', AttemptOutcome.retryableFailed)
         .executeTakeFirst();
       return row;
     });
@@ -106,8 +106,8 @@ void it('J5: the close-out’s completion commits the meeting’s transition, it
       .where('job_id', '=', closeOut.jobId)
       .orderBy('attempt_no')
       .execute();
-    assert.ok(attempts.some((a) => a.status === 'failed'));
-    assert.equal(attempts.at(-1)!.status, 'completed');
+    assert.ok(attempts.some((a) => a.status === AttemptOutcome.retryableFailed));
+    assert.equal(attempts.at(-1)!.status, AttemptOutcome.completed);
     const done = await db
       .selectFrom('jobs')
       .select('status')

@@ -1,9 +1,6 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError, ErrorKind, httpStatusFor, redactSecrets } from '../domain/errors.ts';
 import { runAsTenant } from '../db/tenant.ts';
-import type { Logger } from '../log.ts';
-import type { MeetingDeps } from '../meetings/deps.ts';
-import type { PgWorkspaceStore } from '../workspaces/pg-workspace-store.ts';
 import { registerMeetingRoutes } from './meeting-routes.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { registerBotRoutes } from './bot-routes.ts';

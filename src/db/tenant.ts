@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'kysely';
-import { isDatabaseConnectionLoss } from './connect.ts';
+import { isDatabaseConnectionLoss } from './connection-errors.ts';
 import type { Db, Tx } from './schema.ts';
 
 /** The role tenant work runs as (migration 0018): no BYPASSRLS, rows of one workspace only. */

@@ -22,9 +22,9 @@ export type CloseOutStep =
   | { step: 'finish' };
 
 export function closeOutStep(input: {
-  status: MeetingStatus | string;
+  status: string;
   transcriptPublished: boolean;
-  minutesStatus: MinutesStatus | string | null;
+  minutesStatus: string | null;
   /** Since the transcript was published, by the database's clock. */
   minutesWaitedMs: number;
   minutesWaitCapMs: number;

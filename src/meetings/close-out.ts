@@ -4,7 +4,6 @@ import {
   JobKind,
   JobStatus,
   MeetingSource,
-  MeetingStatus,
   MinutesStatus,
   WindowStatus,
 } from '../domain/status.ts';

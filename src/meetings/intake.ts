@@ -17,6 +17,7 @@ import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { maybeStartCloseOut } from './transcription.ts';
 import { recordWindow } from './window-rows.ts';
+import { createTranscribeJob } from './transcribe-job.ts';
 import {
   compensate,
   referenceStaged,
@@ -312,29 +313,4 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },
   };
-}
-
-export async function createTranscribeJob(
-  deps: MeetingDeps,
-  trx: Tx,
-  workspaceId: string,
-  meetingId: string,
-  windowId: string,
-  windowIndex: number,
-  actor: string,
-): Promise<void> {
-  await deps.jobs.createJob(
-    trx,
-    {
-      workspaceId,
-      kind: JobKind.transcribeWindow,
-      subjectType: 'window',
-      subjectId: windowId,
-      meetingId,
-      payload: { meetingId, windowId, windowIndex },
-      maxErrors: deps.config.transcribeMaxErrors,
-      maxReclaims: deps.config.maxReclaims,
-    },
-    actor,
-  );
 }

@@ -15,7 +15,7 @@ import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
-import { createTranscribeJob } from './intake.ts';
+import { createTranscribeJob } from './transcribe-job.ts';
 import { maybeStartCloseOut } from './transcription.ts';
 import { createMinutesJob, hasActiveMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';

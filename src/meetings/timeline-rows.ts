@@ -12,7 +12,7 @@ import {
 } from '../domain/timeline.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { MeetingDeps } from './deps.ts';
-import { createTranscribeJob } from './intake.ts';
+import { createTranscribeJob } from './transcribe-job.ts';
 
 /**
  * The rows behind a live meeting's timeline (src/domain/timeline.ts has the rules): placed chunks

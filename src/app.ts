@@ -21,7 +21,7 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { assertTenantRole } from './db/tenant.ts';
 import { assertNever } from './domain/errors.ts';
-import { Consumer } from './domain/status.ts';
+import { Consumer, JobKind } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
 import { PgJobSweeps } from './jobs/job-sweeps.ts';
 import { PgJobStore } from './jobs/pg-job-store.ts';
@@ -130,18 +130,20 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
   };
 }
 
+/** One handler per job kind: a kind of the catalog without one is a type error here. */
 export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
-  return [
-    splitRecordingJob(deps),
-    transcribeWindowJob(deps),
-    closeOutMeetingJob(deps),
-    writeMinutesJob(deps),
-    importBotRecordingJob(deps, deps.bots),
-    scheduleBotJob(deps, deps.bots),
-    deleteBotJob(deps, deps.bots),
-    leaveBotJob(deps, deps.bots),
-    repairTimelineJob(deps),
-  ];
+  const handlers: { [K in JobKind]: JobDefinition<K> } = {
+    [JobKind.splitRecording]: splitRecordingJob(deps),
+    [JobKind.transcribeWindow]: transcribeWindowJob(deps),
+    [JobKind.closeOutMeeting]: closeOutMeetingJob(deps),
+    [JobKind.writeMinutes]: writeMinutesJob(deps),
+    [JobKind.importBotRecording]: importBotRecordingJob(deps, deps.bots),
+    [JobKind.scheduleBot]: scheduleBotJob(deps, deps.bots),
+    [JobKind.deleteBot]: deleteBotJob(deps, deps.bots),
+    [JobKind.leaveBot]: leaveBotJob(deps, deps.bots),
+    [JobKind.repairTimeline]: repairTimelineJob(deps),
+  };
+  return Object.values(handlers);
 }
 
 export async function startAppWorker(app: App): Promise<WorkerHandle> {

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/schema.ts';
 import { JobKind } from '../domain/status.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
+import { createJob } from '../jobs/catalog.ts';
 
 /**
  * A retried job deletes the bot (or, with no bot id, every bot the provider holds for the
@@ -12,19 +13,12 @@ export async function enqueueBotDelete(
   target: { workspaceId: string; recordingId: string; botId: string | null },
   actor: string,
 ): Promise<void> {
-  await deps.jobs.createJob(
+  await createJob(
+    deps,
     trx,
-    {
-      workspaceId: target.workspaceId,
-      kind: JobKind.deleteBot,
-      subjectType: 'bot_recording',
-      subjectId: target.recordingId,
-      meetingId: null,
-      payload: { recordingId: target.recordingId, botId: target.botId },
-      maxErrors: 20,
-      maxReclaims: deps.config.maxReclaims,
-      dedupeKey: `delete-bot:${target.botId ?? `recording:${target.recordingId}`}`,
-    },
+    JobKind.deleteBot,
+    { recordingId: target.recordingId, botId: target.botId },
+    { workspaceId: target.workspaceId },
     actor,
   );
 }

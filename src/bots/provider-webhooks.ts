@@ -10,6 +10,7 @@ import type { BotProvider } from '../ports.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
+import { createJob, payloadOf } from '../jobs/catalog.ts';
 
 /**
  * R7/R8: the provider's webhooks move a recording through its life, and never backwards:
@@ -320,19 +321,12 @@ async function applyToRow(
   if ((RANK[target] ?? 0) <= (RANK[row.status] ?? 0)) return 'stale';
   await move(trx, row.id, target, {});
   if (target === BotStatus.processing) {
-    await deps.jobs.createJob(
+    await createJob(
+      deps,
       trx,
-      {
-        workspaceId: row.workspace_id,
-        kind: JobKind.importBotRecording,
-        subjectType: 'bot_recording',
-        subjectId: row.id,
-        meetingId: null,
-        payload: { recordingId: row.id },
-        maxErrors: deps.config.transcribeMaxErrors,
-        maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `import-bot:${row.id}`,
-      },
+      JobKind.importBotRecording,
+      { recordingId: row.id },
+      { workspaceId: row.workspace_id },
       'provider:webhook',
     );
   }
@@ -362,14 +356,14 @@ async function move(
 export function importBotRecordingJob(
   deps: MeetingDeps,
   bots: { provider: BotProvider; budget: RateBudget } | null,
-): JobDefinition {
+): JobDefinition<typeof JobKind.importBotRecording> {
   return {
     kind: JobKind.importBotRecording,
     run: async (ctx) => {
       if (!bots) {
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
       }
-      const recordingId = String(ctx.job.payload.recordingId);
+      const recordingId = payloadOf(ctx.job, JobKind.importBotRecording).recordingId;
       const row = await deps.db
         .selectFrom('bot_recordings')
         .selectAll()
@@ -507,7 +501,7 @@ export function importBotRecordingJob(
           failure_message: `the recording could not be imported: ${error.message}`.slice(0, 500),
           updated_at: sql<Date>`now()`,
         })
-        .where('id', '=', String(job.payload.recordingId))
+        .where('id', '=', payloadOf(job, JobKind.importBotRecording).recordingId)
         .where('status', '=', BotStatus.processing)
         .execute();
       return null;

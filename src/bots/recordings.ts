@@ -12,6 +12,7 @@ import { canonicalMeetingUrl, MEETING_PLATFORM_NAMES, meetingPlatformOf } from '
 import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
+import { createJob, payloadOf } from '../jobs/catalog.ts';
 
 /**
  * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
@@ -635,18 +636,22 @@ const CREATE_SETTLE_MS = 5 * 60_000;
 /** Provider statuses of a bot whose call is over: nothing to delete or take out. */
 const FINISHED_BOT_STATUSES = new Set(['call_ended', 'recording_done', 'done', 'fatal', 'analysis_done']);
 
-export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+export function deleteBotJob(
+  deps: MeetingDeps,
+  bots: BotDeps | null,
+): JobDefinition<typeof JobKind.deleteBot> {
   return {
     kind: JobKind.deleteBot,
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
+      const payload = payloadOf(ctx.job, JobKind.deleteBot);
       let botIds: string[];
       let settlesAt = 0;
-      if (typeof ctx.job.payload.botId === 'string') {
-        botIds = [ctx.job.payload.botId];
+      if (payload.botId !== null) {
+        botIds = [payload.botId];
       } else {
-        const recordingId = String(ctx.job.payload.recordingId);
+        const { recordingId } = payload;
         const found = await bots.budget.guard('bot.list', 10_000, () =>
           bots.provider.listBots({ metadata: { verbatim_recording: recordingId } }),
         );
@@ -684,7 +689,7 @@ export function deleteBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefini
             if (!(leaveErr instanceof AppError && leaveErr.code === 'bot.not_in_call')) throw leaveErr;
             done = { ok: true };
           }
-          if (done.ok) await reopenForImport(deps, String(ctx.job.payload.recordingId), botId);
+          if (done.ok) await reopenForImport(deps, payload.recordingId, botId);
         }
         if (!done.ok) {
           await ctx.requeue(30_000, 'provider budget spent');
@@ -729,32 +734,25 @@ export async function stopBotRecording(deps: MeetingDeps, workspaceId: string, i
     if (!['joining', 'in_call', 'recording'].includes(row.status) || !row.bot_id) {
       throw new AppError(ErrorKind.conflict, 'recording.not_running', `the recording is ${row.status}`);
     }
-    await deps.jobs.createJob(
+    await createJob(
+      deps,
       trx,
-      {
-        workspaceId: row.workspace_id,
-        kind: JobKind.leaveBot,
-        subjectType: 'bot_recording',
-        subjectId: id,
-        meetingId: null,
-        payload: { recordingId: id, botId: row.bot_id },
-        maxErrors: 20,
-        maxReclaims: deps.config.maxReclaims,
-        dedupeKey: `leave-bot:${row.bot_id}`,
-      },
+      JobKind.leaveBot,
+      { recordingId: id, botId: row.bot_id },
+      { workspaceId: row.workspace_id },
       actor,
     );
     return { recording: row, leaving: true };
   });
 }
 
-export function leaveBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+export function leaveBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition<typeof JobKind.leaveBot> {
   return {
     kind: JobKind.leaveBot,
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
-      const botId = String(ctx.job.payload.botId);
+      const { botId } = payloadOf(ctx.job, JobKind.leaveBot);
       const done = await bots.budget.guard('bot.leave_call', 10_000, () => bots.provider.leaveCall(botId));
       if (!done.ok) {
         await ctx.requeue(30_000, 'provider budget spent');

@@ -9,6 +9,7 @@ import type { BotDeps } from './provider.ts';
 import { applyAttachedBot, applyProviderWebhook } from './provider-webhooks.ts';
 import { OutOfBudget, recoverRecording, recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
+import { createJob, payloadOf } from '../jobs/catalog.ts';
 
 /**
  * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
@@ -22,9 +23,6 @@ import { enqueueBotDelete } from './bot-jobs.ts';
 export const BACKSTOP_PERIOD_MS = 15 * 60_000;
 // Long enough for a slow run (each provider call may take up to its timeout) to finish first.
 const BACKSTOP_LEASE_MS = 15 * 60_000;
-
-/** A scheduling job's error budget: provider outages are retried for about an hour (R9). */
-const SCHEDULE_MAX_ERRORS = 20;
 
 /**
  * Called in the transaction that makes a recording pending (which holds the recording's row): one
@@ -44,18 +42,12 @@ export async function requestBotScheduling(
     .where('status', 'in', ACTIVE_JOB_STATUSES)
     .executeTakeFirst();
   if (active) return;
-  await deps.jobs.createJob(
+  await createJob(
+    deps,
     trx,
-    {
-      workspaceId: recording.workspace_id,
-      kind: JobKind.scheduleBot,
-      subjectType: 'bot_recording',
-      subjectId: recording.id,
-      meetingId: null,
-      payload: { recordingId: recording.id, workspaceId: recording.workspace_id },
-      maxErrors: SCHEDULE_MAX_ERRORS,
-      maxReclaims: deps.config.maxReclaims,
-    },
+    JobKind.scheduleBot,
+    { recordingId: recording.id, workspaceId: recording.workspace_id },
+    { workspaceId: recording.workspace_id },
     actor,
   );
   await sql`insert into bot_backstops (workspace_id, next_run_at)
@@ -108,14 +100,20 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
  * R6/R9: schedules one recording. A provider failure fails the attempt (the job's backoff, with
  * Retry-After, brings the next try with the same key); a spent budget waits without spending one.
  */
-export function scheduleBotJob(deps: MeetingDeps, bots: BotDeps | null): JobDefinition {
+export function scheduleBotJob(
+  deps: MeetingDeps,
+  bots: BotDeps | null,
+): JobDefinition<typeof JobKind.scheduleBot> {
   return {
     kind: JobKind.scheduleBot,
     run: async (ctx) => {
       if (!bots)
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
       try {
-        await recoverRecording(schedulingDeps(deps, bots), String(ctx.job.payload.recordingId));
+        await recoverRecording(
+          schedulingDeps(deps, bots),
+          payloadOf(ctx.job, JobKind.scheduleBot).recordingId,
+        );
       } catch (err) {
         if (!(err instanceof OutOfBudget)) throw err;
         await ctx.requeue(30_000, 'provider budget spent');

@@ -31,8 +31,9 @@ export interface JobContext {
   fenced: <T>(fn: (trx: Tx, job: JobRow) => Promise<T>) => Promise<T>;
 }
 
-export interface JobDefinition {
-  kind: JobKind;
+/** A job kind's handler; the worker holds one per kind of the catalog (src/jobs/catalog.ts). */
+export interface JobDefinition<K extends JobKind = JobKind> {
+  kind: K;
   /** Must settle the attempt with ctx.complete or ctx.requeue, or throw to fail it. */
   run(ctx: JobContext): Promise<void>;
   onTerminalFailure?: TerminalFailureHook;

@@ -18,6 +18,7 @@ import { markPendingAtPublication } from './late-windows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
+import { payloadOf } from '../jobs/catalog.ts';
 
 /**
  * The close-out runs in this order and no other (L4): (1) settle windows nobody is working on,
@@ -26,12 +27,12 @@ import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
  * complete. Each run re-reads the meeting and resumes at the first step not yet done, so a reclaim
  * or a requeue repeats nothing that was committed.
  */
-export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
+export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobKind.closeOutMeeting> {
   const { config } = deps;
   return {
     kind: JobKind.closeOutMeeting,
     run: async (ctx) => {
-      const meetingId = String(ctx.job.payload.meetingId);
+      const meetingId = payloadOf(ctx.job, JobKind.closeOutMeeting).meetingId;
       const meeting = await deps.db
         .selectFrom('meetings')
         .selectAll()
@@ -107,7 +108,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition {
       });
     },
     onTerminalFailure: async (trx, job, error) => {
-      const meetingId = String(job.payload.meetingId);
+      const meetingId = payloadOf(job, JobKind.closeOutMeeting).meetingId;
       const failed = await failMeetingInTx(deps, trx, meetingId, error, 'worker');
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },

@@ -23,6 +23,7 @@ import {
   loadStretch,
   nominalChunkSamples,
 } from './timeline-rows.ts';
+import { createJob } from '../jobs/catalog.ts';
 
 /**
  * The frontier of a live meeting's timeline (docs/live-meetings.md): placing chunks as the ones
@@ -51,18 +52,12 @@ export async function ensureRepairJob(
     .where('status', 'in', [JobStatus.pending, JobStatus.running])
     .executeTakeFirst();
   if (active) return;
-  await deps.jobs.createJob(
+  await createJob(
+    deps,
     trx,
-    {
-      workspaceId: meeting.workspace_id,
-      kind: JobKind.repairTimeline,
-      subjectType: 'meeting',
-      subjectId: meeting.id,
-      meetingId: meeting.id,
-      payload: { meetingId: meeting.id },
-      maxErrors: deps.config.transcribeMaxErrors,
-      maxReclaims: deps.config.maxReclaims,
-    },
+    JobKind.repairTimeline,
+    { meetingId: meeting.id },
+    { workspaceId: meeting.workspace_id },
     actor,
   );
 }

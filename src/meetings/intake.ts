@@ -25,6 +25,7 @@ import {
   stageAndPutStream,
   type StagedObject,
 } from '../storage/objects.ts';
+import { createJob, payloadOf } from '../jobs/catalog.ts';
 
 /** Upload content types we decode, by the media type a client sends. */
 export const ACCEPTED_AUDIO_TYPES = [
@@ -129,19 +130,12 @@ export async function storeRecording(
         `user:${workspaceId}`,
         'recording stored',
       );
-      await deps.jobs.createJob(
+      await createJob(
+        deps,
         trx,
-        {
-          workspaceId,
-          kind: JobKind.splitRecording,
-          subjectType: 'meeting',
-          subjectId: meetingId,
-          meetingId,
-          payload: { meetingId },
-          maxErrors: deps.config.transcribeMaxErrors,
-          maxReclaims: deps.config.maxReclaims,
-          dedupeKey: `split-recording:${meetingId}`,
-        },
+        JobKind.splitRecording,
+        { meetingId },
+        { workspaceId },
         `user:${workspaceId}`,
       );
       return updated;
@@ -164,11 +158,11 @@ export async function storeRecording(
  * the same boundaries (a boundary depends only on its own slot's audio). The last window commits
  * with the meeting's duration and `windows_cut_at`, which the close-out waits for.
  */
-export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
+export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKind.splitRecording> {
   return {
     kind: JobKind.splitRecording,
     run: async (ctx) => {
-      const meetingId = String(ctx.job.payload.meetingId);
+      const meetingId = payloadOf(ctx.job, JobKind.splitRecording).meetingId;
       const recording = await deps.db
         .selectFrom('blobs')
         .selectAll()
@@ -305,7 +299,7 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition {
       }
     },
     onTerminalFailure: async (trx, job, error) => {
-      const meetingId = String(job.payload.meetingId);
+      const meetingId = payloadOf(job, JobKind.splitRecording).meetingId;
       // J19: the windows cut before the failure have jobs of their own; the meeting fails, so
       // they end with it rather than transcribe for a meeting that will never publish.
       await deps.jobs.cancelMeetingJobs(trx, [meetingId], 'worker', `split failed: ${error.code}`);

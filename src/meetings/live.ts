@@ -11,6 +11,7 @@ import { compensate, referenceStaged, stageAndPut } from '../storage/objects.ts'
 import type { MeetingDeps } from './deps.ts';
 import { advanceInTx, advanceTimeline, ensureRepairJob } from './frontier.ts';
 import { closedTimeline, gapHolding, highestSeq, insertGap } from './timeline-rows.ts';
+import { createJob } from '../jobs/catalog.ts';
 
 const SAMPLE_RATE = 16_000;
 /**
@@ -349,20 +350,12 @@ export async function endMeeting(
       .where('meeting_id', '=', meetingId)
       .executeTakeFirstOrThrow();
     const allHere = declared !== null && stored.n === declared;
-    await deps.jobs.createJob(
+    await createJob(
+      deps,
       trx,
-      {
-        workspaceId,
-        kind: JobKind.closeOutMeeting,
-        subjectType: 'meeting',
-        subjectId: meetingId,
-        meetingId,
-        payload: { meetingId },
-        maxErrors: deps.config.closeoutMaxErrors,
-        maxReclaims: deps.config.closeoutMaxReclaims,
-        delayMs: allHere ? 0 : deps.config.closeoutGraceMs,
-        dedupeKey: `close-out:${meetingId}`,
-      },
+      JobKind.closeOutMeeting,
+      { meetingId },
+      { workspaceId, delayMs: allHere ? 0 : deps.config.closeoutGraceMs },
       actor,
     );
     return ended;

@@ -15,20 +15,19 @@ import { recordAudit } from '../jobs/audit.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Minutes } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
-
-const MINUTES_MAX_ERRORS = 3;
+import { createJob, payloadOf } from '../jobs/catalog.ts';
 
 /**
  * Writes a meeting's minutes. Quota or billing exhaustion is checked first (L9: some providers send
  * it as 429) and completes the meeting without minutes; an outside outage requeues every minute for
  * up to an hour without spending retries (L8); anything else is an ordinary error.
  */
-export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
+export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind.writeMinutes> {
   const { config } = deps;
   return {
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
-      const meetingId = String(ctx.job.payload.meetingId);
+      const meetingId = payloadOf(ctx.job, JobKind.writeMinutes).meetingId;
       // The transcript and the revision it is at, read together: the minutes say which they describe.
       const { meeting, segments } = await deps.db
         .transaction()
@@ -92,7 +91,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition {
       await settleMinutes(
         deps,
         trx,
-        String(job.payload.meetingId),
+        payloadOf(job, JobKind.writeMinutes).meetingId,
         MinutesStatus.failed,
         error,
         null,
@@ -252,19 +251,12 @@ export async function createMinutesJob(
   reason: string,
   actor: string,
 ): Promise<void> {
-  await deps.jobs.createJob(
+  await createJob(
+    deps,
     trx,
-    {
-      workspaceId,
-      kind: JobKind.writeMinutes,
-      subjectType: 'meeting',
-      subjectId: meetingId,
-      meetingId,
-      payload: { meetingId },
-      maxErrors: MINUTES_MAX_ERRORS,
-      maxReclaims: deps.config.maxReclaims,
-      dedupeKey: `write-minutes:${meetingId}:${reason}`,
-    },
+    JobKind.writeMinutes,
+    { meetingId },
+    { workspaceId, dedupeVariant: reason },
     actor,
   );
 }

@@ -20,6 +20,7 @@ import { maybeStartCloseOut } from './transcription.ts';
 import { createMinutesJob, hasActiveMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
+import { createJob } from '../jobs/catalog.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 
@@ -236,7 +237,14 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     .orderBy('index')
     .execute();
   if (meeting.status === MeetingStatus.finalizing) {
-    await createJob(deps, trx, meeting, JobKind.closeOutMeeting, actor);
+    await createJob(
+      deps,
+      trx,
+      JobKind.closeOutMeeting,
+      { meetingId: meeting.id },
+      { workspaceId: meeting.workspace_id },
+      actor,
+    );
     // A published transcript's windows still in retry (past the close-out's cap, L4) had their jobs
     // superseded above; the close-out does not go back to them, so they get jobs of their own again
     // (their words then revise the transcript, L19). Without this their audio was deleted untranscribed.
@@ -268,7 +276,18 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     meeting.windows_cut_at === null;
   let created = 0;
   // (A completed split holds its key: then nothing is created and the close-out is tried below.)
-  if (splitUnfinished && (await createJob(deps, trx, meeting, JobKind.splitRecording, actor))) created++;
+  if (
+    splitUnfinished &&
+    (await createJob(
+      deps,
+      trx,
+      JobKind.splitRecording,
+      { meetingId: meeting.id },
+      { workspaceId: meeting.workspace_id },
+      actor,
+    ))
+  )
+    created++;
   for (const w of windows) {
     // A window with no audio (no copy of its own, nor a stretch of a live timeline) has nothing to redo.
     if (w.blob_id === null && w.start_samples === null) continue;
@@ -297,23 +316,4 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
   }
   if (created === 0) await maybeStartCloseOut(deps, trx, meeting.id, actor);
   return created;
-}
-
-async function createJob(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, kind: JobKind, actor: string) {
-  const closeOut = kind === JobKind.closeOutMeeting;
-  return deps.jobs.createJob(
-    trx,
-    {
-      workspaceId: meeting.workspace_id,
-      kind,
-      subjectType: 'meeting',
-      subjectId: meeting.id,
-      meetingId: meeting.id,
-      payload: { meetingId: meeting.id },
-      maxErrors: closeOut ? deps.config.closeoutMaxErrors : deps.config.transcribeMaxErrors,
-      maxReclaims: closeOut ? deps.config.closeoutMaxReclaims : deps.config.maxReclaims,
-      dedupeKey: closeOut ? `close-out:${meeting.id}` : `split-recording:${meeting.id}`,
-    },
-    actor,
-  );
 }

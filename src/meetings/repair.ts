@@ -12,6 +12,7 @@ import { stagedOf } from './live-webm.ts';
 import { commitRepair } from './repair-commit.ts';
 import { decodeResized, hasRepairWork, loadRepair, prepare, Replan } from './repair-plan.ts';
 import { stretchAudio } from './window-audio.ts';
+import { payloadOf } from '../jobs/catalog.ts';
 
 /**
  * L19: the meeting's repair job. It places chunks that arrived for stretches the timeline already
@@ -22,11 +23,11 @@ import { stretchAudio } from './window-audio.ts';
  * segments. A published transcript gets a new revision, `meeting.transcript_revised` and minutes
  * rewritten. One job per meeting; it runs again while work remains. See docs/live-meetings.md.
  */
-export function repairTimelineJob(deps: MeetingDeps): JobDefinition {
+export function repairTimelineJob(deps: MeetingDeps): JobDefinition<typeof JobKind.repairTimeline> {
   return {
     kind: JobKind.repairTimeline,
     run: async (ctx) => {
-      const meetingId = String(ctx.job.payload.meetingId);
+      const meetingId = payloadOf(ctx.job, JobKind.repairTimeline).meetingId;
       // After the close-out, new audio is placed as it comes; WebM pieces a request could not
       // decode in time are decoded and placed here first.
       await advanceTimeline(deps, meetingId, ctx.actor, {
@@ -73,7 +74,7 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition {
       }
     },
     onTerminalFailure: async (trx, job, error) => {
-      const meetingId = String(job.payload.meetingId);
+      const meetingId = payloadOf(job, JobKind.repairTimeline).meetingId;
       const meeting = await deps.meetings.lock(trx, meetingId);
       await trx
         .updateTable('meetings')

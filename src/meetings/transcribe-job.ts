@@ -1,6 +1,7 @@
 import type { Tx } from '../db/schema.ts';
 import { JobKind } from '../domain/status.ts';
 import type { MeetingDeps } from './deps.ts';
+import { createJob } from '../jobs/catalog.ts';
 
 /** Creates the transcription job of one window, in the caller's transaction (J1). */
 export async function createTranscribeJob(
@@ -12,18 +13,12 @@ export async function createTranscribeJob(
   windowIndex: number,
   actor: string,
 ): Promise<void> {
-  await deps.jobs.createJob(
+  await createJob(
+    deps,
     trx,
-    {
-      workspaceId,
-      kind: JobKind.transcribeWindow,
-      subjectType: 'window',
-      subjectId: windowId,
-      meetingId,
-      payload: { meetingId, windowId, windowIndex },
-      maxErrors: deps.config.transcribeMaxErrors,
-      maxReclaims: deps.config.maxReclaims,
-    },
+    JobKind.transcribeWindow,
+    { meetingId, windowId, windowIndex },
+    { workspaceId },
     actor,
   );
 }

@@ -8,13 +8,14 @@ import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
+import { payloadOf } from '../jobs/catalog.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
-export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
+export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof JobKind.transcribeWindow> {
   return {
     kind: JobKind.transcribeWindow,
     run: async (ctx) => {
-      const source = await loadWindowSource(deps, String(ctx.job.payload.windowId));
+      const source = await loadWindowSource(deps, payloadOf(ctx.job, JobKind.transcribeWindow).windowId);
       if (source.window.status !== WindowStatus.pending) {
         // J15: a settled window is never redone.
         await ctx.complete();
@@ -40,7 +41,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition {
       });
     },
     onTerminalFailure: async (trx, job, error) => {
-      const windowId = String(job.payload.windowId);
+      const windowId = payloadOf(job, JobKind.transcribeWindow).windowId;
       const window = await trx
         .selectFrom('windows')
         .selectAll()

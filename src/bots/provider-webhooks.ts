@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource } from '../domain/status.ts';
@@ -11,6 +10,8 @@ import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
+import { moveBotRecording } from './bot-recording-store.ts';
+import { BOT_PROGRESS_RANK, BOT_RECORDING_FINISHED, BotRecordingStatus } from '../domain/status.ts';
 
 /**
  * R7/R8: the provider's webhooks move a recording through its life, and never backwards:
@@ -26,37 +27,12 @@ import { createJob, payloadOf } from '../jobs/catalog.ts';
  * pipeline as the meeting's uploaded recording; the recording completes when that meeting does.
  */
 
-export const BotStatus = {
-  pending: 'pending',
-  scheduled: 'scheduled',
-  joining: 'joining',
-  inCall: 'in_call',
-  recording: 'recording',
-  processing: 'processing',
-  complete: 'complete',
-  failed: 'failed',
-  canceled: 'canceled',
-  notRecorded: 'not_recorded',
-} as const;
-
-const RANK: Record<string, number> = {
-  pending: 0,
-  scheduled: 1,
-  joining: 2,
-  in_call: 3,
-  recording: 4,
-  processing: 5,
-  complete: 6,
-};
-const TERMINAL = new Set<string>([
-  BotStatus.complete,
-  BotStatus.failed,
-  BotStatus.canceled,
-  BotStatus.notRecorded,
-]);
+/** The bot recording's statuses (src/domain/status.ts), under the name this module has always used. */
+export const BotStatus = BotRecordingStatus;
+export type BotStatus = BotRecordingStatus;
 
 /** The provider's status codes (Recall's bot status changes), mapped onto ours; others are ignored. */
-const FROM_PROVIDER: Record<string, string> = {
+const FROM_PROVIDER: Record<string, BotStatus> = {
   joining_call: BotStatus.joining,
   in_waiting_room: BotStatus.joining,
   in_call_not_recording: BotStatus.inCall,
@@ -230,18 +206,12 @@ async function claimByMetadata(
     return 'held';
   }
   if (rec.status !== BotStatus.pending || !rec.schedule_attempted_at) return 'held';
-  await trx
-    .updateTable('bot_recordings')
-    .set({
-      bot_id: event.botId,
-      status: BotStatus.scheduled,
-      last_error: null,
-      last_error_at: null,
-      updated_at: sql<Date>`now()`,
-    })
-    .where('id', '=', rec.id)
-    .where('bot_id', 'is', null)
-    .execute();
+  await moveBotRecording(trx, rec.id, BotStatus.scheduled, {
+    actor: 'provider:webhook',
+    reason: 'its bot reported before the create was answered',
+    when: (r) => r.bot_id === null,
+    set: { bot_id: event.botId, last_error: null, last_error_at: null },
+  });
   return 'attached';
 }
 
@@ -310,16 +280,22 @@ async function applyToRow(
 ): Promise<WebhookOutcome> {
   const target = event.code ? FROM_PROVIDER[event.code] : undefined;
   if (!target) return 'ignored';
-  if (TERMINAL.has(row.status)) return 'stale';
+  if (BOT_RECORDING_FINISHED.includes(row.status as BotStatus)) return 'stale';
+  const reason = `provider: ${event.code}${event.subCode ? ` (${event.subCode})` : ''}`;
   if (target === BotStatus.failed) {
-    await move(trx, row.id, BotStatus.failed, {
-      failure_code: `bot.fatal${event.subCode ? `:${event.subCode}` : ''}`,
-      failure_message: `the meeting bot failed${event.subCode ? ` (${event.subCode})` : ''}`,
+    await moveBotRecording(trx, row.id, BotStatus.failed, {
+      actor: 'provider:webhook',
+      reason,
+      set: {
+        failure_code: `bot.fatal${event.subCode ? `:${event.subCode}` : ''}`,
+        failure_message: `the meeting bot failed${event.subCode ? ` (${event.subCode})` : ''}`,
+      },
     });
     return 'applied';
   }
-  if ((RANK[target] ?? 0) <= (RANK[row.status] ?? 0)) return 'stale';
-  await move(trx, row.id, target, {});
+  // Forward only: a report that comes late (or twice) never moves the recording back.
+  if (BOT_PROGRESS_RANK[target] <= BOT_PROGRESS_RANK[row.status as BotStatus]) return 'stale';
+  if (!(await moveBotRecording(trx, row.id, target, { actor: 'provider:webhook', reason }))) return 'stale';
   if (target === BotStatus.processing) {
     await createJob(
       deps,
@@ -331,21 +307,6 @@ async function applyToRow(
     );
   }
   return 'applied';
-}
-
-async function move(
-  trx: Tx,
-  id: string,
-  status: string,
-  set: { failure_code?: string; failure_message?: string; meeting_id?: string },
-  onlyFrom?: string,
-): Promise<void> {
-  let update = trx
-    .updateTable('bot_recordings')
-    .set({ status, ...set, updated_at: sql<Date>`now()` })
-    .where('id', '=', id);
-  if (onlyFrom) update = update.where('status', '=', onlyFrom);
-  await update.execute();
 }
 
 /**
@@ -397,16 +358,15 @@ export function importBotRecordingJob(
         const last = bot.statusChanges.at(-1);
         const why = last?.subCode ?? last?.code ?? 'no recording';
         await ctx.complete(async (trx) => {
-          await move(
-            trx,
-            recordingId,
-            BotStatus.notRecorded,
-            {
+          await moveBotRecording(trx, recordingId, BotStatus.notRecorded, {
+            actor: ctx.actor,
+            reason: `the bot ended without recording (${why})`,
+            when: (r) => r.status === BotStatus.processing,
+            set: {
               failure_code: `bot.not_recorded:${why}`.slice(0, 200),
               failure_message: `the bot did not record the meeting (${why})`.slice(0, 500),
             },
-            BotStatus.processing,
-          );
+          });
         });
         return;
       }
@@ -421,16 +381,12 @@ export function importBotRecordingJob(
       const audio = await bots.provider.downloadRecording(bot);
       if (!audio) {
         await ctx.complete(async (trx) => {
-          await move(
-            trx,
-            recordingId,
-            BotStatus.complete,
-            {
-              failure_code: 'bot.empty_recording',
-              failure_message: 'the bot recorded no audio',
-            },
-            BotStatus.processing,
-          );
+          await moveBotRecording(trx, recordingId, BotStatus.complete, {
+            actor: ctx.actor,
+            reason: 'the bot recorded no audio',
+            when: (r) => r.status === BotStatus.processing,
+            set: { failure_code: 'bot.empty_recording', failure_message: 'the bot recorded no audio' },
+          });
         });
         return;
       }
@@ -493,17 +449,15 @@ export function importBotRecordingJob(
     // An import that ran out of retries is a failed recording with its reason, not one left
     // `processing` for ever.
     onTerminalFailure: async (trx, job, error) => {
-      await trx
-        .updateTable('bot_recordings')
-        .set({
-          status: BotStatus.failed,
+      await moveBotRecording(trx, payloadOf(job, JobKind.importBotRecording).recordingId, BotStatus.failed, {
+        actor: 'worker',
+        reason: `the import gave up: ${error.code}`,
+        when: (r) => r.status === BotStatus.processing,
+        set: {
           failure_code: `bot.import_failed:${error.code}`.slice(0, 200),
           failure_message: `the recording could not be imported: ${error.message}`.slice(0, 500),
-          updated_at: sql<Date>`now()`,
-        })
-        .where('id', '=', payloadOf(job, JobKind.importBotRecording).recordingId)
-        .where('status', '=', BotStatus.processing)
-        .execute();
+        },
+      });
       return null;
     },
   };

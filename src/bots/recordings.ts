@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind } from '../domain/status.ts';
+import { BotRecordingStatus, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Selectable } from 'kysely';
 import type { BotRecordingsTable, Tx } from '../db/schema.ts';
@@ -13,6 +13,7 @@ import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
+import { moveBotRecording, recordBotRecordingCreated } from './bot-recording-store.ts';
 
 /**
  * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
@@ -507,16 +508,12 @@ export async function cancelRecordingInTx(
     .forNoKeyUpdate()
     .executeTakeFirstOrThrow();
   if (row.status !== 'pending' && row.status !== 'scheduled') return null;
-  const updated = await trx
-    .updateTable('bot_recordings')
-    .set({
-      status: 'canceled',
-      ...(byUser ? { failure_code: USER_CANCELED, failure_message: 'canceled by a user' } : {}),
-      updated_at: sql<Date>`now()`,
-    })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const updated = await moveBotRecording(trx, id, BotRecordingStatus.canceled, {
+    actor,
+    reason: byUser ? 'canceled by a user' : 'no longer wanted (moved or removed from its calendar)',
+    set: byUser ? { failure_code: USER_CANCELED, failure_message: 'canceled by a user' } : {},
+  });
+  if (!updated) return null;
   // With a bot id, that bot is deleted; with an attempt whose answer never came, the provider may
   // have made a bot we never heard of: the job finds it by the recording's metadata (one list call).
   if (row.bot_id || row.schedule_attempted_at) {
@@ -573,7 +570,8 @@ export async function upsertRecording(
         join_at: e.start,
         ends_at: e.end,
         title: e.title,
-        status: 'pending',
+        status: BotRecordingStatus.pending,
+        state_times: sql<string>`jsonb_build_object('pending', now())`,
         requested_by_api: e.requestedByApi ?? false,
       })
       // The slot is held by a recording that is not canceled (partial unique index, migration 0013).
@@ -586,6 +584,7 @@ export async function upsertRecording(
       .returningAll()
       .executeTakeFirst();
     if (inserted) {
+      await recordBotRecordingCreated(trx, inserted, actor);
       await requestBotScheduling(deps, trx, inserted, actor);
       return { recording: inserted, duplicate: false };
     }
@@ -708,11 +707,20 @@ export function deleteBotJob(
 /** A canceled recording whose bot got into the call anyway: it goes on to import what was recorded. */
 async function reopenForImport(deps: MeetingDeps, recordingId: string, botId: string): Promise<void> {
   // A bot never attached (its create's answer was lost before the cancel) becomes the recording's.
-  await sql`update bot_recordings r set status = 'joining', bot_id = ${botId}, failure_code = null, failure_message = null, updated_at = now()
-     where r.id = ${recordingId}::uuid and r.status = 'canceled' and (r.bot_id = ${botId} or r.bot_id is null)
-       and not exists (select 1 from bot_recordings o
-                        where o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
-                          and o.join_at = r.join_at and o.status <> 'canceled')`.execute(deps.db);
+  await deps.db.transaction().execute(async (trx) => {
+    // Unless another recording of the same call went on without it (a move made a new one).
+    const twin = await sql<{ id: string }>`select o.id from bot_recordings r join bot_recordings o
+          on o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
+         and o.join_at = r.join_at and o.status <> 'canceled'
+       where r.id = ${recordingId}::uuid`.execute(trx);
+    if (twin.rows.length > 0) return;
+    await moveBotRecording(trx, recordingId, BotRecordingStatus.joining, {
+      actor: 'worker',
+      reason: 'its bot got into the call after the cancel: what it records is imported',
+      when: (r) => r.status === BotRecordingStatus.canceled && (r.bot_id === botId || r.bot_id === null),
+      set: { bot_id: botId, failure_code: null, failure_message: null },
+    });
+  });
 }
 
 /**

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { ACTIVE_JOB_STATUSES, JobKind } from '../domain/status.ts';
+import { ACTIVE_JOB_STATUSES, BotRecordingStatus, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
@@ -10,6 +10,7 @@ import { applyAttachedBot, applyProviderWebhook } from './provider-webhooks.ts';
 import { OutOfBudget, recoverRecording, recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
+import { moveBotRecording } from './bot-recording-store.ts';
 
 /**
  * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
@@ -245,17 +246,25 @@ export async function backfillEndedBots(
       if (err instanceof AppError && err.code === 'bot.not_found') {
         // The provider no longer knows the bot (deleted outside Verbatim, or expired): its meeting
         // is over, so there is nothing left to wait for. Failed with the reason, not left scheduled.
-        await deps.db
-          .updateTable('bot_recordings')
-          .set({
-            status: 'failed',
-            failure_code: 'bot.vanished',
-            failure_message: 'the provider no longer knows this bot; nothing was imported',
-            updated_at: sql<Date>`now()`,
-          })
-          .where('id', '=', row.id)
-          .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
-          .execute();
+        await deps.db.transaction().execute((trx) =>
+          moveBotRecording(trx, row.id, BotRecordingStatus.failed, {
+            actor: 'bot-backstop',
+            reason: 'the provider no longer knows its bot',
+            when: (r) =>
+              (
+                [
+                  BotRecordingStatus.scheduled,
+                  BotRecordingStatus.joining,
+                  BotRecordingStatus.inCall,
+                  BotRecordingStatus.recording,
+                ] as string[]
+              ).includes(r.status),
+            set: {
+              failure_code: 'bot.vanished',
+              failure_message: 'the provider no longer knows this bot; nothing was imported',
+            },
+          }),
+        );
         continue;
       }
       deps.log.warn(

@@ -2,10 +2,11 @@ import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { ACTIVE_JOB_STATUSES } from '../domain/status.ts';
+import { ACTIVE_JOB_STATUSES, BotRecordingStatus } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import type { Bot, BotProvider, ListBotsQuery } from '../ports.ts';
 import type { RateBudget } from './rate-budget.ts';
+import { moveBotRecording } from './bot-recording-store.ts';
 
 /**
  * R3–R5: scheduling a recording's bot at the provider, and recovering rows whose outcome is not
@@ -192,18 +193,14 @@ export async function scheduleRecording(
     if (err instanceof OutOfBudget || !(err instanceof AppError)) throw err;
     if (err.code === 'bot.bad_request') {
       // The provider refuses this bot itself (a link it cannot join, say): asking again cannot help.
-      await deps.db
-        .updateTable('bot_recordings')
-        .set({
-          status: 'failed',
-          failure_code: 'bot.create_refused',
-          failure_message: err.message.slice(0, 500),
-          updated_at: sql<Date>`now()`,
-        })
-        .where('id', '=', recordingId)
-        .where('status', '=', 'pending')
-        .where('bot_id', 'is', null)
-        .execute();
+      await deps.db.transaction().execute((trx) =>
+        moveBotRecording(trx, recordingId, BotRecordingStatus.failed, {
+          actor: 'bot-scheduler',
+          reason: 'the provider refused to create the bot',
+          when: (r) => r.status === BotRecordingStatus.pending && r.bot_id === null,
+          set: { failure_code: 'bot.create_refused', failure_message: err.message.slice(0, 500) },
+        }),
+      );
       deps.log.warn({ recordingId, code: err.code }, 'the provider refused the bot; recording failed');
       return null;
     }
@@ -230,20 +227,15 @@ export async function scheduleRecording(
 }
 
 async function attach(deps: BotSchedulingDeps, recordingId: string, botId: string): Promise<boolean> {
-  const done = await deps.db
-    .updateTable('bot_recordings')
-    .set({
-      bot_id: botId,
-      status: 'scheduled',
-      last_error: null,
-      last_error_at: null,
-      updated_at: sql<Date>`now()`,
-    })
-    .where('id', '=', recordingId)
-    .where('bot_id', 'is', null)
-    .where('status', '=', 'pending')
-    .executeTakeFirst();
-  if (Number(done.numUpdatedRows) === 1) return true;
+  const done = await deps.db.transaction().execute((trx) =>
+    moveBotRecording(trx, recordingId, BotRecordingStatus.scheduled, {
+      actor: 'bot-scheduler',
+      reason: 'its bot was created',
+      when: (r) => r.status === BotRecordingStatus.pending && r.bot_id === null,
+      set: { bot_id: botId, last_error: null, last_error_at: null },
+    }),
+  );
+  if (done) return true;
   // The same bot attached already (a replayed create) counts as attached.
   const row = await deps.db
     .selectFrom('bot_recordings')
@@ -603,11 +595,13 @@ async function giveUp(
   code: string,
   message: string,
 ): Promise<void> {
-  await deps.db
-    .updateTable('bot_recordings')
-    .set({ status: 'failed', failure_code: code, failure_message: message, updated_at: sql<Date>`now()` })
-    .where('id', '=', recordingId)
-    .where('status', '=', 'pending')
-    .execute();
+  await deps.db.transaction().execute((trx) =>
+    moveBotRecording(trx, recordingId, BotRecordingStatus.failed, {
+      actor: 'bot-scheduler',
+      reason: `given up: ${code}`,
+      when: (r) => r.status === BotRecordingStatus.pending,
+      set: { failure_code: code, failure_message: message },
+    }),
+  );
   deps.log.warn({ recordingId, code }, 'bot recording given up');
 }

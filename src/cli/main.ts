@@ -17,7 +17,7 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim migrate            apply database migrations and exit
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
   verbatim status             per queue: pending, running, age of the oldest due job
-  verbatim inspect ID         a meeting or job: windows, jobs, ordered attempts, audit trail
+  verbatim inspect ID         a meeting, job or bot recording: windows, jobs, ordered attempts, audit trail
   verbatim dead-letters       failed jobs with their attempt history
   verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish)
   verbatim keys create [--workspace NAME] [--label TEXT] [--expires-in-days N]
@@ -86,7 +86,7 @@ async function main(argv: string[]): Promise<number> {
       return withApp(config, log, status);
     case 'inspect': {
       const id = rest[0];
-      if (!id) throw new UsageError('inspect needs a meeting or job ID');
+      if (!id) throw new UsageError('inspect needs a meeting, job or bot recording ID');
       return withApp(config, log, (app) => inspect(app, id));
     }
     case 'dead-letters':

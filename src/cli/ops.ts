@@ -43,7 +43,10 @@ export async function status(app: App): Promise<number> {
   return 0;
 }
 
-/** X1: a meeting (windows, jobs, attempts, audit) or a single job. Tokens are never selected. */
+/**
+ * X1: a meeting (windows, jobs, attempts, audit), a single job, or a bot recording (its statuses
+ * with the time it entered each, its jobs, its audit trail). Tokens are never selected.
+ */
 export async function inspect(app: App, id: string): Promise<number> {
   if (!isUuid(id)) {
     out(`not an id: ${id}`);
@@ -81,11 +84,32 @@ export async function inspect(app: App, id: string): Promise<number> {
     jobIds.push(...jobs.map((j) => j.id));
   } else {
     const job = await db.selectFrom('jobs').select('id').where('id', '=', id).executeTakeFirst();
-    if (!job) {
-      out(`no meeting or job ${id}`);
+    const recording = job
+      ? undefined
+      : await db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirst();
+    if (recording) {
+      // R7/R9: a bot recording, its bot's jobs and its trail.
+      out(
+        `bot recording ${recording.id}  "${recording.title}"  status=${recording.status}  bot=${recording.bot_id ?? '∅'}  meeting=${recording.meeting_id ?? '∅'}`,
+      );
+      out(`  joins ${ts(recording.join_at)}  ends ${ts(recording.ends_at)}`);
+      if (recording.failure_code) out(`  failure: ${recording.failure_code}: ${recording.failure_message}`);
+      if (recording.last_error) out(`  last error: ${ts(recording.last_error_at)} ${recording.last_error}`);
+      const times = Object.entries(recording.state_times).sort((a, b) => a[1].localeCompare(b[1]));
+      out(`  entered: ${times.map(([status, at]) => `${status} ${at}`).join(', ') || '∅'}`);
+      const jobs = await db
+        .selectFrom('jobs')
+        .select('id')
+        .where('subject_id', '=', id)
+        .orderBy('created_at')
+        .execute();
+      jobIds.push(...jobs.map((j) => j.id));
+    } else if (!job) {
+      out(`no meeting, job or bot recording ${id}`);
       return 1;
+    } else {
+      jobIds.push(job.id);
     }
-    jobIds.push(job.id);
   }
   for (const jobId of jobIds) await printJob(app, jobId);
   const audit = await db

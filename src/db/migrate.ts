@@ -28,6 +28,7 @@ import * as m0024 from './migrations/0024-late-windows.ts';
 import * as m0025 from './migrations/0025-meeting-stream.ts';
 import * as m0026 from './migrations/0026-resumable-split.ts';
 import * as m0027 from './migrations/0027-split-close-out-gate.ts';
+import * as m0028 from './migrations/0028-bot-recording-lifecycle.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -57,6 +58,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0025-meeting-stream': m0025,
   '0026-resumable-split': m0026,
   '0027-split-close-out-gate': m0027,
+  '0028-bot-recording-lifecycle': m0028,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -208,6 +208,8 @@ export interface BotRecordingsTable {
   requested_by_api: ColumnType<boolean, boolean | undefined, boolean>;
   last_error: string | null;
   last_error_at: NullableTimestamp;
+  /** When the recording entered each status it went through (ISO times by status). */
+  state_times: ColumnType<Record<string, string>, string | undefined, string>;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }

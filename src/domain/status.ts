@@ -158,3 +158,98 @@ export const CONSUMERS_OF: Record<EventType, Consumer[]> = {
   [EventType.minutesReady]: [Consumer.webhooks],
   [EventType.meetingTranscriptRevised]: [Consumer.minutes, Consumer.webhooks],
 };
+
+/**
+ * R7/R9: a meeting bot's recording. It waits for its bot to be created (`pending`), holds a bot
+ * (`scheduled`), follows the provider's word forward only (`joining` → `in_call` → `recording` →
+ * `processing`, the import), and ends `complete` (with its meeting), `failed`, `canceled` or
+ * `not_recorded` (the bot ended without recording).
+ */
+export const BotRecordingStatus = {
+  pending: 'pending',
+  scheduled: 'scheduled',
+  joining: 'joining',
+  inCall: 'in_call',
+  recording: 'recording',
+  processing: 'processing',
+  complete: 'complete',
+  failed: 'failed',
+  canceled: 'canceled',
+  notRecorded: 'not_recorded',
+} as const;
+export type BotRecordingStatus = (typeof BotRecordingStatus)[keyof typeof BotRecordingStatus];
+
+export const BOT_RECORDING_FINISHED: readonly BotRecordingStatus[] = [
+  BotRecordingStatus.complete,
+  BotRecordingStatus.failed,
+  BotRecordingStatus.canceled,
+  BotRecordingStatus.notRecorded,
+];
+const BOT_ACTIVE = [
+  BotRecordingStatus.pending,
+  BotRecordingStatus.scheduled,
+  BotRecordingStatus.joining,
+  BotRecordingStatus.inCall,
+  BotRecordingStatus.recording,
+  BotRecordingStatus.processing,
+] as const;
+
+/** How far along the provider's word a recording is: a report never moves it back. */
+export const BOT_PROGRESS_RANK: Record<BotRecordingStatus, number> = {
+  pending: 0,
+  scheduled: 1,
+  joining: 2,
+  in_call: 3,
+  recording: 4,
+  processing: 5,
+  complete: 6,
+  failed: 6,
+  canceled: 6,
+  not_recorded: 6,
+};
+
+/**
+ * Every legal move of a bot recording, by its target: the statuses it may come from. Anything else
+ * is refused (and audited as refused) by the store (src/bots/bot-recording-store.ts).
+ */
+export const BotRecordingTransitions = {
+  /** The bot was created (or found by its metadata) and attached. */
+  scheduled: { from: [BotRecordingStatus.pending], to: BotRecordingStatus.scheduled },
+  /** The provider's word; `canceled` → `joining`: a canceled recording whose bot got in anyway. */
+  joining: {
+    from: [BotRecordingStatus.scheduled, BotRecordingStatus.canceled],
+    to: BotRecordingStatus.joining,
+  },
+  inCall: {
+    from: [BotRecordingStatus.scheduled, BotRecordingStatus.joining],
+    to: BotRecordingStatus.inCall,
+  },
+  recording: {
+    from: [BotRecordingStatus.scheduled, BotRecordingStatus.joining, BotRecordingStatus.inCall],
+    to: BotRecordingStatus.recording,
+  },
+  /** The call is over and its recording is being imported. */
+  processing: {
+    from: [
+      BotRecordingStatus.scheduled,
+      BotRecordingStatus.joining,
+      BotRecordingStatus.inCall,
+      BotRecordingStatus.recording,
+    ],
+    to: BotRecordingStatus.processing,
+  },
+  /** Its meeting completed (or the bot recorded nothing at all). */
+  complete: { from: [BotRecordingStatus.processing], to: BotRecordingStatus.complete },
+  notRecorded: { from: [BotRecordingStatus.processing], to: BotRecordingStatus.notRecorded },
+  failed: { from: BOT_ACTIVE, to: BotRecordingStatus.failed },
+  /** A user's cancel (before the bot joins) or its meeting deleted (at any point). */
+  canceled: { from: BOT_ACTIVE, to: BotRecordingStatus.canceled },
+} as const satisfies Record<string, { from: readonly BotRecordingStatus[]; to: BotRecordingStatus }>;
+
+/** The transition that ends in `to` (none ends in `pending`: a recording is only created so). */
+export function botTransitionTo(to: BotRecordingStatus): {
+  from: readonly BotRecordingStatus[];
+  to: BotRecordingStatus;
+} {
+  return Object.values(BotRecordingTransitions).find((t) => t.to === to) ?? { from: [], to };
+}

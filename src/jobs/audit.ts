@@ -2,7 +2,7 @@ import type { Executor } from '../db/schema.ts';
 
 export interface AuditEntry {
   workspaceId: string | null;
-  subjectType: 'meeting' | 'window' | 'job' | 'attempt' | 'outbox' | 'worker';
+  subjectType: 'meeting' | 'window' | 'job' | 'attempt' | 'outbox' | 'worker' | 'bot_recording';
   subjectId: string;
   from: string | null;
   to: string;

@@ -4,6 +4,7 @@ import type { MeetingRow, Tx } from '../db/schema.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import {
+  BotRecordingStatus,
   JobKind,
   MeetingSource,
   MeetingStatus,
@@ -21,6 +22,7 @@ import { createMinutesJob, hasActiveMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
 import { createJob } from '../jobs/catalog.ts';
+import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 
@@ -62,22 +64,16 @@ export async function deleteMeeting(
     await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
     // A bot recording that brought this meeting in ends with it, saying why (not `processing`
     // for ever, pointing at nothing).
+    for (const rec of await activeRecordingsOfMeeting(trx, meetingId)) {
+      await moveBotRecording(trx, rec.id, BotRecordingStatus.canceled, {
+        actor,
+        reason: 'its meeting was deleted',
+        set: { failure_code: 'meeting.deleted', failure_message: 'its meeting was deleted' },
+      });
+    }
     await trx
       .updateTable('bot_recordings')
-      .set({
-        status: sql<string>`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
-                                 then status else 'canceled' end`,
-        failure_code: sql<
-          string | null
-        >`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
-                                 then failure_code else 'meeting.deleted' end`,
-        failure_message: sql<
-          string | null
-        >`case when status in ('complete', 'failed', 'canceled', 'not_recorded')
-                                 then failure_message else 'its meeting was deleted' end`,
-        meeting_id: null,
-        updated_at: sql<Date>`now()`,
-      })
+      .set({ meeting_id: null, updated_at: sql<Date>`now()` })
       .where('meeting_id', '=', meetingId)
       .execute();
     // Events about the meeting carry its content (minutes): they go with it, and webhook

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Db, Executor, MeetingRow, MeetingsTable, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import {
+  BotRecordingStatus,
   EventType,
   JobStatus,
   MeetingStatus,
@@ -13,6 +14,7 @@ import { emitEvent } from '../events/outbox.ts';
 import { recordAudit } from '../jobs/audit.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
+import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
 
 export interface NewMeeting {
   source: MeetingSource;
@@ -231,12 +233,17 @@ export class PgMeetingStore {
     // O3: the end of a meeting is an event for customer webhooks, in the same transaction (O1).
     if (t.to === MeetingStatus.complete || t.to === MeetingStatus.failed) {
       // R7: a bot's recording ends with the meeting its audio became.
-      await sql`update bot_recordings
-           set status = ${t.to},
-               failure_code = case when ${t.to} = 'failed' then 'meeting.failed' else failure_code end,
-               failure_message = case when ${t.to} = 'failed' then ${row.failure_message} else failure_message end,
-               updated_at = now()
-         where meeting_id = ${meeting.id} and status = 'processing'`.execute(trx);
+      for (const rec of await activeRecordingsOfMeeting(trx, meeting.id)) {
+        if (rec.status !== BotRecordingStatus.processing) continue;
+        await moveBotRecording(trx, rec.id, t.to, {
+          actor,
+          reason: `its meeting is ${t.to}`,
+          set:
+            t.to === MeetingStatus.failed
+              ? { failure_code: 'meeting.failed', failure_message: row.failure_message }
+              : {},
+        });
+      }
       await emitEvent(trx, {
         workspaceId: meeting.workspace_id,
         type: t.to === MeetingStatus.complete ? EventType.meetingCompleted : EventType.meetingFailed,

@@ -1,0 +1,111 @@
+import { sql, type Selectable } from 'kysely';
+import type { BotRecordingsTable, Tx } from '../db/schema.ts';
+import { BOT_RECORDING_FINISHED, botTransitionTo, type BotRecordingStatus } from '../domain/status.ts';
+import { recordAudit } from '../jobs/audit.ts';
+
+export type BotRecordingRow = Selectable<BotRecordingsTable>;
+
+/** Fields a move may set with the status. */
+export interface BotRecordingFields {
+  bot_id?: string;
+  meeting_id?: string | null;
+  failure_code?: string | null;
+  failure_message?: string | null;
+  last_error?: string | null;
+  last_error_at?: null;
+}
+
+export interface BotRecordingMove {
+  /** `user:<workspace>`, `worker`, `provider:webhook`, `backstop`, … */
+  actor: string;
+  reason: string;
+  /**
+   * The caller's own condition on the locked row (a status it expects, a bot not yet attached):
+   * when it does not hold, the move is not made and nothing is recorded: another writer got there
+   * first. A move the lifecycle forbids is a different thing: refused and audited as refused.
+   */
+  when?: (row: BotRecordingRow) => boolean;
+  set?: BotRecordingFields;
+}
+
+/**
+ * The one writer of a bot recording's status (R7/R9). Each move is a legal transition of
+ * `BotRecordingTransitions` (src/domain/status.ts), made on the locked row in the caller's
+ * transaction, with its audit row and the time the recording entered its new status
+ * (`state_times`). A move the lifecycle does not allow is refused: the row is left as it is and an
+ * audit row says what was asked and refused. Returns the moved row, or null when not moved.
+ */
+export async function moveBotRecording(
+  trx: Tx,
+  id: string,
+  to: BotRecordingStatus,
+  move: BotRecordingMove,
+): Promise<BotRecordingRow | null> {
+  const row = await trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', id)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!row) return null;
+  if (move.when && !move.when(row)) return null;
+  const legal = (botTransitionTo(to).from as readonly string[]).includes(row.status);
+  if (!legal) {
+    await recordAudit(trx, {
+      workspaceId: row.workspace_id,
+      subjectType: 'bot_recording',
+      subjectId: row.id,
+      from: row.status,
+      to,
+      actor: move.actor,
+      reason: `refused: ${row.status} → ${to} is not a legal move (${move.reason})`,
+      details: { refused: true },
+    });
+    return null;
+  }
+  const moved = await trx
+    .updateTable('bot_recordings')
+    .set({
+      ...move.set,
+      status: to,
+      state_times: sql<string>`state_times || jsonb_build_object(${to}::text, now())`,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await recordAudit(trx, {
+    workspaceId: row.workspace_id,
+    subjectType: 'bot_recording',
+    subjectId: row.id,
+    from: row.status,
+    to,
+    actor: move.actor,
+    reason: move.reason,
+  });
+  return moved;
+}
+
+/** The audit row of a new recording (it starts `pending`, in the transaction that made it). */
+export async function recordBotRecordingCreated(trx: Tx, row: BotRecordingRow, actor: string): Promise<void> {
+  await recordAudit(trx, {
+    workspaceId: row.workspace_id,
+    subjectType: 'bot_recording',
+    subjectId: row.id,
+    from: null,
+    to: row.status,
+    actor,
+    reason: 'created',
+  });
+}
+
+/** The recordings whose audio became this meeting, still on their way (locked, for a move each). */
+export async function activeRecordingsOfMeeting(trx: Tx, meetingId: string): Promise<BotRecordingRow[]> {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('meeting_id', '=', meetingId)
+    .where('status', 'not in', [...BOT_RECORDING_FINISHED])
+    .forNoKeyUpdate()
+    .execute();
+}

@@ -168,11 +168,12 @@ void describe('live meetings', () => {
       .select(['id', 'subject_id', 'to_status'])
       .orderBy('id')
       .execute();
-    const lastWindowSettled = Math.max(
-      ...trail
-        .filter((a) => windows.some((w) => w.id === a.subject_id) && a.to_status === 'transcribed')
-        .map((a) => Number(a.id)),
+    const settled = trail.filter(
+      (a) => windows.some((w) => w.id === a.subject_id) && a.to_status === 'transcribed',
     );
+    // Every window's settling is in the trail (an empty list would make the order check vacuous).
+    assert.equal(settled.length, windows.length, 'one audited settling per window');
+    const lastWindowSettled = Math.max(...settled.map((a) => Number(a.id)));
     const minutes = trail.find((a) => a.subject_id === id && a.to_status === 'minutes:written');
     const complete = trail.find((a) => a.subject_id === id && a.to_status === 'complete');
     assert.ok(minutes && complete);
@@ -464,12 +465,41 @@ void it('L10: a close-out worker killed after the last stretch is reclaimed as t
     assert.equal(attempts.filter((a) => a === 'lease_expired').length, 1);
     assert.equal(attempts.at(-1), 'completed');
     // The last stretch was committed once, before the kill, and not redone.
-    const windows = await h.app.database.db
-      .selectFrom('windows')
-      .selectAll()
-      .where('meeting_id', '=', id)
-      .execute();
+    const db = h.app.database.db;
+    const windows = await db.selectFrom('windows').selectAll().where('meeting_id', '=', id).execute();
     assert.ok(windows.every((w) => w.status === 'transcribed'));
+    const lastStretch = windows.reduce((a, b) => (b.start_ms > a.start_ms ? b : a));
+    const settled = await db
+      .selectFrom('audit_events')
+      .select('id')
+      .where('subject_id', '=', lastStretch.id)
+      .where('to_status', '=', 'transcribed')
+      .execute();
+    assert.equal(settled.length, 1, 'the last stretch was committed once');
+    const killed = await db
+      .selectFrom('audit_events')
+      .innerJoin('job_attempts', (j) =>
+        j.on(sql`job_attempts.id::text`, '=', sql.ref('audit_events.subject_id')),
+      )
+      .select('audit_events.id')
+      .where('job_attempts.job_id', '=', job.id)
+      .where('audit_events.to_status', '=', 'lease_expired')
+      .executeTakeFirstOrThrow();
+    assert.ok(
+      Number(settled[0]!.id) < Number(killed.id),
+      'the last stretch was committed before the worker was killed',
+    );
+    const segments = await db
+      .selectFrom('segments')
+      .select(['start_ms', 'text'])
+      .where('window_id', '=', lastStretch.id)
+      .execute();
+    assert.ok(segments.length > 0, 'the last stretch has words');
+    assert.equal(
+      new Set(segments.map((x) => `${x.start_ms}:${x.text}`)).size,
+      segments.length,
+      'and none of them twice: the stretch was not recognised and committed again',
+    );
   } finally {
     await h.close();
   }

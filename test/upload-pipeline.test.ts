@@ -80,14 +80,46 @@ void describe('upload pipeline end to end', () => {
       'finalizing>complete',
     ]);
     assert.ok(trail.every((t) => t.actor.length > 0));
-    const jobs = await db.selectFrom('jobs').select('id').execute();
+    const jobs = await db.selectFrom('jobs').select(['id', 'status']).execute();
+    assert.ok(jobs.length >= 3, 'split, windows, close-out, minutes');
     for (const job of jobs) {
-      const n = await db
+      const jobTrail = await db
         .selectFrom('audit_events')
-        .select(sql<number>`count(*)::int`.as('n'))
+        .select(['from_status', 'to_status', 'actor', 'at'])
         .where('subject_id', '=', job.id)
-        .executeTakeFirstOrThrow();
-      assert.ok(n.n >= 3, 'created, claimed and completed are audited');
+        .orderBy('id')
+        .execute();
+      // Created, claimed and completed, each from the status the one before left it in.
+      assert.equal(jobTrail[0]!.from_status, null, 'the first row is its creation');
+      for (let i = 1; i < jobTrail.length; i++) {
+        assert.equal(jobTrail[i]!.from_status, jobTrail[i - 1]!.to_status, 'a chain of moves, none missing');
+        assert.ok(jobTrail[i]!.at >= jobTrail[i - 1]!.at, 'in time order');
+      }
+      assert.equal(jobTrail.at(-1)!.to_status, job.status, 'the trail ends where the job is');
+      assert.ok(jobTrail.length >= 3, 'created, claimed and completed are audited');
+      // Each attempt's outcome is audited too, by whom and when it ended.
+      const attempts = await db
+        .selectFrom('job_attempts')
+        .select(['id', 'status'])
+        .where('job_id', '=', job.id)
+        .execute();
+      assert.ok(attempts.length >= 1);
+      for (const a of attempts) {
+        const rows = await db
+          .selectFrom('audit_events')
+          .select(['from_status', 'to_status', 'actor', 'at'])
+          .where('subject_type', '=', 'attempt')
+          .where('subject_id', '=', a.id)
+          .orderBy('id')
+          .execute();
+        assert.deepEqual(
+          rows.map((r) => `${r.from_status}>${r.to_status}`),
+          ['null>running', `running>${a.status}`],
+          'the attempt started and ended once, both audited',
+        );
+        assert.ok(rows.every((r) => r.actor.length > 0));
+        assert.ok(rows[1]!.at >= rows[0]!.at, 'ended after it started');
+      }
     }
   });
 

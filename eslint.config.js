@@ -60,6 +60,25 @@ export default tseslint.config(
     },
   },
   {
+    // The web app shares the server's status and code types, never its code: a value import from
+    // src/ would pull server modules into the browser bundle.
+    files: ['web/src/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+src/',
+              allowTypeImports: true,
+              message: 'the web app imports only types from the server (import type).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['test/**', 'bench/**', 'sim/**'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',

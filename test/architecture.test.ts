@@ -82,3 +82,19 @@ void it('Boundaries: the lint run keeps Node built-ins, the database, the networ
   assert.equal(refused.filter((m) => /no database, network/.test(m)).length, 3);
   assert.equal(refused.filter((m) => /nothing outside itself/.test(m)).length, 1);
 });
+
+void it('Boundaries: the web app takes only types from the server (its statuses), never server code', async () => {
+  const file = probe(
+    `web/src/${tag}-web.ts`,
+    [
+      `import type { MeetingStatus } from '../../src/domain/status.ts';`,
+      `import { MinutesStatus } from '../../src/domain/status.ts';`,
+      `export const shown: MeetingStatus = 'complete';`,
+      `export const minutes = MinutesStatus.written;`,
+      '',
+    ].join('\n'),
+  );
+  const messages = (await lint([file])).filter((m) => m.rule === '@typescript-eslint/no-restricted-imports');
+  assert.equal(messages.length, 1, `only the value import is refused: ${JSON.stringify(messages)}`);
+  assert.match(messages[0]!.message, /only types/);
+});

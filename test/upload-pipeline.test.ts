@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { sql } from 'kysely';
 import {
   assertNoTokenLeaks,
   METRICS_AUTH,

@@ -1,3 +1,4 @@
+import { BotRecordingStatus, MeetingSource, MeetingStatus, MinutesStatus } from '../domain/status.ts';
 import { WEBHOOK_EVENTS } from '../events/webhooks.ts';
 import { ACCEPTED_AUDIO_TYPES } from '../meetings/intake.ts';
 
@@ -42,6 +43,28 @@ export function openApiDocument(maxUploadBytes: number) {
         },
       },
       schemas: {
+        BotRecording: {
+          type: 'object',
+          properties: {
+            id: { type: 'string', format: 'uuid' },
+            title: { type: 'string' },
+            meetingUrl: { type: 'string' },
+            joinAt: { type: 'string', format: 'date-time' },
+            endsAt: { type: 'string', format: 'date-time' },
+            status: {
+              enum: Object.values(BotRecordingStatus),
+              description:
+                'R7/R9: pending (no bot yet) → scheduled → joining → in_call → recording → processing (the import) → complete; or failed, canceled, not_recorded',
+            },
+            botId: { type: ['string', 'null'] },
+            failure: {
+              type: ['object', 'null'],
+              properties: { code: { type: 'string' }, message: { type: ['string', 'null'] } },
+            },
+            meetingId: { type: ['string', 'null'], format: 'uuid' },
+            lastError: { type: ['string', 'null'] },
+          },
+        },
         Error: {
           type: 'object',
           properties: {
@@ -56,9 +79,9 @@ export function openApiDocument(maxUploadBytes: number) {
           properties: {
             id: { type: 'string', format: 'uuid' },
             title: { type: 'string' },
-            source: { enum: ['upload', 'live', 'bot'] },
+            source: { enum: Object.values(MeetingSource) },
             language: { type: ['string', 'null'] },
-            status: { enum: ['created', 'recording', 'processing', 'finalizing', 'complete', 'failed'] },
+            status: { enum: Object.values(MeetingStatus) },
             durationMs: { type: ['integer', 'null'] },
             windows: {
               type: 'object',
@@ -137,7 +160,7 @@ export function openApiDocument(maxUploadBytes: number) {
             minutes: {
               type: 'object',
               properties: {
-                status: { enum: ['none', 'pending', 'written', 'unavailable', 'failed'] },
+                status: { enum: Object.values(MinutesStatus) },
                 revision: {
                   type: ['integer', 'null'],
                   description: 'the transcript revision these minutes describe',
@@ -603,7 +626,13 @@ export function openApiDocument(maxUploadBytes: number) {
         get: {
           summary: 'A bot recording: status, bot id, failure, last provider error, meeting id',
           parameters: [idParam],
-          responses: { '200': { description: 'The recording' }, ...errors },
+          responses: {
+            '200': {
+              description: 'The recording',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/BotRecording' } } },
+            },
+            ...errors,
+          },
         },
       },
       '/v1/bot-recordings/{id}/cancel': {

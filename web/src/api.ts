@@ -1,4 +1,6 @@
 /** The Verbatim HTTP API from the browser: same origin, `Authorization: Bearer <key>`. */
+// Types only (erased from the bundle): the statuses are declared once, in the server's domain.
+import type { MeetingSource, MeetingStatus, MinutesStatus } from '../../src/domain/status.ts';
 
 const KEY = 'verbatim.apiKey';
 
@@ -75,8 +77,8 @@ export interface Reason {
 export interface Meeting {
   id: string;
   title: string;
-  source: 'live' | 'upload' | 'bot';
-  status: 'created' | 'recording' | 'processing' | 'finalizing' | 'complete' | 'failed';
+  source: MeetingSource;
+  status: MeetingStatus;
   durationMs: number | null;
   windows: { total: number; done: number; inFlight: number; exhausted: number; missing: number };
   progress: { stage: string; message: string } | null;
@@ -84,7 +86,7 @@ export interface Meeting {
   /** How many times the published transcript was revised with late audio (L19). */
   revision: number;
   minutes: {
-    status: 'none' | 'pending' | 'written' | 'unavailable' | 'failed';
+    status: MinutesStatus;
     reason: Reason | null;
     content: Minutes | null;
     writtenAt: string | null;

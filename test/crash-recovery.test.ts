@@ -203,13 +203,53 @@ void it('A9/J11: an unhandled rejection in a worker process makes it exit non-ze
 void it('J11: SIGTERM stops claiming and the worker exits 0 after draining', async () => {
   const h = await startHarness();
   try {
-    const worker = h.spawnWorker();
-    await waitFor('worker to start', async () => /worker started/.test(worker.output()));
+    // One slot, and window 0 slow enough for the signal to come while it runs, with more windows
+    // waiting: a worker that kept claiming would start one of them before it exits.
+    const worker = h.spawnWorker({
+      VERBATIM_FAULTS: JSON.stringify([
+        {
+          at: 'transcribe-window.before-commit',
+          action: 'delay',
+          ms: 5000,
+          times: 1,
+          match: { windowIndex: 0 },
+        },
+      ]),
+      VERBATIM_TRANSCRIPTION_CONCURRENCY: '1',
+    });
+    const id = await uploadMeeting(h, wav);
+    const db = h.app.database.db;
+    const waitingWindows = async () =>
+      (
+        await db
+          .selectFrom('jobs')
+          .select(sql<number>`count(*)::int`.as('n'))
+          .where('kind', '=', 'transcribe-window')
+          .where('status', '=', 'pending')
+          .executeTakeFirstOrThrow()
+      ).n;
+    // (The split cuts windows while it decodes: the others appear while window 0 runs.)
+    await waitFor(
+      'window 0 in progress and another window waiting for the slot',
+      async () => (await attemptHistory(h, 0)).includes('running') && (await waitingWindows()) > 0,
+    );
+    const { rows } = await sql<{ at: Date }>`select now() as at`.execute(db);
     worker.proc.kill('SIGTERM');
     assert.equal(await worker.exited, 0);
     assert.match(worker.output(), /worker stopped/);
-    const row = await h.app.database.db.selectFrom('workers').select('stopped_at').executeTakeFirstOrThrow();
+    // The job in hand was finished (drained), not handed back, and nothing was claimed after the signal.
+    assert.deepEqual(await attemptHistory(h, 0), ['completed']);
+    const later = await db
+      .selectFrom('job_attempts')
+      .select('id')
+      .where('started_at', '>', rows[0]!.at)
+      .execute();
+    assert.equal(later.length, 0, 'no attempt started after SIGTERM');
+    const row = await db.selectFrom('workers').select('stopped_at').executeTakeFirstOrThrow();
     assert.ok(row.stopped_at);
+    // The rest is left for the next worker.
+    h.spawnWorker();
+    await waitForMeeting(h, id);
   } finally {
     await h.close();
   }

@@ -91,7 +91,7 @@ export interface FakeRecall {
   rateLimited: Record<RecallEndpoint, number>;
   /** When each request reached the rate check (the fake's clock), admitted or not, per endpoint. */
   arrivals: Record<RecallEndpoint, number[]>;
-  /** Most requests admitted in any sliding window (a minute by default), per endpoint: never above `limits`. */
+  /** Most requests sent in any sliding window (a minute by default), per endpoint, refused ones included. */
   peakPerMinute: Record<RecallEndpoint, number>;
   /** Mutable at any time. */
   limits: Record<RecallEndpoint, number>;
@@ -297,6 +297,10 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
   function admit(endpoint: RecallEndpoint): number | null {
     const t = now();
     fake.arrivals[endpoint].push(t);
+    // The peak counts every request that reached us in the last minute, refused or not: it is
+    // what the client sent, so a client over the limit shows a peak over the limit.
+    const sent = fake.arrivals[endpoint].filter((at) => at > t - WINDOW_MS).length;
+    fake.peakPerMinute[endpoint] = Math.max(fake.peakPerMinute[endpoint], sent);
     const window = admitted[endpoint].filter((at) => at > t - WINDOW_MS);
     admitted[endpoint] = window;
     if (window.length >= limits[endpoint]) {
@@ -304,7 +308,6 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       return Math.max(1, Math.ceil((oldest + WINDOW_MS - t) / 1000));
     }
     window.push(t);
-    fake.peakPerMinute[endpoint] = Math.max(fake.peakPerMinute[endpoint], window.length);
     return null;
   }
 

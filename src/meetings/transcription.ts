@@ -8,7 +8,7 @@ import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
-import { payloadOf } from '../jobs/catalog.ts';
+import { JOB_CATALOG, payloadOf } from '../jobs/catalog.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof JobKind.transcribeWindow> {
@@ -231,13 +231,13 @@ export async function maybeStartCloseOut(
   actor: string,
 ): Promise<void> {
   await flushAudit(trx);
-  // L7: the close-out's retry budget is split between errors and stalled-job reclaims.
+  // L7: the close-out's retry budget is split between errors and stalled-job reclaims; the
+  // budgets are the catalog's, the same as for a close-out created by End.
+  const budget = JOB_CATALOG[JobKind.closeOutMeeting].budget(deps.config);
   const result = await sql<{
     outcome: CloseOutStart;
   }>`select verbatim_start_close_out(${meetingId}::uuid, ${actor},
-    ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int, 0) as outcome`.execute(
-    trx,
-  );
+    ${budget.maxErrors}::int, ${budget.maxReclaims}::int, 0) as outcome`.execute(trx);
   reportCloseOutStart(deps, meetingId, result.rows[0]?.outcome);
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { BotRecordingStatus, JobKind } from '../domain/status.ts';
+import { BOT_RECORDING_FINISHED, BotRecordingStatus, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Selectable } from 'kysely';
 import type { BotRecordingsTable, Tx } from '../db/schema.ts';
@@ -224,7 +224,7 @@ async function releaseApiRecording(deps: MeetingDeps, trx: Tx, id: string, actor
 }
 
 /** Recordings that are over (or canceled) hold no call. */
-const FINISHED: string[] = ['canceled', 'complete', 'failed', 'not_recorded'];
+const FINISHED = [...BOT_RECORDING_FINISHED];
 
 /**
  * R10: one bot per call. An event at another start whose time overlaps a recording of the same
@@ -381,18 +381,7 @@ const OLD_FAILURE_CODES: Record<string, string> = {
   canceled_by_user: 'bot.canceled_by_user',
 };
 
-const RECORDING_STATUSES = [
-  'pending',
-  'scheduled',
-  'joining',
-  'in_call',
-  'recording',
-  'processing',
-  'complete',
-  'failed',
-  'canceled',
-  'not_recorded',
-];
+const RECORDING_STATUSES: readonly string[] = Object.values(BotRecordingStatus);
 
 /**
  * GET /v1/bot-recordings: a workspace's recordings, newest meeting first, filtered by status,
@@ -416,7 +405,7 @@ export async function listBotRecordings(
   if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw bad('limit', 'limit must be 1 to 200');
   let q = deps.db.selectFrom('bot_recordings').selectAll().where('workspace_id', '=', workspaceId);
   if (query.status !== undefined) {
-    const statuses = query.status.split(',');
+    const statuses = query.status.split(',') as BotRecordingStatus[];
     if (statuses.some((st) => !RECORDING_STATUSES.includes(st)))
       throw bad('status', `status must be any of ${RECORDING_STATUSES.join(', ')}`);
     q = q.where('status', 'in', statuses);

@@ -1,3 +1,11 @@
+import type {
+  AttemptOutcome,
+  ATTEMPT_RUNNING,
+  BotRecordingStatus,
+  JobStatus,
+  MeetingStatus,
+  WindowStatus,
+} from '../domain/status.ts';
 import type { ColumnType, Generated, Insertable, Kysely, Selectable, Transaction } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -30,7 +38,7 @@ export interface MeetingsTable {
   source: string;
   title: string;
   language: string | null;
-  status: string;
+  status: MeetingStatus;
   window_ms: number;
   duration_ms: number | null;
   revision: Generated<number>;
@@ -197,7 +205,7 @@ export interface BotRecordingsTable {
   join_at: ColumnType<Date, Date | string, Date | string>;
   ends_at: ColumnType<Date, Date | string, Date | string>;
   title: ColumnType<string, string | undefined, string>;
-  status: string;
+  status: BotRecordingStatus;
   bot_id: string | null;
   schedule_attempted_at: NullableTimestamp;
   idempotency_key: string | null;
@@ -288,7 +296,7 @@ export interface WindowsTable {
   start_ms: number;
   end_ms: number;
   blob_id: string | null;
-  status: string;
+  status: WindowStatus;
   failure_code: string | null;
   failure_message: string | null;
   segment_count: number | null;
@@ -322,7 +330,7 @@ export interface JobsTable {
   subject_id: string;
   meeting_id: string | null;
   dedupe_key: string | null;
-  status: string;
+  status: JobStatus;
   payload: Json<Record<string, unknown>>;
   input_revision: Generated<number>;
   attempt_count: Generated<number>;
@@ -356,7 +364,7 @@ export interface JobAttemptsTable {
   job_id: string;
   workspace_id: string;
   attempt_no: number;
-  status: string;
+  status: AttemptOutcome | typeof ATTEMPT_RUNNING;
   context: Json<Record<string, unknown>>;
   input_revision: number;
   owner: string;

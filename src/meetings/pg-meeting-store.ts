@@ -211,7 +211,7 @@ export class PgMeetingStore {
         updated_at: sql<Date>`now()`,
       })
       .where('id', '=', meeting.id)
-      .where('status', 'in', t.from as readonly string[])
+      .where('status', 'in', t.from)
       .returningAll()
       .executeTakeFirst();
     if (!row) {

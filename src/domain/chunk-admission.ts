@@ -1,4 +1,5 @@
 import { AppError, ErrorKind } from './errors.ts';
+import { ClientCode } from './client-codes.ts';
 
 /** How long a client told "too far ahead" waits before sending that chunk again. */
 export const AHEAD_RETRY_SECONDS = 5;
@@ -51,7 +52,7 @@ export function admitChunk(input: ChunkAdmissionInput): ChunkAdmission {
     return refuse(
       new AppError(
         ErrorKind.conflict,
-        'chunk.after_end',
+        ClientCode.chunkAfterEnd,
         `the meeting was ended with ${meeting.declaredChunks} chunks (0 to ${meeting.declaredChunks - 1}); chunk ${seq} is past its end`,
       ),
     );

@@ -1,3 +1,4 @@
+import { ClientCode } from './client-codes.ts';
 /**
  * What a person sees on the meeting screen (L17): which step of the close-out a finalizing meeting
  * is in, and every failure or missing-minutes code said in plain words. Pure: derived from the
@@ -89,7 +90,7 @@ export function plainReason(code: string, message: string | null): string {
       return 'No minutes: the minutes service answered with something that could not be used. Press Regenerate to try again.';
     case 'minutes.not_started':
       return 'No minutes: they were never written. Press Regenerate to write them now.';
-    case 'minutes.no_transcript':
+    case ClientCode.minutesNoTranscript:
       return 'No minutes: nothing was said that could be transcribed, so there is nothing to summarise.';
     case 'audio.undecodable':
       return `This meeting failed: the recording could not be read as audio${detail}. Upload a WAV, MP3, M4A, WebM, Ogg or FLAC file.`;

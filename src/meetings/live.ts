@@ -12,6 +12,7 @@ import type { MeetingDeps } from './deps.ts';
 import { advanceInTx, advanceTimeline, ensureRepairJob } from './frontier.ts';
 import { closedTimeline, gapHolding, highestSeq, insertGap } from './timeline-rows.ts';
 import { createJob } from '../jobs/catalog.ts';
+import { ClientCode } from '../domain/client-codes.ts';
 
 const SAMPLE_RATE = 16_000;
 /**
@@ -231,7 +232,7 @@ function assertLive(meeting: MeetingRow): void {
   if (meeting.source !== MeetingSource.live) {
     throw new AppError(
       ErrorKind.conflict,
-      'meeting.not_live',
+      ClientCode.meetingNotLive,
       `meeting ${meeting.id} is a ${meeting.source} meeting`,
     );
   }
@@ -312,7 +313,7 @@ export async function endMeeting(
     if (declared !== null && declared <= highest) {
       throw new AppError(
         ErrorKind.conflict,
-        'end.chunks_below_stored',
+        ClientCode.endChunksBelowStored,
         `chunk ${highest} is already stored, so the meeting has at least ${highest + 1} chunks (End said ${declared})`,
       );
     }
@@ -320,7 +321,7 @@ export async function endMeeting(
       if (declared !== null && meeting.declared_chunks !== null && declared !== meeting.declared_chunks) {
         throw new AppError(
           ErrorKind.conflict,
-          'end.chunks_conflict',
+          ClientCode.endChunksConflict,
           `the meeting was already ended with ${meeting.declared_chunks} chunks`,
         );
       }

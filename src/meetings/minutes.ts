@@ -16,6 +16,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Minutes } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
+import { ClientCode } from '../domain/client-codes.ts';
 
 /**
  * Writes a meeting's minutes. Quota or billing exhaustion is checked first (L9: some providers send
@@ -223,7 +224,7 @@ export async function regenerateMinutes(
     if (!meeting.transcript_completed_at) {
       throw new AppError(
         ErrorKind.conflict,
-        'minutes.no_transcript',
+        ClientCode.minutesNoTranscript,
         'the meeting has no finished transcript yet',
       );
     }

@@ -23,6 +23,7 @@ import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
 import { createJob } from '../jobs/catalog.ts';
 import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
+import { ClientCode } from '../domain/client-codes.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 
@@ -50,7 +51,8 @@ export async function deleteMeeting(
       .where('id', '=', meetingId)
       .forNoKeyUpdate()
       .executeTakeFirst();
-    if (!meeting) throw new AppError(ErrorKind.notFound, 'meeting.not_found', `no meeting ${meetingId}`);
+    if (!meeting)
+      throw new AppError(ErrorKind.notFound, ClientCode.meetingNotFound, `no meeting ${meetingId}`);
     // A writer that held the meeting's lock while this waited for it (a split committing its next
     // window, J19) may have added a job the first pass could not see: with the lock held, none can
     // be added any more, and this pass ends those.

@@ -15,6 +15,7 @@ import { recordAudit } from '../jobs/audit.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
 import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
+import { ClientCode } from '../domain/client-codes.ts';
 
 export interface NewMeeting {
   source: MeetingSource;
@@ -303,5 +304,5 @@ export function isUuid(value: string): boolean {
 }
 
 export function notFound(id: string): AppError {
-  return new AppError(ErrorKind.notFound, 'meeting.not_found', `no meeting ${id} in this workspace`);
+  return new AppError(ErrorKind.notFound, ClientCode.meetingNotFound, `no meeting ${id} in this workspace`);
 }

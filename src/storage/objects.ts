@@ -8,6 +8,7 @@ import type { Db, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { BlobStore } from '../ports.ts';
+import { ClientCode } from '../domain/client-codes.ts';
 
 /**
  * The life of a stored object, from the first byte written to the last byte deleted (B1–B6).
@@ -293,7 +294,7 @@ async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number
     if (used + bytes > quota) {
       throw new AppError(
         ErrorKind.tooLarge,
-        'storage.quota_exceeded',
+        ClientCode.storageQuotaExceeded,
         `storing ${bytes} bytes would exceed the storage quota of ${what}: ${used} of ${quota} bytes are in use`,
       );
     }

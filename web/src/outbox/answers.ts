@@ -7,6 +7,8 @@
  * because a proxy, a captive portal or a full disk can answer 4xx for a while and then stop.
  */
 
+import { codeIs } from '../codes.ts';
+
 export interface Answer {
   /** 0 when there was no HTTP answer at all (network error, timeout). */
   status: number;
@@ -58,7 +60,7 @@ export function chunkOutcome(seq: number, a: Answer): ChunkOutcome {
     return bodySeq === seq ? 'acknowledged' : 'retry';
   }
   if (a.status === 401) return 'sign_in';
-  if (a.status === 404 && a.code === 'meeting.not_found') return 'not_found';
+  if (a.status === 404 && codeIs(a.code, 'meeting.not_found')) return 'not_found';
   if (FINAL_CHUNK_REFUSALS.some(([status, code]) => status === a.status && code === a.code))
     return 'rejected';
   return 'retry';
@@ -79,12 +81,12 @@ export function endOutcome(a: Answer): EndOutcome {
   if (a.status === 0) return 'unreachable';
   if (a.status >= 200 && a.status < 300) return 'delivered';
   if (a.status === 401) return 'sign_in';
-  if (a.status === 404 && a.code === 'meeting.not_found') return 'not_found';
+  if (a.status === 404 && codeIs(a.code, 'meeting.not_found')) return 'not_found';
   // The server answers 202 for a meeting already finalizing or complete; these 409s also mean that
   // there is nothing left to end (not a live meeting, or ended before with another count).
-  if (a.status === 409 && (a.code === 'meeting.not_live' || a.code === 'end.chunks_conflict'))
+  if (a.status === 409 && (codeIs(a.code, 'meeting.not_live') || codeIs(a.code, 'end.chunks_conflict')))
     return 'delivered';
-  if (a.status === 409 && a.code === 'end.chunks_below_stored') return 'without_count';
+  if (a.status === 409 && codeIs(a.code, 'end.chunks_below_stored')) return 'without_count';
   return 'retry';
 }
 

@@ -2,6 +2,7 @@ import { answer, apiKey } from '../api.ts';
 import { backoffMs, chunkOutcome, endOutcome, type Answer } from './answers.ts';
 import type { ChunkStore, StoredMeeting } from './chunk-store.ts';
 import { locksSupported, withMeetingLock } from './recording-lock.ts';
+import { codeIs } from '../codes.ts';
 
 /** Why one meeting's audio or End is still waiting, and when it is tried again. */
 export interface MeetingTrouble {
@@ -331,7 +332,7 @@ export class ChunkSender {
     if (outcome === 'rejected') {
       // Final for this chunk only: its audio is kept (and shown) and the meeting goes on.
       await this.store.reject([meetingId, seq], `${a.code ?? a.status}: ${a.message}`);
-      if (a.code === 'chunk.after_end' || a.code === 'meeting.not_live') {
+      if (codeIs(a.code, 'chunk.after_end') || codeIs(a.code, 'meeting.not_live')) {
         this.close(meetingId, 'the server says this meeting is no longer recording (it was ended elsewhere)');
       }
       return null;
@@ -394,7 +395,7 @@ export class ChunkSender {
         const message =
           outcome === 'not_found'
             ? 'The server does not know this meeting under the key this tab signed in with: it is a key of another workspace, or the meeting was deleted on the server. Its audio stays in this browser; sign in with a key of the workspace that owns it to send it, or download it and discard it here.'
-            : a.code === 'storage.quota_exceeded'
+            : codeIs(a.code, 'storage.quota_exceeded')
               ? `${what} was not accepted: the workspace's storage quota is full. The audio stays in this browser and is sent once space is freed.`
               : `${what} was not accepted yet (${a.code ?? `HTTP ${a.status}`}: ${a.message}). It stays in this browser and is tried again.`;
         this.set({

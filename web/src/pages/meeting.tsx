@@ -16,6 +16,7 @@ import {
   watchSession,
   type SessionState,
 } from '../session.ts';
+import { codeIs } from '../codes.ts';
 
 const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'grace', label: 'Waiting for the last audio' },
@@ -432,7 +433,7 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
             {minutes.reason?.plain ?? 'There are no minutes for this meeting.'}
           </p>
           {/* With nothing transcribed there is nothing to summarise: Regenerate cannot help. */}
-          {minutes.reason?.code !== 'minutes.no_transcript' && (
+          {!codeIs(minutes.reason?.code, 'minutes.no_transcript') && (
             <button type="button" onClick={() => void regenerate()} disabled={busy}>
               Regenerate minutes
             </button>

@@ -1,5 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { apiKey, type Meeting, type Segment } from './api.ts';
+// Types only: the window statuses are declared once, in the server's domain.
+import type { WindowStatus } from '../../src/domain/status.ts';
 
 /**
  * L23: a meeting followed live through GET /v1/meetings/{id}/events. fetch() rather than
@@ -12,7 +14,7 @@ interface StreamWindow {
   index: number;
   startMs: number;
   endMs: number;
-  status: string;
+  status: WindowStatus;
   segments: Segment[];
 }
 

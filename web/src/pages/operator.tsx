@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { call } from '../api.ts';
 import { bytes, seconds } from '../format.ts';
 import { usePoll } from '../hooks.ts';
+import type { AttemptOutcome, JobStatus } from '../../../src/domain/status.ts';
 
 interface Overview {
   queues: Array<{
@@ -41,13 +42,13 @@ interface Overview {
     counts: { errors: number; reclaims: number; waits: number; outageWaits: number };
     attempts: Array<{
       attemptNo: number;
-      status: string;
+      status: AttemptOutcome | 'running';
       owner: string;
       startedAt: string;
       endedAt: string | null;
       error: { code: string; message: string | null } | null;
     }>;
-    resubmittedAs: { jobId: string; status: string } | null;
+    resubmittedAs: { jobId: string; status: JobStatus } | null;
   }>;
   outages: Array<{
     jobId: string;

@@ -88,6 +88,54 @@ void it('A6/J6: a recognizer answering 503 is retried with backoff and the windo
   );
 });
 
+void it('J6: a window that keeps failing waits longer before each retry (growing backoff, end to end)', async () => {
+  // Eight overloaded answers over four windows taken one at a time: windows fail more than once.
+  await withWhisper(
+    (n) => (n <= 8 ? '503' : 'ok'),
+    async (h) => {
+      const id = await uploadMeeting(h, wav);
+      const meeting = await waitForMeeting(h, id);
+      assert.equal(meeting.windows.done, meeting.windows.total);
+      const rows = await attempts(h);
+      const byJob = new Map<string, typeof rows>();
+      for (const r of rows) byJob.set(r.jobId, [...(byJob.get(r.jobId) ?? []), r]);
+      let repeated = 0;
+      for (const [jobId, list] of byJob) {
+        const failures = list.filter((r) => r.status === 'retryable_failed');
+        if (failures.length >= 2) repeated++;
+        // The delay each failure scheduled, as its audit row says ("retry in N ms" or, for an
+        // outage, "waiting N ms"), in order.
+        const trail = await h.app.database.db
+          .selectFrom('audit_events')
+          .select('reason')
+          .where('subject_id', '=', jobId)
+          .where('to_status', '=', 'pending')
+          .where('from_status', '=', 'running')
+          .orderBy('id')
+          .execute();
+        const delays = trail.map((t) => Number(/(?:retry in|waiting) (\d+) ms/.exec(t.reason ?? '')?.[1]));
+        assert.equal(delays.length, failures.length, 'one scheduled retry per failure');
+        delays.forEach((d, k) => {
+          assert.ok(d >= 300 * (k + 1), `failure ${k + 1} of a window scheduled its retry ${d} ms later`);
+          if (k > 0)
+            assert.ok(
+              d > delays[k - 1]!,
+              `each retry waits longer than the one before: ${delays.join(', ')}`,
+            );
+        });
+        // And the schedule was kept: no retry ran before its time.
+        failures.forEach((failed, k) => {
+          const next = list.find((r) => r.attempt_no === failed.attempt_no + 1);
+          assert.ok(next, 'the failed window was attempted again');
+          const waited = next.started_at.getTime() - failed.ended_at!.getTime();
+          assert.ok(waited >= delays[k]! - 50, `failure ${k + 1} waited ${waited} ms of ${delays[k]}`);
+        });
+      }
+      assert.ok(repeated >= 1, 'some window failed more than once, so the growth was exercised');
+    },
+  );
+});
+
 void it('A6/J6: a recognizer that times out is retried and the window completes', async () => {
   await withWhisper(
     (n) => (n === 1 ? 'hang' : 'ok'),

@@ -263,10 +263,25 @@ void it('J16: an exhausted job is listed by verbatim dead-letters with its histo
     assert.equal(listed.code, 0, listed.out);
     assert.ok(listed.out.includes(failed.id), listed.out);
     assert.ok(listed.out.includes(`verbatim resubmit ${failed.id}`), listed.out);
-    assert.ok(
-      (listed.out.match(/failed|retryable_failed/g) ?? []).length >= failed.attempt_count,
-      listed.out,
-    );
+    // Its history: every attempt, in order, with its outcome and error, not just the job's line.
+    const attempts = await h.app.database.db
+      .selectFrom('job_attempts')
+      .select(['attempt_no', 'status', 'error_code'])
+      .where('job_id', '=', failed.id)
+      .orderBy('attempt_no')
+      .execute();
+    assert.equal(attempts.length, failed.attempt_count);
+    assert.ok(attempts.length >= 1);
+    let from = 0;
+    for (const a of attempts) {
+      const line = new RegExp(`attempt ${a.attempt_no} ${a.status} .*${a.error_code ?? ''}`);
+      const at = listed.out.slice(from).search(line);
+      assert.ok(
+        at >= 0,
+        `attempt ${a.attempt_no} (${a.status} ${a.error_code}) listed after the one before:\n${listed.out}`,
+      );
+      from += at + 1;
+    }
 
     llmBack = true;
     const resubmitted = await cli(['resubmit', failed.id]);

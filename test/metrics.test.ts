@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { it } from 'node:test';
 import { CONSUMERS_OF, EventType, JobKind } from '../src/domain/status.ts';
 import { emitEvent } from '../src/events/outbox.ts';

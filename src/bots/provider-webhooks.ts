@@ -280,7 +280,7 @@ async function applyToRow(
 ): Promise<WebhookOutcome> {
   const target = event.code ? FROM_PROVIDER[event.code] : undefined;
   if (!target) return 'ignored';
-  if (BOT_RECORDING_FINISHED.includes(row.status as BotStatus)) return 'stale';
+  if (BOT_RECORDING_FINISHED.includes(row.status)) return 'stale';
   const reason = `provider: ${event.code}${event.subCode ? ` (${event.subCode})` : ''}`;
   if (target === BotStatus.failed) {
     await moveBotRecording(trx, row.id, BotStatus.failed, {
@@ -294,7 +294,7 @@ async function applyToRow(
     return 'applied';
   }
   // Forward only: a report that comes late (or twice) never moves the recording back.
-  if (BOT_PROGRESS_RANK[target] <= BOT_PROGRESS_RANK[row.status as BotStatus]) return 'stale';
+  if (BOT_PROGRESS_RANK[target] <= BOT_PROGRESS_RANK[row.status]) return 'stale';
   if (!(await moveBotRecording(trx, row.id, target, { actor: 'provider:webhook', reason }))) return 'stale';
   if (target === BotStatus.processing) {
     await createJob(

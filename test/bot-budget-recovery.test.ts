@@ -29,7 +29,7 @@ after(async () => {
   await tdb?.drop();
 });
 
-void it('R2/R6: recovering 500 workspaces with stuck rows stays within the shared budgets: the provider never sees a call over its limit, the rest waits for the next run', async () => {
+void it('R2: recovering 500 workspaces with stuck rows (one recovery run each, called directly) stays within the shared budgets: the provider never sees a call over its limit, the rest waits for the next run', async () => {
   const budget = new RateBudget(handle.db, RECALL_LIMITS);
   await budget.install();
   const provider = new RecallBotProvider({ baseUrl: fake.url, apiKey: fake.apiKey });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
-import type { Database, Db, JobRow, Tx } from '../db/schema.ts';
+import type { Database, Db, Executor, JobRow, Tx } from '../db/schema.ts';
 
 type ActiveJobQuery = SelectQueryBuilder<Database, 'jobs', JobRow>;
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
@@ -179,7 +179,7 @@ export class PgJobStore {
     owner: string,
     context: Record<string, unknown> = {},
   ): Promise<ClaimedJob | null> {
-    const fast = await this.claimPendingJob(jobId, owner, context);
+    const fast = await this.openAttempt(this.db, jobId, owner, context, { dueOnly: true });
     if (fast) return fast;
     return this.db.transaction().execute(async (trx) => {
       const job = await trx
@@ -189,86 +189,31 @@ export class PgJobStore {
         .forNoKeyUpdate()
         .executeTakeFirst();
       if (!job) return null;
-      let reclaimed = false;
-      if (job.status === JobStatus.running) {
-        // Past the reclaim cap the sweep quarantines it, with the kind's terminal hook.
-        if (job.reclaim_count + 1 > job.max_reclaims) return null;
-        const expired = await this.rows.closeExpiredAttempt(trx, job, `worker:${owner}`);
-        if (!expired) return null;
-        if (expired.status !== JobStatus.pending) return null;
-        reclaimed = true;
-      } else if (job.status !== JobStatus.pending) {
-        return null;
+      if (job.status === JobStatus.pending) {
+        // Claimed meanwhile and back again, or not due yet: the one statement decides.
+        return this.openAttempt(trx, jobId, owner, context, { dueOnly: true });
       }
-      const due = await sql<{ due: boolean }>`select ${job.run_after}::timestamptz <= now() as due`.execute(
-        trx,
-      );
-      if (!reclaimed && !due.rows[0]?.due) return null;
-
-      const token = randomUUID();
-      const attemptId = randomUUID();
-      const attemptNo = job.attempt_count + 1;
-      await trx
-        .insertInto('job_attempts')
-        .values({
-          id: attemptId,
-          job_id: job.id,
-          workspace_id: job.workspace_id,
-          attempt_no: attemptNo,
-          status: ATTEMPT_RUNNING,
-          context: JSON.stringify({ kind: job.kind, payload: job.payload, ...context }),
-          input_revision: job.input_revision,
-          owner,
-          token,
-          lease_expires_at: sql<Date>`now() + ${this.timings.leaseMs} * interval '1 millisecond'`,
-        })
-        .execute();
-      const claimed = await trx
-        .updateTable('jobs')
-        .set({
-          status: JobTransitions.claimJob.to,
-          attempt_count: attemptNo,
-          current_attempt_id: attemptId,
-          running_at: sql<Date>`now()`,
-          updated_at: sql<Date>`now()`,
-        })
-        .where('id', '=', job.id)
-        .where('status', 'in', JobTransitions.claimJob.from)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      await recordAudit(trx, [
-        {
-          workspaceId: job.workspace_id,
-          subjectType: 'job',
-          subjectId: job.id,
-          from: JobStatus.pending,
-          to: JobStatus.running,
-          actor: `worker:${owner}`,
-          reason: `attempt ${attemptNo} claimed`,
-        },
-        {
-          workspaceId: job.workspace_id,
-          subjectType: 'attempt',
-          subjectId: attemptId,
-          from: null,
-          to: ATTEMPT_RUNNING,
-          actor: `worker:${owner}`,
-          details: { jobId: job.id, attemptNo },
-        },
-      ]);
-      return { job: claimed, handle: new AttemptHandle(job.id, attemptId, attemptNo, token) };
+      if (job.status !== JobStatus.running) return null;
+      // Past the reclaim cap the sweep quarantines it, with the kind's terminal hook.
+      if (job.reclaim_count + 1 > job.max_reclaims) return null;
+      const expired = await this.rows.closeExpiredAttempt(trx, job, `worker:${owner}`);
+      if (!expired || expired.status !== JobStatus.pending) return null;
+      // Taken over from a dead owner: claimed now, whatever its run_after.
+      return this.openAttempt(trx, jobId, owner, context, { dueOnly: false });
     });
   }
 
   /**
-   * The common claim — a due pending job — as one statement: the job's compare-and-swap to running,
-   * its attempt row and both audit rows commit together (J1). Null when the job is not a due
-   * pending one; claimJob then takes the transactional path that handles an expired lease.
+   * The claim itself, in one statement and in one place: the job's compare-and-swap from pending to
+   * running, its new attempt (a new token and lease) and both audit rows commit together (J1). Null
+   * when the job is not pending (or, with `dueOnly`, not due): someone else has it, or it is done.
    */
-  private async claimPendingJob(
+  private async openAttempt(
+    db: Executor,
     jobId: string,
     owner: string,
     context: Record<string, unknown>,
+    opts: { dueOnly: boolean },
   ): Promise<ClaimedJob | null> {
     const token = randomUUID();
     const attemptId = randomUUID();
@@ -277,7 +222,7 @@ export class PgJobStore {
       with j as (
         update jobs set status = 'running', attempt_count = attempt_count + 1, current_attempt_id = ${attemptId}::uuid,
           running_at = now(), updated_at = now()
-        where id = ${jobId}::uuid and status = 'pending' and run_after <= now()
+        where id = ${jobId}::uuid and status = 'pending' and (not ${opts.dueOnly}::boolean or run_after <= now())
         returning *
       ), a as (
         insert into job_attempts
@@ -296,7 +241,7 @@ export class PgJobStore {
           jsonb_build_object('jobId', j.id, 'attemptNo', j.attempt_count)
         from j
       )
-      select j.* from j`.execute(this.db);
+      select j.* from j`.execute(db);
     const job = result.rows[0];
     if (!job) return null;
     return { job, handle: new AttemptHandle(job.id, attemptId, job.attempt_count, token) };

@@ -49,18 +49,19 @@ export async function moveBotRecording(
     .executeTakeFirst();
   if (!row) return null;
   if (move.when && !move.when(row)) return null;
-  const legal = (botTransitionTo(to).from as readonly string[]).includes(row.status);
-  if (!legal) {
-    await recordAudit(trx, {
+  const audit = (reason: string, details?: Record<string, unknown>) =>
+    recordAudit(trx, {
       workspaceId: row.workspace_id,
       subjectType: 'bot_recording',
       subjectId: row.id,
       from: row.status,
       to,
       actor: move.actor,
-      reason: `refused: ${row.status} → ${to} is not a legal move (${move.reason})`,
-      details: { refused: true },
+      reason,
+      details,
     });
+  if (!(botTransitionTo(to).from as readonly string[]).includes(row.status)) {
+    await audit(`refused: ${row.status} → ${to} is not a legal move (${move.reason})`, { refused: true });
     return null;
   }
   const moved = await trx
@@ -74,15 +75,7 @@ export async function moveBotRecording(
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  await recordAudit(trx, {
-    workspaceId: row.workspace_id,
-    subjectType: 'bot_recording',
-    subjectId: row.id,
-    from: row.status,
-    to,
-    actor: move.actor,
-    reason: move.reason,
-  });
+  await audit(move.reason);
   return moved;
 }
 

@@ -145,7 +145,55 @@ export async function observe(ctx: {
       `select (select coalesce(sum(size_bytes), 0) from blobs where deleted_at is null)
             + (select coalesce(sum(bytes), 0) from object_cleanups) as bytes`,
     );
+    // Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and
+    // what the provider says of its bot. Printed only when the run fails, so it can be read.
+    const botTrails: string[] = [];
+    const unsettled = await q<{ id: string; status: string; bot_id: string | null; ends_at: Date }>(
+      `select id, status, bot_id, ends_at from bot_recordings
+        where status not in ('complete', 'failed', 'canceled', 'not_recorded') order by created_at`,
+    );
+    for (const r of unsettled) {
+      const at = (d: Date) => new Date(d).toISOString().slice(11, 23);
+      botTrails.push(
+        `bot recording ${r.id}: ${r.status}, bot ${r.bot_id ?? '(none)'}, ends ${at(r.ends_at)}`,
+      );
+      const audit = await q<{
+        at: Date;
+        from_status: string | null;
+        to_status: string;
+        actor: string;
+        reason: string | null;
+      }>(
+        `select at, from_status, to_status, actor, reason from audit_events
+          where subject_type = 'bot_recording' and subject_id = $1 order by at, id`,
+        [r.id],
+      );
+      for (const a of audit)
+        botTrails.push(
+          `    ${at(a.at)} ${a.from_status ?? '-'} → ${a.to_status} by ${a.actor}: ${a.reason ?? ''}`,
+        );
+      const hooks = await q<{
+        received_at: Date;
+        id: string;
+        bot_id: string | null;
+        code: string | null;
+        outcome: string;
+      }>(
+        `select received_at, id, bot_id, code, outcome from provider_webhook_events
+          where recording_id = $1 or bot_id = $2 order by received_at, id`,
+        [r.id, r.bot_id ?? ''],
+      );
+      for (const h of hooks)
+        botTrails.push(
+          `    ${at(h.received_at)} webhook ${h.id} bot ${h.bot_id ?? '-'} ${h.code ?? '-'} → ${h.outcome}`,
+        );
+      for (const bot of ctx.bots.fake.bots().filter((b) => b.metadata['verbatim_recording'] === r.id))
+        botTrails.push(
+          `    provider bot ${bot.id}: ${bot.statusChanges.map((c) => `${c.code}@${c.created_at.slice(11, 23)}`).join(' ')}`,
+        );
+    }
     return {
+      botTrails,
       meetings,
       unknownMeetings,
       webhooks: ctx.webhooks,

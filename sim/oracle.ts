@@ -92,6 +92,8 @@ export interface History {
   storeBytes: number;
   /** Processes that exited on their own (not killed by the simulation, not stopped by it). */
   unexpectedExits: Array<{ name: string; code: number | null; signal: string | null; tail: string }>;
+  /** Unsettled bot recordings with their audit rows, webhooks and provider statuses (for reading). */
+  botTrails?: string[];
 }
 
 /** Reads a transcript of marked audio: samples per mark, and the marks in timeline order. */

@@ -394,6 +394,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
         `\nFAILED, seed ${opts.seed} (replay: npm run sim -- --seed ${opts.seed} --minutes ${opts.minutes})`,
       );
       for (const v of violations.slice(0, 40)) say(`  ${v.invariant} ${v.subject}: ${v.detail}`);
+      for (const line of history.botTrails ?? []) say(`  ${line}`);
       say('fault schedule:');
       for (const line of schedule) say(`  ${line}`);
     }

@@ -240,6 +240,40 @@ void describe('bot scheduling and recovery', () => {
     }
   });
 
+  void it('R5/V3: a backstop lease its live owner lost track of (hand-back or claim answer lost in an outage) is taken back on its next sweep, not held 15 minutes (found by the simulation)', async () => {
+    const ws = await workspace();
+    await recording(ws, 30);
+    // The state a worker is left in when its hand-back could not be written: the workspace is due,
+    // and leased to it for the whole lease, while it lives on and sweeps again.
+    await handle.db
+      .insertInto('bot_backstops')
+      .values({
+        workspace_id: ws,
+        next_run_at: new Date(Date.now() - 1_000),
+        lease_owner: 'survivor',
+        lease_expires_at: new Date(Date.now() + 15 * 60_000),
+      })
+      .execute();
+    const config = loadConfig({ DATABASE_URL: tdb.url, VERBATIM_RECALL_API_KEY: 'k' });
+    const meetingDeps = { db: handle.db, log, config } as unknown as MeetingDeps;
+    const bots = { provider: deps.provider, budget: deps.budget };
+    // Another worker must not take a lease that may still be running.
+    assert.equal(
+      await runBotBackstops(meetingDeps, bots, 'other'),
+      0,
+      'a live lease of another owner is kept',
+    );
+    // Its own owner, on its next sweep, knows no run of its own holds it: the workspace runs now.
+    assert.equal(await runBotBackstops(meetingDeps, bots, 'survivor'), 1, 'the orphaned lease is run again');
+    const after = await handle.db
+      .selectFrom('bot_backstops')
+      .selectAll()
+      .where('workspace_id', '=', ws)
+      .executeTakeFirstOrThrow();
+    assert.equal(after.lease_owner, null, 'and handed back');
+    assert.ok(after.next_run_at.getTime() > Date.now(), 'its next run is in the future');
+  });
+
   void it('R5/V3: a backstop run cut short comes back within 30 s, not a whole period later, and hands its lease back (found by the simulation)', async () => {
     const ws = await workspace();
     await recording(ws, 30);

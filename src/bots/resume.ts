@@ -133,6 +133,16 @@ export async function runBotBackstops(
   limit = 5,
 ): Promise<number> {
   if (!bots) return 0;
+  // Runs of one owner never overlap (one provider sweep at a time in a process), so a lease this
+  // owner still holds now belongs to no run: its hand-back could not be written through a database
+  // outage, or the claim committed but its answer was lost. Left, it would hold the workspace's
+  // recovery (and back-fill) for the whole lease, 15 minutes, while this worker lives on. Released
+  // here, the workspace is due again at once. Found by the simulation (seed 1402 in CI).
+  await deps.db
+    .updateTable('bot_backstops')
+    .set({ lease_owner: null, lease_expires_at: null })
+    .where('lease_owner', '=', owner)
+    .execute();
   const due = await sql<{ workspace_id: string }>`
     update bot_backstops b
        set lease_owner = ${owner}, lease_expires_at = now() + ${BACKSTOP_LEASE_MS} * interval '1 millisecond'

@@ -56,12 +56,11 @@ export interface App {
 
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const transcriber = overrides.transcriber ?? makeTranscriber(config);
-  // L22: only the local recogniser has a quicker search; a Whisper server is asked the same way.
+  // L22: only the local recogniser has a quicker search and a process kept ready for the next
+  // draft; a Whisper server is asked the same way as for the finals.
   const draftTranscriber =
-    overrides.transcriber === undefined &&
-    config.asr.kind === 'pocketsphinx' &&
-    config.draftRecogniser === 'fast'
-      ? makeTranscriber(config, true)
+    overrides.transcriber === undefined && config.asr.kind === 'pocketsphinx'
+      ? makeTranscriber(config, { fast: config.draftRecogniser === 'fast', warm: true })
       : transcriber;
   const log = overrides.logger ?? createLogger(config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
@@ -123,6 +122,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     sweeps,
     workspaces: new PgWorkspaceStore(database.db),
     close: async () => {
+      await draftTranscriber.close?.();
       await staging.close();
       await database.close();
       if (embedded) await embedded.stop();
@@ -179,10 +179,10 @@ export function buildAppApi(app: App) {
   });
 }
 
-function makeTranscriber(config: Config, fast = false): Transcriber {
+function makeTranscriber(config: Config, local: { fast?: boolean; warm?: boolean } = {}): Transcriber {
   switch (config.asr.kind) {
     case 'pocketsphinx':
-      return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs, fast });
+      return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs, ...local });
     case 'whisper':
       return new WhisperTranscriber({
         baseUrl: config.asr.url,

@@ -25,6 +25,8 @@ export interface TranscribeRequest {
 export interface Transcriber {
   readonly name: string;
   transcribe(request: TranscribeRequest): Promise<TranscriptSegment[]>;
+  /** Releases what it keeps between calls (a process started ahead of need), if anything. */
+  close?(): Promise<void>;
 }
 
 export interface MinutesRequest {

@@ -19,6 +19,7 @@ import { WhisperTranscriber } from '../src/adapters/whisper-transcriber.ts';
 import { OpenAiMinutesWriter } from '../src/adapters/openai-minutes-writer.ts';
 import { ExtractiveMinutesWriter, EXTRACTIVE_NOTE } from '../src/adapters/extractive-minutes-writer.ts';
 import { classifyHttpFailure, parseRetryAfter } from '../src/adapters/provider-http.ts';
+import { waitFor } from './support/harness.ts';
 
 const run = promisify(execFile);
 const ffmpeg = 'ffmpeg';
@@ -117,6 +118,53 @@ void describe('PocketsphinxTranscriber', () => {
     assert.match(heard, /\bsummer\b/);
     assert.ok(segments.length > 0 && segments.every((s) => s.endMs > s.startMs && s.startMs >= 0));
     assert.ok(segments.at(-1)!.endMs > 2000, 'word timings survive the single-pass search');
+  });
+
+  void it('L22: a draft recogniser kept warm hears the same words as a cold start, replaces a spare that died, and leaves none behind', async () => {
+    const speech = join(dir, 'speech-warm.wav');
+    const text = 'the engineering team will hire two more engineers before the summer';
+    await run('flite', [...'-voice rms --setf duration_stretch=1.2 -o'.split(' '), speech, '-t', text]);
+    const audio = await new FfmpegAudioDecoder().decode(await readFile(speech));
+    const wav = encodeWav(audio.samples, audio.sampleRate);
+    const cold = await new PocketsphinxTranscriber({ fast: true }).transcribe({ wav, language: 'en' });
+    // The recogniser processes waiting for their audio on stdin, children of this test.
+    const spares = async () => {
+      const { stdout } = await run('ps', ['--ppid', String(process.pid), '-o', 'pid=,args=']).catch(() => ({
+        stdout: '',
+      }));
+      return stdout
+        .split('\n')
+        .filter((l) => l.includes('pocketsphinx') && l.includes('/dev/stdin'))
+        .map((l) => Number(l.trim().split(/\s+/)[0]));
+    };
+    const warm = new PocketsphinxTranscriber({ fast: true, warm: true });
+    try {
+      assert.deepEqual(await warm.transcribe({ wav, language: 'en' }), cold, 'the first run (no spare yet)');
+      const [first] = await spares();
+      assert.ok(first, 'a spare waits after a run');
+      assert.deepEqual(
+        await warm.transcribe({ wav, language: 'en' }),
+        cold,
+        'a run on the spare: the same words',
+      );
+      const [second] = await spares();
+      assert.ok(second && second !== first, 'the spare was used and a new one waits');
+      // The recogniser of the spare dies while it waits (the out-of-memory killer, an operator).
+      const { stdout } = await run('ps', ['--ppid', String(second), '-o', 'pid=,comm=']);
+      const recogniser = stdout.split('\n').find((l) => l.includes('pocketsphinx'));
+      assert.ok(recogniser, `the spare's recogniser runs (${stdout})`);
+      process.kill(Number(recogniser.trim().split(/\s+/)[0]), 'SIGKILL');
+      assert.deepEqual(
+        await warm.transcribe({ wav, language: 'en' }),
+        cold,
+        'a dead spare: a cold run instead',
+      );
+      const third = await spares();
+      assert.ok(third.length === 1 && third[0] !== second, 'and one new spare again');
+    } finally {
+      await warm.close();
+    }
+    await waitFor('no spare left', async () => (await spares()).length === 0);
   });
 
   void it('parses word timings, dropping fillers and alternate pronunciations', () => {

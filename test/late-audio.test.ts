@@ -18,6 +18,7 @@ import {
   type Harness,
 } from './support/harness.ts';
 import { assertTimeline, firstGapAndCut } from './support/timeline-oracle.ts';
+import { listen, spawnApi, transcriptOf } from './support/sse.ts';
 
 const CHUNKS = 29;
 /**
@@ -409,7 +410,7 @@ void it('L19: a chunk sent during the close-out, after the last stretch was cut,
   }
 });
 
-void it('L19: a chunk sent after the meeting completed is spliced in: revision 1, one meeting.transcript_revised webhook, minutes rewritten once, its audio deleted after the repair', async () => {
+void it('L19/L23: a chunk sent after the meeting completed is spliced in: revision 1, one meeting.transcript_revised webhook, the repair on an open event stream, minutes rewritten once, its audio deleted after the repair', async () => {
   const recognizer = await startChunkRecognizer();
   const received: string[] = [];
   const receiver = http.createServer((req, res) => {
@@ -422,6 +423,7 @@ void it('L19: a chunk sent after the meeting completed is spliced in: revision 1
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const h = await startHarness({ env: lateEnv(recognizer, { VERBATIM_WEBHOOK_RETRY_SECONDS: '0.2' }) });
+  let stopApi = () => Promise.resolve();
   try {
     const hook = await h.request('POST', '/v1/webhooks', {
       url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
@@ -441,6 +443,14 @@ void it('L19: a chunk sent after the meeting completed is spliced in: revision 1
     assert.equal(complete.minutes.status, 'written');
     assert.deepEqual(complete.missingChunks, [20]);
     assert.ok(complete.audioDeletedAt);
+    // A browser still showing the finished meeting, on an api process of its own.
+    const api = await spawnApi(h);
+    stopApi = () => api.proc.stop();
+    const stream = listen(api.base, h.apiKey, id);
+    await waitFor('the stream to replay the finished meeting', async () =>
+      stream.events.some((e) => e.event === 'meeting' && e.data.revision === 0),
+    );
+    const replayed = stream.events.length;
 
     const late = await put(h, id, 20);
     assert.equal(late.status, 201, late.text);
@@ -461,6 +471,31 @@ void it('L19: a chunk sent after the meeting completed is spliced in: revision 1
     await assertTimeline(h.app.database.db, id, { settled: true });
     const transcript = await h.request('GET', `/v1/meetings/${id}/transcript`);
     assert.equal(transcript.json.revision, 1);
+    // L23: the open stream was told of the repair without asking: the windows it replaced are
+    // superseded, the new ones carry the late chunk's words, and the meeting's revision is 1.
+    await waitFor('the revision on the stream', async () =>
+      stream.events.some((e) => e.event === 'meeting' && e.data.revision === 1),
+    );
+    const pushed = stream.events.slice(replayed);
+    assert.ok(
+      pushed.some((e) => e.event === 'window' && e.data.status === 'superseded'),
+      'a replaced window is sent as superseded',
+    );
+    assert.ok(
+      pushed.some(
+        (e) =>
+          e.event === 'window' &&
+          e.data.status === 'transcribed' &&
+          coverage(e.data.segments).samples.has(20),
+      ),
+      "a new window with the late chunk's words is sent",
+    );
+    assert.deepEqual(
+      transcriptOf(stream.events),
+      transcript.json.segments,
+      'what the stream shows is the revised transcript',
+    );
+    await stream.close();
 
     const db = h.app.database.db;
     await waitFor('the webhook delivery', async () => received.length >= 1);
@@ -499,6 +534,7 @@ void it('L19: a chunk sent after the meeting completed is spliced in: revision 1
       return left.length === 0;
     });
   } finally {
+    await stopApi();
     await h.close();
     await recognizer.close();
     await new Promise<void>((r) => receiver.close(() => r()));

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import { listen, spawnApi, transcriptOf } from './support/sse.ts';
+import { compactStreams } from '../src/meetings/stream.ts';
 import {
   METRICS_AUTH,
   SPEECH,
@@ -222,6 +223,54 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
     assert.equal(late.events.filter((e) => e.event === 'draft').length, 0);
     const transcript = await h.request('GET', `/v1/meetings/${id}/transcript`);
     assert.deepEqual(transcriptOf(late.events), transcript.json.segments);
+  });
+
+  void it('L23: a compacted stream (each window, draft and the meeting kept at its last change) gives a client resuming from any position the same events, and later changes still reach it', async () => {
+    const id = await createLive('compacted');
+    for (let seq = 0; seq < chunks.length; seq++) await put(id, seq);
+    await endWithAll(id);
+    await waitForMeeting(h, id, 'complete');
+    const db = h.app.database.db;
+    const rows = () =>
+      db
+        .selectFrom('meeting_stream')
+        .select(['seq', 'kind', 'ref'])
+        .where('meeting_id', '=', id)
+        .orderBy('seq')
+        .execute();
+    // What a client resuming from `from` is sent, until it has caught up.
+    const resume = async (from: number, top: number) => {
+      const s = listen(listener.base, h.apiKey, id, from === 0 ? undefined : from);
+      await waitFor(`the stream from ${from}`, async () =>
+        (s.lastId() ?? from) >= top && s.events.at(-1)?.event === 'meeting' ? true : null,
+      );
+      await s.close();
+      return s.events;
+    };
+    await resume(0, 0); // positions every row
+    const before = await rows();
+    const top = Number(before.at(-1)!.seq);
+    const froms = [0, ...before.filter((_, i) => i % 7 === 3).map((r) => Number(r.seq)), top];
+    const seen = new Map<number, unknown>();
+    for (const from of froms) seen.set(from, await resume(from, top));
+
+    await compactStreams(db);
+    const after = await rows();
+    assert.ok(after.length < before.length, `compacted: ${before.length} rows → ${after.length}`);
+    assert.equal(Number(after.at(-1)!.seq), top, "the meeting's last position stays");
+    const subjects = after.map((r) => `${r.kind} ${r.ref ?? ''}`);
+    assert.equal(new Set(subjects).size, subjects.length, 'one row per window, draft and the meeting');
+    for (const from of froms)
+      assert.deepEqual(await resume(from, top), seen.get(from), `the same events from position ${from}`);
+
+    // A change after the compaction is positioned after the last one, and reaches a client there.
+    const s = listen(listener.base, h.apiKey, id, top);
+    await db.updateTable('meetings').set({ title: 'renamed' }).where('id', '=', id).execute();
+    await waitFor('the change after compaction', async () =>
+      s.events.find((e) => e.event === 'meeting' && e.data.title === 'renamed'),
+    );
+    await s.close();
+    assert.ok(s.lastId()! > top, `positioned after ${top}: ${s.lastId()}`);
   });
 
   void it('L22: the finals are the same with drafts on and off', async () => {

@@ -221,3 +221,34 @@ async function liveDrafts(trx: Tx, meetingId: string, ids: string[]): Promise<Ma
   }
   return out;
 }
+
+/**
+ * L23: a meeting's stream keeps, of the rows naming one window, one draft or the meeting itself,
+ * only the last. Every event is read from the tables when it is sent, at the position of its
+ * subject's last change, so a client resuming from any position gets the same events either way.
+ * A row of a draft that is gone (a window's finals replaced it) is sent as nothing and goes too.
+ * A meeting's last row always stays: the next change is positioned after it. Positioned rows
+ * only, a batch at a time; the rest waits for the next run.
+ */
+export async function compactStreams(db: Db, limit = 5000): Promise<number> {
+  const res = await sql`
+    delete from meeting_stream s
+     where s.id in (
+       select c.id from meeting_stream c
+        where c.seq is not null
+          and (
+            (c.kind = 'meeting' and exists (
+               select 1 from meeting_stream t
+                where t.meeting_id = c.meeting_id and t.kind = 'meeting' and t.ref is null
+                  and t.seq > c.seq))
+            or (c.ref is not null and exists (
+               select 1 from meeting_stream t
+                where t.meeting_id = c.meeting_id and t.kind = c.kind and t.ref = c.ref
+                  and t.seq > c.seq))
+            or (c.kind = 'draft'
+                and not exists (select 1 from drafts d where d.id = c.ref)
+                and exists (
+                  select 1 from meeting_stream t where t.meeting_id = c.meeting_id and t.seq > c.seq)))
+        limit ${limit})`.execute(db);
+  return Number(res.numAffectedRows ?? 0);
+}

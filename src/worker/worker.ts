@@ -23,6 +23,7 @@ import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
+import { compactStreams } from '../meetings/stream.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
@@ -90,6 +91,13 @@ export async function startWorker(
       }
     }
   };
+  // L23: the meetings' streams compacted once a minute per process, not on every sweep.
+  let streamsCompactedAt = 0;
+  const compactStreamsIfDue = async (): Promise<number> => {
+    if (Date.now() - streamsCompactedAt < 60_000) return 0;
+    streamsCompactedAt = Date.now();
+    return compactStreams(deps.db);
+  };
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
@@ -100,6 +108,7 @@ export async function startWorker(
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['publish-late-windows', () => publishLateWindowsSweep(deps, sweepActor, wlog)],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
+      ['compact-meeting-streams', compactStreamsIfDue],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
     ];

@@ -57,12 +57,23 @@ export function MeetingPage({ id }: { id: string }) {
   const stream = useMeetingStream(id);
   const streamRef = useRef(stream);
   streamRef.current = stream;
+  // When the stream is cut, what it last showed stays until a poll made after the cut answers:
+  // the page neither jumps back to an older polled transcript nor drops its drafts meanwhile.
+  const wasLive = useRef(false);
+  const cutAt = useRef(0);
+  if (stream.link === 'live') wasLive.current = true;
+  else if (wasLive.current) {
+    wasLive.current = false;
+    cutAt.current = Date.now();
+  }
+  const [polledAt, setPolledAt] = useState(0);
 
   usePoll(
     async () => {
       try {
         const pushed = streamRef.current;
         const viaStream = pushed.link === 'live' && pushed.meeting !== null;
+        const asked = Date.now();
         const m = viaStream ? pushed.meeting! : await call<Meeting>('GET', `/v1/meetings/${id}`);
         setMeeting(m);
         setUnreachable(false);
@@ -80,6 +91,7 @@ export function MeetingPage({ id }: { id: string }) {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
           setSegments(t.segments);
         }
+        if (!viaStream) setPolledAt(asked);
         setElsewhere(await recordingElsewhere(id));
         const stored = await (await outbox()).store.meeting(id);
         setNextSeq(stored?.nextSeq ?? null);
@@ -102,7 +114,8 @@ export function MeetingPage({ id }: { id: string }) {
     [id, endRequested, wake, acknowledged],
   );
 
-  const streaming = stream.link === 'live';
+  // The stream's view while it is live, and after a cut until a poll newer than the cut answers.
+  const streaming = stream.link === 'live' || (stream.link === 'connecting' && polledAt <= cutAt.current);
   const meetingShown = streaming && stream.meeting ? stream.meeting : meetingPolled;
   const segmentsShown = streaming && stream.segments ? stream.segments : segments;
   const meeting = meetingShown;

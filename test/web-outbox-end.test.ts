@@ -190,6 +190,11 @@ void describe('web app outbox: ending and stopping', () => {
     const { page: stale, context } = browser;
     // End stays pending in this browser: its POST finds no server.
     await context.route('**/v1/meetings/*/end', (route) => route.abort('connectionrefused'));
+    // No pushed status in this tab (L23): it polls, and below it loses that too. A stream would
+    // tell it that the other tab holds the recording lock (it checks on every tick it hears from
+    // the server), and it would hide Record then: right for the product, but not the stale tab
+    // this test is about (this raced, and failed in CI).
+    await stale.route('**/v1/meetings/*/events', (route) => route.abort('connectionrefused'));
     await signIn(stale, web.url, apiKey);
     await stale.goto(`${web.url}/#/meetings/${id}`);
     await stale.getByRole('button', { name: /Record/ }).waitFor();

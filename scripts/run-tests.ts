@@ -1,15 +1,16 @@
 /**
  * The test suite's runner (issue 17 item 10). Each test file runs in a process of its own, as
- * `node --test` runs it (each file already makes its own database), but in two lanes, so the 2-core
- * machine is not overcommitted: the browser files (Chromium, the app and a worker each) one at a
- * time, and every other file two at a time beside them. The longest files start first, so the last
- * minutes are not one long file running alone.
+ * `node --test` runs it (each file already makes its own database), three at a time, but never two
+ * browser files (Chromium, the app and a worker each) at once, so the 2-core machine is not
+ * overcommitted by them. Most files wait on processes, timers and the database more than they
+ * compute, which is why three fit on two cores. The longest files start first, so the last minutes
+ * are not one long file running alone.
  *
  *   node --import tsx scripts/run-tests.ts [files…]
  *
- * Knobs: VERBATIM_TEST_LANES="browser=1,other=2". Prints a line per file as it ends, the whole
- * output of every file that failed, then the summary: files, tests, pass, fail, skipped, the wall
- * time and the sum of the files' times. Exits 1 when anything failed.
+ * Knobs: VERBATIM_TEST_SLOTS (3), VERBATIM_TEST_BROWSERS (1), VERBATIM_TEST_FILE_TIMEOUT_SECONDS (1200). Prints each file's whole TAP output and a line
+ * as it ends, the files by time, then the summary: files, tests, pass, fail, skipped, the files that
+ * failed, the wall time and the sum of the files' times. Exits 1 when anything failed.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,29 +20,38 @@ import path from 'node:path';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 /**
- * Files measured at well over a minute (CI at f8857e8), started first in their lane. The others
- * follow in name order. A file missing here is only started later, never skipped.
+ * Files measured at more than half a minute (the whole suite at 4ed9628, 2 CPUs), longest first;
+ * they start first. The others follow in name order. A file missing here is only started later.
  */
 const LONG = [
-  'test/web-outbox-end.test.ts',
-  'test/web-app.test.ts',
-  'test/web-outbox.test.ts',
-  'test/web-reasons.test.ts',
-  'test/web-captions.test.ts',
-  'test/web-api.test.ts',
-  'test/late-audio.test.ts',
-  'test/crash-recovery.test.ts',
-  'test/meeting-stream.test.ts',
-  'test/live.test.ts',
-  'test/worker-death.test.ts',
-  'test/upload-pipeline.test.ts',
-  'test/db-restart.test.ts',
-  'test/bot-workers.test.ts',
-  'test/delivery-recovery.test.ts',
+  'test/live.test.ts', // 481 s
+  'test/meeting-stream.test.ts', // 196 s
+  'test/web-app.test.ts', // 159 s
+  'test/web-outbox.test.ts', // 149 s
+  'test/crash-recovery.test.ts', // 127 s
+  'test/bot-webhooks.test.ts', // 102 s
+  'test/chunk-cost.test.ts', // 101 s
+  'test/web-outbox-end.test.ts', // 86 s
+  'test/late-audio.test.ts', // 84 s
+  'test/storage.test.ts', // 65 s
+  'test/minutes.test.ts', // 64 s
+  'test/failure-classification.test.ts', // 47 s
+  'test/bot-recovery.test.ts', // 45 s
+  'test/delivery-recovery.test.ts', // 44 s
+  'test/resumable-split.test.ts', // 41 s
+  'test/worker-death.test.ts', // 40 s
+  'test/bot-workers.test.ts', // 39 s
+  'test/cli.test.ts', // 39 s
+  'test/operator.test.ts', // 37 s
 ];
 
+/** A file still running after this long is stuck: it is killed and counted as failed. */
+const FILE_TIMEOUT_S = knob('VERBATIM_TEST_FILE_TIMEOUT_SECONDS', 1200);
+
 type Lane = 'browser' | 'other';
-const laneOf = (file: string): Lane => (path.basename(file).startsWith('web-') ? 'browser' : 'other');
+/** A file that starts Chromium is a browser file. */
+const laneOf = (file: string): Lane =>
+  fs.readFileSync(path.join(ROOT, file), 'utf8').includes('launchChromium(') ? 'browser' : 'other';
 
 interface Outcome {
   file: string;
@@ -54,14 +64,12 @@ interface Outcome {
   output: string;
 }
 
-function lanes(): Record<Lane, number> {
-  const out: Record<Lane, number> = { browser: 1, other: 2 };
-  for (const part of (process.env.VERBATIM_TEST_LANES ?? '').split(',').filter(Boolean)) {
-    const [name, n] = part.split('=');
-    if ((name === 'browser' || name === 'other') && Number(n) >= 1) out[name] = Number(n);
-    else throw new Error(`VERBATIM_TEST_LANES: "${part}" is not browser=N or other=N`);
-  }
-  return out;
+function knob(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: "${raw}" is not a whole number of at least 1`);
+  return n;
 }
 
 /** The last value of a `# name N` summary line of node's TAP output. */
@@ -76,19 +84,30 @@ function runFile(file: string): Promise<Outcome> {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=1', file],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+      // A group of its own: a file that hangs is killed with everything it started.
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
     let output = '';
+    const timer = setTimeout(() => {
+      output += `\nnot ok - ${file} did not end within ${FILE_TIMEOUT_S} s and was killed\n`;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // ended meanwhile
+      }
+    }, FILE_TIMEOUT_S * 1000);
     child.stdout.on('data', (d: Buffer) => (output += d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => (output += d.toString('utf8')));
     child.on('close', (code) => {
+      clearTimeout(timer);
       resolve({
         file,
         code,
         seconds: (performance.now() - started) / 1000,
         tests: count(output, 'tests'),
         pass: count(output, 'pass'),
-        fail: count(output, 'fail'),
+        // A file that failed without a failing test (killed, crashed at load) counts as one.
+        fail: Math.max(count(output, 'fail'), code === 0 ? 0 : 1),
         skipped: count(output, 'skipped'),
         output,
       });
@@ -110,37 +129,53 @@ async function main(): Promise<void> {
     const rb = LONG.indexOf(b);
     return (ra < 0 ? LONG.length : ra) - (rb < 0 ? LONG.length : rb) || a.localeCompare(b);
   });
-  const width = lanes();
+  const slots = knob('VERBATIM_TEST_SLOTS', 3);
+  const browsers = knob('VERBATIM_TEST_BROWSERS', 1);
   const started = performance.now();
   const outcomes: Outcome[] = [];
-  const queue: Record<Lane, string[]> = {
-    browser: files.filter((f) => laneOf(f) === 'browser'),
-    other: files.filter((f) => laneOf(f) === 'other'),
-  };
+  const lane = new Map(files.map((f) => [f, laneOf(f)]));
+  const waiting = [...files];
+  let browsing = 0;
   process.stdout.write(
-    `running ${files.length} test files: ${queue.browser.length} browser files ${width.browser} at a time, ` +
-      `${queue.other.length} others ${width.other} at a time, side by side (${os.cpus().length} CPUs)\n`,
+    `running ${files.length} test files, ${slots} at a time, at most ${browsers} of the ` +
+      `${files.filter((f) => lane.get(f) === 'browser').length} browser files at once (${os.cpus().length} CPUs)\n`,
   );
-  const worker = async (lane: Lane): Promise<void> => {
-    for (let file = queue[lane].shift(); file; file = queue[lane].shift()) {
+  // Each slot takes the first waiting file it may run: a browser file only while fewer than
+  // `browsers` run. A slot that finds only browser files it may not start waits for one to end.
+  const sleeping: Array<() => void> = [];
+  const wake = () => sleeping.splice(0).forEach((r) => r());
+  const slot = async (): Promise<void> => {
+    for (;;) {
+      const i = waiting.findIndex((f) => lane.get(f) !== 'browser' || browsing < browsers);
+      if (i < 0) {
+        if (waiting.length === 0) return;
+        await new Promise<void>((r) => sleeping.push(r));
+        continue;
+      }
+      const file = waiting.splice(i, 1)[0]!;
+      const isBrowser = lane.get(file) === 'browser';
+      if (isBrowser) browsing++;
       const o = await runFile(file);
+      if (isBrowser) browsing--;
+      wake();
       outcomes.push(o);
       const ok = o.code === 0 && o.fail === 0;
+      // Each file's whole TAP output in one piece, as it ends, then its line.
+      process.stdout.write(`\n# ---- ${o.file}\n${o.output}`);
       process.stdout.write(
         `${ok ? 'ok  ' : 'FAIL'} ${o.file.padEnd(40)} ${String(o.tests).padStart(4)} tests ` +
           `${o.fail > 0 ? `${o.fail} failed ` : ''}${o.seconds.toFixed(1).padStart(7)} s\n`,
       );
     }
   };
-  const running: Promise<void>[] = [];
-  for (const lane of ['browser', 'other'] as const)
-    for (let i = 0; i < width[lane]; i++) running.push(worker(lane));
-  await Promise.all(running);
+  await Promise.all(Array.from({ length: slots }, () => slot()));
 
   const failed = outcomes.filter((o) => o.code !== 0 || o.fail > 0);
-  for (const o of failed) {
-    process.stdout.write(`\n======== ${o.file} (exit ${o.code}) ========\n${o.output}\n`);
-  }
+  process.stdout.write('\nper file, longest first\n');
+  for (const o of [...outcomes].sort((a, b) => b.seconds - a.seconds))
+    process.stdout.write(
+      `  ${o.code === 0 && o.fail === 0 ? 'ok  ' : 'FAIL'} ${o.file.padEnd(40)} ${String(o.tests).padStart(4)} tests ${o.seconds.toFixed(1).padStart(7)} s\n`,
+    );
   const sum = (k: 'tests' | 'pass' | 'fail' | 'skipped') => outcomes.reduce((a, o) => a + o[k], 0);
   const wall = (performance.now() - started) / 1000;
   const busy = outcomes.reduce((a, o) => a + o.seconds, 0);

@@ -1,0 +1,2 @@
+import { b } from './probe16423-b.ts';
+export const a = (): number => b() + 1;

@@ -1,2 +1,0 @@
-import { b } from './probe16423-b.ts';
-export const a = (): number => b() + 1;

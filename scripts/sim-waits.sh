@@ -1,8 +1,8 @@
 #!/bin/bash
-# While a simulation runs (its cluster on port 55433), prints every 5 s what the sim database's
+# While a simulation runs (its cluster on port 31433), prints every 5 s what the sim database's
 # busy backends are doing and waiting on, most common first. For finding out why a soak's
 # requests stop getting through (docs/simulation.md, "The soak").
-port="${1:-55433}"
+port="${1:-31433}"
 while true; do
   psql -h 127.0.0.1 -p "$port" -U postgres -d sim -At -F ' | ' -c "
     select now()::time(0), state, coalesce(wait_event_type, '-'), coalesce(wait_event, '-'),

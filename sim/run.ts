@@ -87,7 +87,7 @@ function parseArgs(argv: string[]): Options {
     apis: Number(get('apis') ?? '2'),
     workers: Number(get('workers') ?? '3'),
     meetings: Number(get('meetings') ?? String(Math.max(12, Math.round(minutes * 24)))),
-    port: Number(get('port') ?? '55433'),
+    port: Number(get('port') ?? '31433'), // below the ephemeral range: no outgoing connection holds it
     keep: argv.includes('--keep'),
     ci: argv.includes('--ci'),
   };

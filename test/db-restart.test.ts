@@ -5,7 +5,9 @@ import { startCluster } from './support/cluster.ts';
 import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting } from './support/harness.ts';
 
 void it('L12: Postgres restarts while chunks stream in; no process exits, uploads resume, nothing is lost', async () => {
-  const cluster = startCluster(55432);
+  // Below Linux's ephemeral range (32768–60999): no outgoing connection of a test file running
+  // beside this one can hold the port (55432 was taken so once, in CI, and the cluster could not start).
+  const cluster = startCluster(31432);
   try {
     const h = await startHarness({
       adminUrl: cluster.url,

@@ -104,8 +104,7 @@ export class PocketsphinxTranscriber implements Transcriber {
       return await this.transcribeCold(audio.samples, signal);
     } finally {
       // The next one loads its model now, in the time before the next draft.
-      if (!this.closed && this.spare === null)
-        this.spare = new SpareProcess(this.binary, ['-infile', '/dev/stdin', ...this.searchArgs()]);
+      if (!this.closed && this.spare === null) this.startSpare();
     }
   }
 
@@ -119,6 +118,15 @@ export class PocketsphinxTranscriber implements Transcriber {
       return parsePocketsphinxOutput(stdout);
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  /** The next spare; one that cannot be started (out of memory or descriptors) is simply not there. */
+  private startSpare(): void {
+    try {
+      this.spare = new SpareProcess(this.binary, ['-infile', '/dev/stdin', ...this.searchArgs()]);
+    } catch {
+      this.spare = null;
     }
   }
 

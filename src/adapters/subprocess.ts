@@ -155,11 +155,20 @@ export class SpareProcess {
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
     });
+    // Its failure to start is told by its end (collect); never an unhandled 'error' meanwhile.
+    child.on('error', () => undefined);
+    // Out of descriptors, Node makes no pipes (its types say otherwise): then there is no spare.
+    if ([child.stdin, child.stdout, child.stderr].some((p) => (p as unknown) == null)) {
+      child.kill('SIGKILL');
+      throw new Error('the spare process got no pipes');
+    }
     // A child that dies before its input is written would fail the write: its end says why.
     child.stdin.on('error', () => undefined);
     this.#c = collect(child, () => {
+      // Once Node has seen it end, its group id may belong to another process: no signal then.
+      if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
       try {
-        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+        process.kill(-child.pid, 'SIGKILL');
       } catch {
         // already gone
       }

@@ -14,8 +14,9 @@ import type { TranscriptSegment } from '../ports.ts';
  *
  * A row gets its position (`seq`) only after its transaction committed: `positionStream` numbers a
  * meeting's unpositioned rows under a per-meeting advisory lock, continuing from the last position.
- * Positions are therefore gapless and in the order rows became visible, and a client that has seen
- * position N (its `Last-Event-ID`) has seen every change up to N and gets every later one.
+ * Positions are therefore in the order rows became visible, and a client that has seen position N
+ * (its `Last-Event-ID`) has seen every change up to N and gets every later one. They are gapless
+ * when given; compaction (compactStreams, below) later removes rows a later row makes redundant.
  */
 export const STREAM_CHANNEL = 'verbatim_stream';
 

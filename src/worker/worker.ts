@@ -125,13 +125,21 @@ export async function startWorker(
     return sweeping;
   };
   // The provider's steps run on their own timer: a slow or hanging bot provider, or a run waiting
-  // for a budget slot, must never hold up lease reclaims and the other fast sweeps.
+  // for a budget slot, must never hold up lease reclaims and the other fast sweeps. One at a time
+  // in a process, whether the timer or the cron backstop asks (runBotBackstops relies on it).
   const providerSweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
       ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
     ];
     await runSteps(steps);
+  };
+  let providerSweeping: Promise<void> | null = null;
+  const providerSweepOnce = (): Promise<void> => {
+    providerSweeping ??= providerSweep().finally(() => {
+      providerSweeping = null;
+    });
+    return providerSweeping;
   };
 
   const transportPool = new pg.Pool({
@@ -205,7 +213,7 @@ export async function startWorker(
       },
       [BACKSTOP_TASK]: async () => {
         await sweepOnce();
-        await providerSweep();
+        await providerSweepOnce();
       },
     },
     concurrency: 1,
@@ -276,13 +284,9 @@ export async function startWorker(
         watching = null;
       });
   }, config.deathCheckMs);
-  let providerSweeping: Promise<void> | null = null;
   const providerTimer = bots
     ? setInterval(() => {
-        if (providerSweeping) return;
-        providerSweeping = providerSweep().finally(() => {
-          providerSweeping = null;
-        });
+        if (!providerSweeping) void providerSweepOnce();
       }, config.sweepMs)
     : null;
   await deps.checkpoints.hit('worker.started', {});

@@ -12,7 +12,9 @@ import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
 import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
-import { OUTAGE_WAITS, PgJobStore } from '../src/jobs/pg-job-store.ts';
+import { OUTAGE_WAITS, PgJobStore, specJson } from '../src/jobs/pg-job-store.ts';
+import { workspacelessSpec } from '../src/jobs/catalog.ts';
+import type { Config } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -441,5 +443,79 @@ void describe('job store', () => {
     assert.ok(!JSON.stringify(claimed.handle).includes(token));
     assert.ok(!JSON.stringify({ ...claimed.handle }).includes(token));
     assert.ok(!inspect(claimed.handle).includes(token));
+  });
+
+  void it("J7/J10: a job is inserted in one place: the close-out SQL starts is the catalog's row, from the same function as every other job", async () => {
+    const meetingId = randomUUID();
+    await handle.db
+      .insertInto('meetings')
+      .values({
+        id: meetingId,
+        workspace_id: workspaceId,
+        source: 'live',
+        title: 't',
+        status: 'processing',
+        window_ms: 8000,
+      })
+      .execute();
+    const config = { closeoutMaxErrors: 7, closeoutMaxReclaims: 4 } as Config;
+    const spec = specJson(workspacelessSpec(config, JobKind.closeOutMeeting, { meetingId }));
+    const started = async () =>
+      (
+        await sql<{
+          outcome: string;
+        }>`select verbatim_start_close_out(${meetingId}::uuid, 'test', ${spec}::jsonb) as outcome`.execute(
+          handle.db,
+        )
+      ).rows[0]!.outcome;
+    assert.equal(await started(), 'started');
+    const job = await handle.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('meeting_id', '=', meetingId)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(
+      [
+        job.workspace_id,
+        job.kind,
+        job.queue,
+        job.subject_type,
+        job.subject_id,
+        job.dedupe_key,
+        job.max_errors,
+        job.max_reclaims,
+        job.payload,
+        job.status,
+      ],
+      [
+        workspaceId,
+        'close-out-meeting',
+        'closeout',
+        'meeting',
+        meetingId,
+        `close-out:${meetingId}`,
+        7,
+        4,
+        { meetingId },
+        'pending',
+      ],
+    );
+    assert.ok(job.delivered_at, 'its delivery was enqueued with it');
+    const created = await handle.db
+      .selectFrom('audit_events')
+      .select(['to_status', 'reason', 'actor'])
+      .where('subject_id', '=', job.id)
+      .execute();
+    assert.deepEqual(created, [{ to_status: 'pending', reason: 'close-out-meeting created', actor: 'test' }]);
+    assert.equal(await started(), 'not_started', 'a finalizing meeting is not started twice');
+    // One function of ours inserts into jobs; a copy of the insert in another would show here.
+    const inserters = await sql<{ proname: string }>`select proname from pg_proc
+      where proname like 'verbatim_%' and prosrc ilike '%insert into jobs%' order by proname`.execute(
+      handle.db,
+    );
+    assert.deepEqual(
+      inserters.rows.map((r) => r.proname),
+      ['verbatim_insert_job'],
+    );
   });
 });

@@ -30,6 +30,7 @@ import * as m0026 from './migrations/0026-resumable-split.ts';
 import * as m0027 from './migrations/0027-split-close-out-gate.ts';
 import * as m0028 from './migrations/0028-bot-recording-lifecycle.ts';
 import * as m0029 from './migrations/0029-meeting-stream-compaction.ts';
+import * as m0030 from './migrations/0030-one-job-insert.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -61,6 +62,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0027-split-close-out-gate': m0027,
   '0028-bot-recording-lifecycle': m0028,
   '0029-meeting-stream-compaction': m0029,
+  '0030-one-job-insert': m0030,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

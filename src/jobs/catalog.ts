@@ -158,9 +158,21 @@ export function jobSpec<K extends JobKind>(
   payload: JobPayloads[K],
   options: CreateJobOptions,
 ): JobSpec {
+  return { workspaceId: options.workspaceId, ...workspacelessSpec(config, kind, payload, options) };
+}
+
+/**
+ * The same row for a job that SQL creates in the workspace of the row it locks (the close-out,
+ * which verbatim_start_close_out inserts through verbatim_insert_job): everything but the workspace.
+ */
+export function workspacelessSpec<K extends JobKind>(
+  config: Config,
+  kind: K,
+  payload: JobPayloads[K],
+  options: Omit<CreateJobOptions, 'workspaceId'> = {},
+): Omit<JobSpec, 'workspaceId'> {
   const rules = JOB_CATALOG[kind] as JobKindRules<K>;
   return {
-    workspaceId: options.workspaceId,
     kind,
     subjectType: rules.subjectType,
     subjectId: rules.subjectId(payload),

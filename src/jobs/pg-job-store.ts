@@ -16,7 +16,7 @@ import {
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
-import { flushAudit, recordAudit, withAuditBuffer } from './audit.ts';
+import { flushAudit, withAuditBuffer } from './audit.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery.ts';
 import {
   JobRows,
@@ -48,6 +48,11 @@ export interface JobSpec {
   delayMs?: number;
   dedupeKey?: string;
   inputRevision?: number;
+}
+
+/** A spec as verbatim_insert_job (migration 0030) reads it, with the queue its kind runs on. */
+export function specJson(spec: Omit<JobSpec, 'workspaceId'> & { workspaceId?: string }): string {
+  return JSON.stringify({ ...spec, queue: QUEUE_OF[spec.kind] });
 }
 
 export interface ClaimedJob {
@@ -131,40 +136,18 @@ export class PgJobStore {
     this.rows = new JobRows(timings, deps);
   }
 
-  /** Inserts a pending job and its delivery in the caller's transaction. Null if the dedupe key exists. */
+  /**
+   * Inserts a pending job and its delivery in the caller's transaction. Null if the dedupe key
+   * exists. The row and its audit come from verbatim_insert_job, the one insert of a job (the
+   * close-out's SQL uses it too).
+   */
   async createJob(trx: Tx, spec: JobSpec, actor: string): Promise<JobRow | null> {
-    const row = await trx
-      .insertInto('jobs')
-      .values({
-        id: randomUUID(),
-        workspace_id: spec.workspaceId,
-        kind: spec.kind,
-        queue: QUEUE_OF[spec.kind],
-        subject_type: spec.subjectType,
-        subject_id: spec.subjectId,
-        meeting_id: spec.meetingId,
-        dedupe_key: spec.dedupeKey ?? null,
-        status: JobStatus.pending,
-        payload: JSON.stringify(spec.payload ?? {}),
-        input_revision: spec.inputRevision ?? 0,
-        max_errors: spec.maxErrors,
-        max_reclaims: spec.maxReclaims,
-        run_after: sql<Date>`now() + ${spec.delayMs ?? 0} * interval '1 millisecond'`,
-        delivery_id: newDeliveryId(),
-      })
-      .onConflict((oc) => oc.column('dedupe_key').doNothing())
-      .returningAll()
-      .executeTakeFirst();
+    // The transaction's earlier audit rows go first, as they were recorded.
+    await flushAudit(trx);
+    const { rows } =
+      await sql<JobRow>`select * from verbatim_insert_job(${specJson(spec)}::jsonb, ${actor})`.execute(trx);
+    const row = rows[0];
     if (!row) return null;
-    await recordAudit(trx, {
-      workspaceId: spec.workspaceId,
-      subjectType: 'job',
-      subjectId: row.id,
-      from: null,
-      to: JobStatus.pending,
-      actor,
-      reason: `${spec.kind} created`,
-    });
     await enqueueDelivery(trx, row, this.deps);
     return row;
   }

@@ -8,7 +8,8 @@ import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
-import { JOB_CATALOG, payloadOf } from '../jobs/catalog.ts';
+import { payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
+import { specJson } from '../jobs/pg-job-store.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof JobKind.transcribeWindow> {
@@ -30,7 +31,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
           handle,
           (ids) => sql<{ outcome: CloseOutStart }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
             ${ids.attemptId}::uuid, ${ids.token}::uuid, ${ctx.actor}, ${JSON.stringify(rows)}::jsonb,
-            ${deps.config.closeoutMaxErrors}::int, ${deps.config.closeoutMaxReclaims}::int) as outcome`,
+            ${closeOutSpec(deps, source.window.meeting_id)}::jsonb) as outcome`,
         );
         reportCloseOutStart(deps, source.window.meeting_id, result?.outcome);
       });
@@ -231,14 +232,19 @@ export async function maybeStartCloseOut(
   actor: string,
 ): Promise<void> {
   await flushAudit(trx);
-  // L7: the close-out's retry budget is split between errors and stalled-job reclaims; the
-  // budgets are the catalog's, the same as for a close-out created by End.
-  const budget = JOB_CATALOG[JobKind.closeOutMeeting].budget(deps.config);
   const result = await sql<{
     outcome: CloseOutStart;
   }>`select verbatim_start_close_out(${meetingId}::uuid, ${actor},
-    ${budget.maxErrors}::int, ${budget.maxReclaims}::int, 0) as outcome`.execute(trx);
+    ${closeOutSpec(deps, meetingId)}::jsonb) as outcome`.execute(trx);
   reportCloseOutStart(deps, meetingId, result.rows[0]?.outcome);
+}
+
+/**
+ * The close-out job verbatim_start_close_out creates, by the catalog's rules (L7: its budget is
+ * split between errors and stalled-job reclaims), as the SQL reads it; the SQL adds the workspace.
+ */
+function closeOutSpec(deps: MeetingDeps, meetingId: string): string {
+  return specJson(workspacelessSpec(deps.config, JobKind.closeOutMeeting, { meetingId }));
 }
 
 /** What verbatim_start_close_out did; `undelivered` is committed work that the rescue sweep re-drives. */

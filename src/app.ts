@@ -33,7 +33,10 @@ import { onTranscriptEvent, writeMinutesJob } from './meetings/minutes.ts';
 import { repairTimelineJob } from './meetings/repair.ts';
 import { PgMeetingStore } from './meetings/pg-meeting-store.ts';
 import { transcribeWindowJob } from './meetings/transcription.ts';
-import type { MinutesWriter, Transcriber } from './ports.ts';
+import type { AnswerWriter, MinutesWriter, Transcriber } from './ports.ts';
+import { OpenAiAnswerWriter } from './adapters/openai-answer-writer.ts';
+import { indexMeetingForSearch } from './search/indexer.ts';
+import { SearchStore } from './search/search-store.ts';
 import { startWorker, type WorkerHandle } from './worker/worker.ts';
 import { makePrivateDir } from './storage/private-dir.ts';
 import { PgWorkspaceStore } from './workspaces/pg-workspace-store.ts';
@@ -106,6 +109,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     transcriber,
     draftTranscriber,
     minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
+    answerWriter: makeAnswerWriter(config),
+    search: new SearchStore(database.db),
     decoder: new FfmpegAudioDecoder({ ffmpegPath: config.ffmpegPath, maxSeconds: config.maxAudioSeconds }),
     config,
     log,
@@ -164,6 +169,9 @@ export async function startAppWorker(app: App): Promise<WorkerHandle> {
           revision: typeof event.payload.revision === 'number' ? event.payload.revision : 0,
         }),
       [Consumer.webhooks]: (event) => fanOutWebhook(app.deps, event),
+      [Consumer.search]: async (event) => {
+        await indexMeetingForSearch(app.deps, event.subjectId);
+      },
     },
     app.database.connectionString,
     app.sweeps,
@@ -193,6 +201,17 @@ function makeTranscriber(config: Config, local: { fast?: boolean; warm?: boolean
     default:
       return assertNever(config.asr.kind, 'ASR kind');
   }
+}
+
+/** O5: the minutes' chat model answers questions too; offline there is none. */
+function makeAnswerWriter(config: Config): AnswerWriter | null {
+  if (config.minutes.kind !== 'openai') return null;
+  return new OpenAiAnswerWriter({
+    baseUrl: config.minutes.url,
+    apiKey: config.minutes.apiKey || undefined,
+    model: config.minutes.model,
+    timeoutMs: config.minutes.timeoutMs,
+  });
 }
 
 function makeMinutesWriter(config: Config): MinutesWriter {

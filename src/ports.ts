@@ -51,6 +51,21 @@ export interface MinutesWriter {
   write(request: MinutesRequest): Promise<Minutes>;
 }
 
+/** O5: one passage given to the answer writer, numbered from 1 in the order given. */
+export interface AnswerPassage {
+  n: number;
+  meetingTitle: string;
+  meetingDate: Date;
+  startMs: number | null;
+  text: string;
+}
+
+/** O5: writes an answer to a question from the passages it is given, citing them as [n]. */
+export interface AnswerWriter {
+  readonly model: string;
+  answer(request: { question: string; passages: AnswerPassage[]; signal?: AbortSignal }): Promise<string>;
+}
+
 export interface BlobStore {
   put(key: string, data: Buffer): Promise<void>;
   /**

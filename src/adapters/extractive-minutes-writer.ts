@@ -1,3 +1,4 @@
+import { withoutNearDuplicates } from '../domain/near-duplicate.ts';
 import type { Minutes, MinutesRequest, MinutesWriter, TranscriptSegment } from '../ports.ts';
 
 export const EXTRACTIVE_NOTE =
@@ -48,15 +49,25 @@ export function extractiveMinutes(segments: TranscriptSegment[]): Minutes {
     // sqrt damping: favours sentences dense in recurring topics without simply favouring the longest.
     return { text, index, score: words.length === 0 ? 0 : total / Math.sqrt(words.length) };
   });
-  const summary = [...scored]
-    .sort((a, b) => b.score - a.score || a.index - b.index)
+  // The best sentences that do not repeat one another: a speaker who says one thing three times
+  // gets it into the summary once.
+  const summary = withoutNearDuplicates(
+    [...scored].sort((a, b) => b.score - a.score || a.index - b.index),
+    (s) => s.text,
+  )
     .slice(0, SUMMARY_SENTENCES)
     .sort((a, b) => a.index - b.index)
     .map((s) => finish(s.text))
     .join(' ');
 
-  const decisions = unique(sentences.filter((s) => DECISION.test(s))).map(finish);
-  const actionItems = unique(sentences.filter((s) => ACTION.test(s))).map(finish);
+  const decisions = withoutNearDuplicates(
+    sentences.filter((s) => DECISION.test(s)),
+    (s) => s,
+  ).map(finish);
+  const actionItems = withoutNearDuplicates(
+    sentences.filter((s) => ACTION.test(s)),
+    (s) => s,
+  ).map(finish);
   return minutes(summary, decisions.slice(0, MAX_LIST_ITEMS), actionItems.slice(0, MAX_LIST_ITEMS));
 }
 
@@ -80,16 +91,6 @@ function contentWords(text: string): string[] {
   return (text.toLowerCase().match(/[\p{L}\p{N}']+/gu) ?? []).filter(
     (w) => w.length > 1 && !STOPWORDS.has(w),
   );
-}
-
-function unique(items: string[]): string[] {
-  const seen = new Set<string>();
-  return items.filter((item) => {
-    const key = item.toLowerCase();
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
 }
 
 function finish(sentence: string): string {

@@ -8,6 +8,7 @@ import { registerProviderRoutes } from './provider-routes.ts';
 import { registerWebhookRoutes } from './webhook-routes.ts';
 import { registerKeyRoutes } from './key-routes.ts';
 import { registerStreamRoutes } from './stream-routes.ts';
+import { registerSearchRoutes } from './search-routes.ts';
 import {
   ApiRateLimits,
   registerRequestLimits,
@@ -85,6 +86,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   registerBotRoutes(app, api);
   registerKeyRoutes(app, api);
   registerStreamRoutes(app, api);
+  registerSearchRoutes(app, api);
   registerWebRoutes(app, api.webRoot ?? DEFAULT_WEB_ROOT);
   return app;
 }

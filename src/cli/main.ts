@@ -8,6 +8,8 @@ import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { installProcessGuards } from './process-guards.ts';
 import { deadLetters, inspect, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
+import { searchCommand } from './search.ts';
+import { UsageError } from './usage-error.ts';
 
 const USAGE = `verbatim — meeting transcription that never loses a word
 
@@ -18,6 +20,9 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
   verbatim status             per queue: pending, running, age of the oldest due job
   verbatim inspect ID         a meeting, job or bot recording: windows, jobs, ordered attempts, audit trail
+  verbatim search "WORDS" [--workspace NAME]
+                              meetings that said it: title, date, id, each hit's time and words
+                              (against VERBATIM_URL with VERBATIM_API_KEY when set)
   verbatim dead-letters       failed jobs with their attempt history
   verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish)
   verbatim keys create [--workspace NAME] [--label TEXT] [--expires-in-days N]
@@ -88,6 +93,10 @@ async function main(argv: string[]): Promise<number> {
       const id = rest[0];
       if (!id) throw new UsageError('inspect needs a meeting, job or bot recording ID');
       return withApp(config, log, (app) => inspect(app, id));
+    }
+    case 'search': {
+      const query = rest.join(' ');
+      return searchCommand(config, (fn) => withApp(config, log, fn), query, values.workspace);
     }
     case 'dead-letters':
       return withApp(config, log, deadLetters);
@@ -169,8 +178,6 @@ async function patiently<T>(log: Logger, what: string, fn: () => Promise<T>): Pr
     }
   }
 }
-
-class UsageError extends Error {}
 
 function parseDays(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;

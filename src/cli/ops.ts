@@ -37,6 +37,7 @@ export async function status(app: App): Promise<number> {
     `bot recordings overdue ${h.botRecordingsOverdue}, erroring ${h.botRecordingsErroring}; calendar feeds failing ${h.calendarFeedsFailing}`,
   );
   out(`late chunks being added ${h.lateChunksRepairing}, stuck (repair gave up) ${h.lateChunksStuck}`);
+  out(`search index behind on ${h.searchLedgerMeetings} meetings (oldest ${h.searchLedgerOldestSeconds} s)`);
   for (const w of await storedBytesByWorkspace(app.database.db)) {
     out(`stored bytes  workspace ${w.workspaceId}  ${w.bytes}`);
   }

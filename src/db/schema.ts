@@ -321,6 +321,29 @@ export interface SegmentsTable {
   text: string;
 }
 
+/** O4: one searchable passage: a transcript segment, or a line of the minutes (no time). */
+export interface SearchPassagesTable {
+  id: Generated<string>;
+  workspace_id: string;
+  meeting_id: string;
+  kind: 'segment' | 'minutes';
+  start_ms: number | null;
+  end_ms: number | null;
+  text: string;
+  /** The text search configuration: 'english' (stemmed) or 'simple'. */
+  lang: string;
+}
+
+/** O2: what the search index holds of a meeting; behind its meeting, the meeting is in the ledger. */
+export interface SearchIndexStateTable {
+  meeting_id: string;
+  workspace_id: string;
+  transcript_revision: number;
+  minutes_written_at: Date | null;
+  passages: number;
+  indexed_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface JobsTable {
   id: string;
   workspace_id: string;
@@ -486,6 +509,8 @@ export interface Database {
   timeline_gaps: TimelineGapsTable;
   window_tallies: WindowTalliesTable;
   segments: SegmentsTable;
+  search_passages: SearchPassagesTable;
+  search_index_state: SearchIndexStateTable;
   jobs: JobsTable;
   job_attempts: JobAttemptsTable;
   workers: WorkersTable;

@@ -148,15 +148,16 @@ export const EventType = {
 } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
-export const Consumer = { minutes: 'minutes', webhooks: 'webhooks' } as const;
+export const Consumer = { minutes: 'minutes', webhooks: 'webhooks', search: 'search' } as const;
 export type Consumer = (typeof Consumer)[keyof typeof Consumer];
 
 export const CONSUMERS_OF: Record<EventType, Consumer[]> = {
-  [EventType.meetingTranscribed]: [Consumer.minutes, Consumer.webhooks],
+  // O2: the search index follows every change of a published transcript and of its minutes.
+  [EventType.meetingTranscribed]: [Consumer.minutes, Consumer.webhooks, Consumer.search],
   [EventType.meetingCompleted]: [Consumer.webhooks],
   [EventType.meetingFailed]: [Consumer.webhooks],
-  [EventType.minutesReady]: [Consumer.webhooks],
-  [EventType.meetingTranscriptRevised]: [Consumer.minutes, Consumer.webhooks],
+  [EventType.minutesReady]: [Consumer.webhooks, Consumer.search],
+  [EventType.meetingTranscriptRevised]: [Consumer.minutes, Consumer.webhooks, Consumer.search],
 };
 
 /**

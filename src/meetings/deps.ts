@@ -4,7 +4,8 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
 import type { PgJobStore } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
-import type { AudioDecoder, BlobStore, MinutesWriter, Transcriber } from '../ports.ts';
+import type { AnswerWriter, AudioDecoder, BlobStore, MinutesWriter, Transcriber } from '../ports.ts';
+import type { SearchStore } from '../search/search-store.ts';
 import type { PgMeetingStore } from './pg-meeting-store.ts';
 
 /** What the meeting use cases need; built once by the composition root. */
@@ -19,6 +20,10 @@ export interface MeetingDeps {
   /** L22: what drafts are recognised with (VERBATIM_DRAFT_RECOGNISER); the finals use `transcriber`. */
   draftTranscriber?: Transcriber;
   minutesWriter: MinutesWriter;
+  /** O5: the chat model that answers questions; null offline (answers are the passages). */
+  answerWriter: AnswerWriter | null;
+  /** O2/O4: the search index's store. */
+  search: SearchStore;
   decoder: AudioDecoder;
   config: Config;
   log: Logger;

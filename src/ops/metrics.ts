@@ -78,6 +78,16 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     ],
     ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
     [
+      'searchLedgerMeetings',
+      'verbatim_search_ledger_meetings',
+      'Published meetings whose search index is missing or behind (O2: the re-drive works them off)',
+    ],
+    [
+      'searchLedgerOldestSeconds',
+      'verbatim_search_ledger_oldest_seconds',
+      'Seconds since the oldest meeting the search index is behind on last changed',
+    ],
+    [
       'draftsShed',
       'verbatim_drafts_shed_total',
       'Draft captions skipped because the drafts queue was behind real time (L22: add workers when it grows)',

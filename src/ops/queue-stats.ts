@@ -1,3 +1,4 @@
+import { SearchStore } from '../search/search-store.ts';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
@@ -51,6 +52,9 @@ export interface HealthFigures {
   lateChunksRepairing: number;
   lateChunksStuck: number;
   draftsShed: number;
+  /** O2: published meetings the search index is behind on, and how long the oldest has waited. */
+  searchLedgerMeetings: number;
+  searchLedgerOldestSeconds: number;
 }
 
 /** B9: stored bytes per workspace, pending deletions included (what the quotas count). */
@@ -65,7 +69,7 @@ export async function storedBytesByWorkspace(db: Db): Promise<Array<{ workspaceI
 }
 
 export async function healthFigures(db: Db): Promise<HealthFigures> {
-  const result = await sql<HealthFigures>`select
+  const result = await sql<Omit<HealthFigures, 'searchLedgerMeetings' | 'searchLedgerOldestSeconds'>>`select
       (select count(*) from job_attempts where status = 'lease_expired')::int as "leasesReclaimed",
       (select count(*) from jobs where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED})::int as "jobsQuarantined",
       (select count(*) from jobs where status = 'failed')::int as "jobsFailed",
@@ -112,5 +116,6 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
   );
   const row = result.rows[0];
   if (!row) throw new Error('health figures query returned no row');
-  return row;
+  const ledger = await new SearchStore(db).ledgerStats();
+  return { ...row, searchLedgerMeetings: ledger.meetings, searchLedgerOldestSeconds: ledger.oldestSeconds };
 }

@@ -15,6 +15,7 @@ import { DISPATCH_TASK } from '../events/outbox.ts';
 import type { DeliveryPayload } from '../jobs/delivery.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { runDelivery } from '../jobs/job-runner.ts';
+import { redriveSearchIndex } from '../search/indexer.ts';
 import type { PgJobSweeps } from '../jobs/job-sweeps.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
@@ -38,6 +39,8 @@ export interface WorkerHandle {
 }
 
 const BACKSTOP_TASK = 'sweep-backstop';
+/** How often a worker looks at the search index's ledger (O2). */
+const SEARCH_REDRIVE_MS = 10_000;
 
 /**
  * One worker process: a graphile-worker runner per queue (its concurrency models the resource,
@@ -98,6 +101,13 @@ export async function startWorker(
     streamsCompactedAt = Date.now();
     return compactStreams(deps.db);
   };
+  // O2: the search index's ledger re-driven every ten seconds per process.
+  let searchRedrivenAt = 0;
+  const redriveSearchIfDue = async (): Promise<number> => {
+    if (Date.now() - searchRedrivenAt < SEARCH_REDRIVE_MS) return 0;
+    searchRedrivenAt = Date.now();
+    return redriveSearchIndex(deps);
+  };
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
@@ -109,6 +119,7 @@ export async function startWorker(
       ['publish-late-windows', () => publishLateWindowsSweep(deps, sweepActor, wlog)],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['compact-meeting-streams', compactStreamsIfDue],
+      ['redrive-search-index', redriveSearchIfDue],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
     ];

@@ -83,17 +83,36 @@ export async function startFakeWhisper(script: (n: number) => FakeReply): Promis
   };
 }
 
-/** An OpenAI-compatible /v1/chat/completions server on 127.0.0.1 with the same failure modes. */
+/**
+ * An OpenAI-compatible /v1/chat/completions server on 127.0.0.1 with the same failure modes. It
+ * answers a minutes request with minutes, and a question over numbered passages (O5) as a model
+ * does: a sentence per passage that shares a word with the question, cited by its number, and,
+ * like a model that invents, one citation of a passage number it was never given.
+ */
 export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
   url: string;
   calls(): number;
+  /** The user messages received, in order. */
+  prompts: string[];
   close(): Promise<void>;
 }> {
   let calls = 0;
+  const prompts: string[] = [];
   const server = http.createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       calls++;
+      let user = '';
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+          messages?: Array<{ role: string; content: string }>;
+        };
+        user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
+      } catch {
+        // not JSON: answered like any other request
+      }
+      prompts.push(user);
       const reply = script(calls);
       const json = (status: number, body: unknown) =>
         res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -109,11 +128,13 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
                 finish_reason: 'stop',
                 message: {
                   role: 'assistant',
-                  content: JSON.stringify({
-                    summary: 'The team reviewed the budget.',
-                    decisions: ['Hire two engineers'],
-                    action_items: ['Alice sends the report by Friday'],
-                  }),
+                  content: user.startsWith('Passages:')
+                    ? answerFromPassages(user)
+                    : JSON.stringify({
+                        summary: 'The team reviewed the budget.',
+                        decisions: ['Hire two engineers'],
+                        action_items: ['Alice sends the report by Friday'],
+                      }),
                 },
               },
             ],
@@ -165,9 +186,24 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
   return {
     url: `http://127.0.0.1:${port}`,
     calls: () => calls,
+    prompts,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+function answerFromPassages(user: string): string {
+  const question = /^Question: (.*)$/m.exec(user)?.[1] ?? '';
+  const words = new Set(question.toLowerCase().match(/[a-z]{4,}/g) ?? []);
+  const passages = [...user.matchAll(/^\[(\d+)\] .*?: (.*)$/gm)].map((m) => ({
+    n: Number(m[1]),
+    text: m[2]!,
+  }));
+  const cited = passages.filter((p) =>
+    (p.text.toLowerCase().match(/[a-z]{4,}/g) ?? []).some((w) => words.has(w)),
+  );
+  const lines = cited.map((p) => `The meetings say: ${p.text.split(/\s+/).slice(0, 8).join(' ')} [${p.n}].`);
+  return [...lines, `This was also settled elsewhere [${passages.length + 5}].`].join(' ');
 }

@@ -1,0 +1,81 @@
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { clock } from '../domain/transcript-format.ts';
+import type { AnswerPassage, AnswerWriter } from '../ports.ts';
+import { providerFetch, providerUrl } from './provider-http.ts';
+
+const SYSTEM_PROMPT = [
+  'You answer questions about meetings using only the numbered passages you are given, which are',
+  'excerpts of transcripts made by speech recognition and of meeting minutes. Cite every statement',
+  'with the number of the passage it comes from, in square brackets, like [2] or [1, 3]. Cite only',
+  'the numbers you were given. If the passages do not answer the question, say so plainly.',
+  'Answer briefly, in the language of the question.',
+].join(' ');
+
+/** O5: answers from an OpenAI-compatible `/v1/chat/completions` endpoint (the minutes' model). */
+export class OpenAiAnswerWriter implements AnswerWriter {
+  readonly model: string;
+  private readonly url: string;
+  private readonly apiKey: string | null;
+  private readonly timeoutMs: number;
+
+  constructor(options: { baseUrl: string; apiKey?: string | null; model?: string; timeoutMs?: number }) {
+    this.url = providerUrl(options.baseUrl, '/v1/chat/completions');
+    this.apiKey = options.apiKey ?? null;
+    this.model = options.model ?? 'gpt-4o-mini';
+    // A person is waiting for this one: a minute at most, whatever the minutes' patience.
+    this.timeoutMs = Math.min(options.timeoutMs ?? 60_000, 60_000);
+  }
+
+  async answer(request: {
+    question: string;
+    passages: AnswerPassage[];
+    signal?: AbortSignal;
+  }): Promise<string> {
+    const user = [
+      'Passages:',
+      ...request.passages.map(
+        (p) =>
+          `[${p.n}] ${p.meetingTitle}, ${p.meetingDate.toISOString().slice(0, 10)}` +
+          `${p.startMs === null ? ' (minutes)' : ` at ${clock(p.startMs)}`}: ${p.text}`,
+      ),
+      '',
+      `Question: ${request.question}`,
+    ].join('\n');
+    const body = await providerFetch({
+      service: 'llm',
+      url: this.url,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        model: this.model,
+        messages: [
+          { role: 'system', content: SYSTEM_PROMPT },
+          { role: 'user', content: user },
+        ],
+        temperature: 0.1,
+      }),
+      timeoutMs: this.timeoutMs,
+      signal: request.signal,
+      apiKey: this.apiKey,
+    });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      throw new AppError(
+        ErrorKind.transient,
+        'llm.bad_response',
+        'language model provider returned a response that is not JSON',
+      );
+    }
+    const content = (parsed as { choices?: Array<{ message?: { content?: unknown } }> } | null)?.choices?.[0]
+      ?.message?.content;
+    if (typeof content !== 'string' || content.trim() === '') {
+      throw new AppError(
+        ErrorKind.transient,
+        'llm.bad_response',
+        'language model provider returned no message content',
+      );
+    }
+    return content.trim();
+  }
+}

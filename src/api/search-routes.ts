@@ -1,0 +1,142 @@
+import type { FastifyInstance } from 'fastify';
+import { readAsTenant } from '../db/tenant.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import {
+  parseMarks,
+  SEARCH_PAGE_DEFAULT,
+  SEARCH_PAGE_MAX,
+  SEARCH_QUERY_MAX,
+  snippetHtml,
+  type SearchFilters,
+} from '../domain/search.ts';
+import { MeetingSource, MeetingStatus } from '../domain/status.ts';
+import { ask, QUESTION_MAX, type AskPassage } from '../search/ask.ts';
+import { SEARCH_MARKS } from '../search/search-store.ts';
+import { workspaceOf, type ApiDeps } from './context.ts';
+
+interface SearchQuery {
+  q?: string;
+  from?: string;
+  to?: string;
+  source?: string;
+  status?: string;
+  cursor?: string;
+  limit?: string;
+}
+
+/** O4 and O5: GET /v1/search and POST /v1/ask, scoped to the key's workspace. */
+export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
+  const { deps } = api;
+
+  app.get<{ Querystring: SearchQuery }>('/v1/search', async (req) => {
+    const workspaceId = workspaceOf(req);
+    const query = req.query;
+    const q = (query.q ?? '').trim();
+    if (q === '') throw invalid('search.query', 'q is required: the words to search for');
+    if (q.length > SEARCH_QUERY_MAX) {
+      throw invalid('search.query', `q must be at most ${SEARCH_QUERY_MAX} characters`);
+    }
+    const filters: SearchFilters = {
+      from: dateParam(query.from, 'from'),
+      to: dateParam(query.to, 'to'),
+      source: oneOf(query.source, 'source', Object.values(MeetingSource)),
+      status: oneOf(query.status, 'status', Object.values(MeetingStatus)),
+    };
+    const limit = query.limit === undefined ? SEARCH_PAGE_DEFAULT : Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE_MAX) {
+      throw invalid('search.limit', `limit must be a whole number from 1 to ${SEARCH_PAGE_MAX}`);
+    }
+    const offset = query.cursor === undefined ? 0 : decodeCursor(query.cursor);
+    if (offset === null) throw invalid('search.cursor', 'cursor is not one this API returned');
+    const page = await readAsTenant(deps.db, workspaceId, (trx) =>
+      deps.search.search(trx, workspaceId, q, filters, { offset, limit }),
+    );
+    return {
+      query: q,
+      results: page.results.map((r) => ({
+        meeting: r.meeting,
+        score: r.score,
+        hitCount: r.hitCount,
+        hits: r.hits.map((h) => {
+          const marked = parseMarks(h.marked, SEARCH_MARKS);
+          return {
+            kind: h.kind,
+            startMs: h.startMs,
+            endMs: h.endMs,
+            snippet: marked.text,
+            highlights: marked.highlights,
+            snippetHtml: snippetHtml(marked),
+          };
+        }),
+      })),
+      nextCursor: page.more ? encodeCursor(offset + limit) : null,
+    };
+  });
+
+  app.post('/v1/ask', async (req) => {
+    const workspaceId = workspaceOf(req);
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const question = typeof body.question === 'string' ? body.question.trim() : '';
+    if (question === '') throw invalid('ask.question', 'question is required: a non-empty string');
+    if (question.length > QUESTION_MAX) {
+      throw invalid('ask.question', `question must be at most ${QUESTION_MAX} characters`);
+    }
+    const answer = await ask(deps, workspaceId, question);
+    const view = (p: AskPassage) => ({
+      n: p.n,
+      meetingId: p.meetingId,
+      meetingTitle: p.meetingTitle,
+      meetingDate: p.meetingDate,
+      kind: p.kind,
+      startMs: p.startMs,
+      endMs: p.endMs,
+      text: p.text,
+    });
+    return {
+      question: answer.question,
+      mode: answer.mode,
+      answer: answer.answer,
+      note: answer.note,
+      model: answer.model,
+      citations: answer.citations.map(view),
+      passages: answer.passages.map(view),
+    };
+  });
+}
+
+function invalid(code: string, message: string): AppError {
+  return new AppError(ErrorKind.invalidInput, code, message);
+}
+
+function dateParam(value: string | undefined, name: string): Date | undefined {
+  if (value === undefined || value === '') return undefined;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) {
+    throw invalid(
+      `search.${name}`,
+      `${name} must be a date or time, like 2026-11-30 or 2026-11-30T09:00:00Z`,
+    );
+  }
+  return date;
+}
+
+function oneOf(value: string | undefined, name: string, allowed: string[]): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!allowed.includes(value))
+    throw invalid(`search.${name}`, `${name} must be one of ${allowed.join(', ')}`);
+  return value;
+}
+
+/** An opaque cursor: the offset of the next page. */
+function encodeCursor(offset: number): string {
+  return Buffer.from(JSON.stringify({ o: offset })).toString('base64url');
+}
+
+function decodeCursor(cursor: string): number | null {
+  try {
+    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { o?: unknown };
+    return typeof value.o === 'number' && Number.isInteger(value.o) && value.o >= 0 ? value.o : null;
+  } catch {
+    return null;
+  }
+}

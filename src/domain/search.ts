@@ -1,0 +1,121 @@
+/**
+ * Issue 18 (O4, O5): the rules of search and ask that need no database: which text search
+ * configuration a meeting's language gets, what of the minutes is searchable, how highlights and
+ * cursors are written, and which citations of an answer may stand.
+ */
+
+/** English meetings (and meetings of no stated language) are stemmed; others are matched word for word. */
+export function searchConfigFor(language: string | null): 'english' | 'simple' {
+  if (language === null || language.trim() === '') return 'english';
+  return /^en\b|^en[-_]|^english$/i.test(language.trim()) ? 'english' : 'simple';
+}
+
+/** The searchable lines of stored minutes: the summary's sentences, the decisions, the action items. */
+export function minutesLines(minutes: unknown): string[] {
+  if (typeof minutes !== 'object' || minutes === null) return [];
+  const m = minutes as { summary?: unknown; decisions?: unknown; actionItems?: unknown };
+  const list = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+  const summary = typeof m.summary === 'string' ? m.summary.split(/(?<=[.!?])\s+/) : [];
+  return [...summary, ...list(m.decisions), ...list(m.actionItems)]
+    .map((line) => line.replace(/\s+/g, ' ').trim())
+    .filter((line) => /[\p{L}\p{N}]/u.test(line));
+}
+
+export interface SearchFilters {
+  from?: Date;
+  to?: Date;
+  source?: string;
+  status?: string;
+}
+
+export interface SearchHit {
+  kind: 'segment' | 'minutes';
+  startMs: number | null;
+  endMs: number | null;
+  /** The passage's text with its matches between the store's start and stop marks. */
+  marked: string;
+}
+
+export interface SearchResult {
+  meeting: { id: string; title: string; createdAt: Date; source: string; status: string };
+  score: number;
+  hitCount: number;
+  hits: SearchHit[];
+}
+
+export interface SearchPage {
+  results: SearchResult[];
+  more: boolean;
+}
+
+export interface Highlighted {
+  text: string;
+  /** [start, end) character offsets of the matched words in `text`. */
+  highlights: Array<{ start: number; end: number }>;
+}
+
+/** Turns a marked passage into its plain text and the offsets of its matches. */
+export function parseMarks(marked: string, marks: { start: string; stop: string }): Highlighted {
+  let text = '';
+  const highlights: Highlighted['highlights'] = [];
+  let open: number | null = null;
+  for (const ch of marked) {
+    if (ch === marks.start) open = text.length;
+    else if (ch === marks.stop) {
+      if (open !== null && text.length > open) highlights.push({ start: open, end: text.length });
+      open = null;
+    } else text += ch;
+  }
+  return { text, highlights };
+}
+
+/** The snippet as HTML: the text escaped, its matches in <mark>. */
+export function snippetHtml({ text, highlights }: Highlighted): string {
+  const esc = (s: string) =>
+    s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  let out = '';
+  let at = 0;
+  for (const h of highlights) {
+    out += esc(text.slice(at, h.start)) + '<mark>' + esc(text.slice(h.start, h.end)) + '</mark>';
+    at = h.end;
+  }
+  return out + esc(text.slice(at));
+}
+
+export const SEARCH_PAGE_DEFAULT = 20;
+export const SEARCH_PAGE_MAX = 50;
+export const SEARCH_QUERY_MAX = 500;
+
+/**
+ * O5: the passage numbers an answer cites, as `[n]` or `[n, m]`, in order of first mention, keeping
+ * only those it was given; and the answer with every other citation mark taken out, so it never
+ * cites a passage it was not given.
+ */
+export function citationsOf(answer: string, given: number): { text: string; cited: number[] } {
+  const cited: number[] = [];
+  const text = answer
+    .replace(/\[(\d+(?:\s*,\s*\d+)*)\]/g, (_, list: string) => {
+      const kept = list
+        .split(',')
+        .map((n) => Number(n.trim()))
+        .filter((n) => Number.isInteger(n) && n >= 1 && n <= given);
+      for (const n of kept) if (!cited.includes(n)) cited.push(n);
+      return kept.length > 0 ? `[${kept.join(', ')}]` : '';
+    })
+    .replace(/[ \t]+([.,;:!?])/g, '$1')
+    .replace(/[ \t]{2,}/g, ' ')
+    .trim();
+  return { text, cited };
+}
+
+/**
+ * O5: a question searched as any of its words (websearch `or`), not all of them: "what did we
+ * decide about the vendor contract" must find the passage that says "we agreed to renew the vendor
+ * contract". Ranking puts passages with more of the words first; stop words match nothing.
+ */
+export function questionQuery(question: string): string {
+  const words = (question.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter(
+    (w) => w !== 'or' && w !== 'and',
+  );
+  return [...new Set(words)].join(' or ');
+}

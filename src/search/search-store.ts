@@ -1,0 +1,242 @@
+import { sql } from 'kysely';
+import type { Db, Executor, Tx } from '../db/schema.ts';
+import {
+  searchConfigFor,
+  minutesLines,
+  type SearchFilters,
+  type SearchHit,
+  type SearchPage,
+} from '../domain/search.ts';
+
+/** At most this many matching passages are ranked per query: a word said in every meeting stays fast. */
+export const RANKED_CANDIDATES = 5000;
+/** Hits shown per meeting in a result. */
+export const HITS_PER_MEETING = 3;
+
+// ts_headline's marks: control characters that speech recognition never produces, turned into
+// offsets by the domain (`parseMarks`), so no HTML ever leaves the database.
+const MARK_START = '\u0001';
+const MARK_STOP = '\u0002';
+
+export type IndexOutcome = 'indexed' | 'current' | 'not_published' | 'gone';
+
+export interface LedgerEntry {
+  meetingId: string;
+  workspaceId: string;
+}
+
+export interface LedgerStats {
+  /** Published meetings the index is behind on. */
+  meetings: number;
+  /** Seconds since the oldest of them was published or last changed; 0 when there is none. */
+  oldestSeconds: number;
+}
+
+/**
+ * O2/O4: the search index's tables (search_passages, search_index_state). Every statement about
+ * them lives here.
+ */
+export class SearchStore {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Brings a meeting's index rows to its current transcript revision and minutes, in one
+   * transaction. Idempotent on (meeting, revision): a meeting already indexed at its current
+   * revision and minutes is left alone, and an older event can never write older text, because
+   * the text is always read from the meeting as it is now. Two indexers of one meeting take turns.
+   */
+  async indexMeeting(trx: Tx, meetingId: string, beforeCommit?: () => Promise<void>): Promise<IndexOutcome> {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`verbatim.search:${meetingId}`}, 0))`.execute(
+      trx,
+    );
+    // Shared with the writers that move a transcript on (a repair holds the meeting's lock), so
+    // the revision read here and the segments read below agree.
+    const meeting = await trx
+      .selectFrom('meetings')
+      .select(['id', 'workspace_id', 'language', 'transcript_revision', 'transcript_completed_at', 'minutes'])
+      .where('id', '=', meetingId)
+      .forShare()
+      .executeTakeFirst();
+    if (!meeting) return 'gone';
+    if (!meeting.transcript_completed_at) return 'not_published';
+    // Compared in the database: the times carry microseconds that a JavaScript Date would drop.
+    const current = await sql<{ current: boolean }>`
+      select s.transcript_revision >= m.transcript_revision
+             and s.minutes_written_at is not distinct from m.minutes_written_at as current
+        from search_index_state s join meetings m on m.id = s.meeting_id
+       where s.meeting_id = ${meetingId}`.execute(trx);
+    if (current.rows[0]?.current) return 'current';
+    const lang = searchConfigFor(meeting.language);
+    await trx.deleteFrom('search_passages').where('meeting_id', '=', meetingId).execute();
+    const segments =
+      await sql`insert into search_passages (workspace_id, meeting_id, kind, start_ms, end_ms, text, lang)
+      select workspace_id, meeting_id, 'segment', start_ms, end_ms, text, ${lang}::regconfig
+        from segments where meeting_id = ${meetingId} and text ~ '[[:alnum:]]'`.execute(trx);
+    const lines = minutesLines(meeting.minutes);
+    if (lines.length > 0) {
+      await trx
+        .insertInto('search_passages')
+        .values(
+          lines.map((text) => ({
+            workspace_id: meeting.workspace_id,
+            meeting_id: meetingId,
+            kind: 'minutes' as const,
+            start_ms: null,
+            end_ms: null,
+            text,
+            lang,
+          })),
+        )
+        .execute();
+    }
+    const passages = Number(segments.numAffectedRows ?? 0) + lines.length;
+    await sql`insert into search_index_state (meeting_id, workspace_id, transcript_revision, minutes_written_at, passages)
+      select id, workspace_id, transcript_revision, minutes_written_at, ${passages}::int from meetings where id = ${meetingId}
+      on conflict (meeting_id) do update set transcript_revision = excluded.transcript_revision,
+        minutes_written_at = excluded.minutes_written_at, passages = excluded.passages, indexed_at = now()`.execute(
+      trx,
+    );
+    await beforeCommit?.();
+    return 'indexed';
+  }
+
+  /** The ledger: published meetings whose index is missing or behind, oldest first. */
+  async ledger(limit: number, db: Executor = this.db): Promise<LedgerEntry[]> {
+    const rows = await sql<{ meeting_id: string; workspace_id: string }>`
+      select m.id as meeting_id, m.workspace_id
+        from meetings m left join search_index_state s on s.meeting_id = m.id
+       where m.transcript_completed_at is not null
+         and (s.meeting_id is null or s.transcript_revision < m.transcript_revision
+              or s.minutes_written_at is distinct from m.minutes_written_at)
+       order by m.updated_at
+       limit ${limit}`.execute(db);
+    return rows.rows.map((r) => ({ meetingId: r.meeting_id, workspaceId: r.workspace_id }));
+  }
+
+  async ledgerStats(db: Executor = this.db): Promise<LedgerStats> {
+    const row = await sql<{ meetings: string; oldest: number | null }>`
+      select count(*) as meetings, extract(epoch from now() - min(m.updated_at))::float8 as oldest
+        from meetings m left join search_index_state s on s.meeting_id = m.id
+       where m.transcript_completed_at is not null
+         and (s.meeting_id is null or s.transcript_revision < m.transcript_revision
+              or s.minutes_written_at is distinct from m.minutes_written_at)`.execute(db);
+    const r = row.rows[0];
+    return { meetings: Number(r?.meetings ?? 0), oldestSeconds: Math.max(0, Math.round(r?.oldest ?? 0)) };
+  }
+
+  /**
+   * O4: the meetings whose passages match `query` (websearch syntax), best first, each with its
+   * best hits. Runs in the caller's tenant transaction (row-level security) and filters by the
+   * workspace itself too.
+   */
+  async search(
+    trx: Tx,
+    workspaceId: string,
+    query: string,
+    filters: SearchFilters,
+    page: { offset: number; limit: number },
+  ): Promise<SearchPage> {
+    const meetings = await sql<{
+      meeting_id: string;
+      title: string;
+      created_at: Date;
+      source: string;
+      status: string;
+      best: number;
+      hits: string;
+    }>`
+      with q as (
+        select websearch_to_tsquery('english', ${query}) as qe, websearch_to_tsquery('simple', ${query}) as qs
+      ),
+      matched as (
+        select p.meeting_id,
+               ts_rank_cd(p.tsv, case when p.lang = 'english'::regconfig then q.qe else q.qs end) as rank
+          from search_passages p cross join q
+          join meetings m on m.id = p.meeting_id
+         where p.workspace_id = ${workspaceId}
+           and ((p.lang = 'english'::regconfig and p.tsv @@ q.qe) or (p.lang <> 'english'::regconfig and p.tsv @@ q.qs))
+           ${filters.from ? sql`and m.created_at >= ${filters.from}` : sql``}
+           ${filters.to ? sql`and m.created_at < ${filters.to}` : sql``}
+           ${filters.source ? sql`and m.source = ${filters.source}` : sql``}
+           ${filters.status ? sql`and m.status = ${filters.status}` : sql``}
+         limit ${RANKED_CANDIDATES}
+      )
+      select m.id as meeting_id, m.title, m.created_at, m.source, m.status,
+             max(x.rank)::float8 as best, count(*) as hits
+        from matched x join meetings m on m.id = x.meeting_id
+       group by m.id
+       order by best desc, sum(x.rank) desc, m.created_at desc, m.id
+       offset ${page.offset} limit ${page.limit + 1}`.execute(trx);
+    const more = meetings.rows.length > page.limit;
+    const shown = meetings.rows.slice(0, page.limit);
+    if (shown.length === 0) return { results: [], more: false };
+    const hits = await sql<{
+      meeting_id: string;
+      kind: 'segment' | 'minutes';
+      start_ms: number | null;
+      end_ms: number | null;
+      text: string;
+      marked: string;
+    }>`
+      with q as (
+        select websearch_to_tsquery('english', ${query}) as qe, websearch_to_tsquery('simple', ${query}) as qs
+      ),
+      ranked as (
+        select p.*, case when p.lang = 'english'::regconfig then q.qe else q.qs end as tq,
+               row_number() over (
+                 partition by p.meeting_id
+                 order by ts_rank_cd(p.tsv, case when p.lang = 'english'::regconfig then q.qe else q.qs end) desc,
+                          p.start_ms nulls last
+               ) as n
+          from search_passages p cross join q
+         where p.meeting_id in (${sql.join(shown.map((m) => m.meeting_id))})
+           and ((p.lang = 'english'::regconfig and p.tsv @@ q.qe) or (p.lang <> 'english'::regconfig and p.tsv @@ q.qs))
+      )
+      select meeting_id, kind, start_ms, end_ms, text,
+             ts_headline(lang, text, tq, ${`StartSel=${MARK_START},StopSel=${MARK_STOP},HighlightAll=true`}) as marked
+        from ranked where n <= ${HITS_PER_MEETING}
+       order by meeting_id, n`.execute(trx);
+    const byMeeting = new Map<string, SearchHit[]>();
+    for (const h of hits.rows) {
+      const list = byMeeting.get(h.meeting_id) ?? [];
+      list.push({ kind: h.kind, startMs: h.start_ms, endMs: h.end_ms, marked: h.marked });
+      byMeeting.set(h.meeting_id, list);
+    }
+    return {
+      more,
+      results: shown.map((m) => ({
+        meeting: {
+          id: m.meeting_id,
+          title: m.title,
+          createdAt: m.created_at,
+          source: m.source,
+          status: m.status,
+        },
+        score: m.best,
+        hitCount: Number(m.hits),
+        hits: byMeeting.get(m.meeting_id) ?? [],
+      })),
+    };
+  }
+
+  /** The transcript around a moment of a meeting: the segments overlapping [fromMs, toMs). */
+  async around(
+    trx: Tx,
+    meetingId: string,
+    fromMs: number,
+    toMs: number,
+  ): Promise<Array<{ startMs: number; endMs: number; text: string }>> {
+    const rows = await trx
+      .selectFrom('search_passages')
+      .select(['start_ms', 'end_ms', 'text'])
+      .where('meeting_id', '=', meetingId)
+      .where('kind', '=', 'segment')
+      .where('end_ms', '>', fromMs)
+      .where('start_ms', '<', toMs)
+      .orderBy('start_ms')
+      .execute();
+    return rows.map((r) => ({ startMs: r.start_ms ?? 0, endMs: r.end_ms ?? 0, text: r.text }));
+  }
+}
+
+export const SEARCH_MARKS = { start: MARK_START, stop: MARK_STOP };

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { EventType } from '../src/domain/status.ts';
@@ -16,67 +15,7 @@ import {
   type Harness,
 } from './support/harness.ts';
 import { startFakeChat } from './support/fake-openai.ts';
-
-/** A published meeting written straight into the tables, as a transcription would leave it. */
-async function seedMeeting(
-  h: Harness,
-  opts: {
-    title: string;
-    lines: string[];
-    workspaceId?: string;
-    language?: string;
-    createdAt?: Date;
-    source?: string;
-  },
-): Promise<string> {
-  const db = h.app.database.db;
-  const workspaceId = opts.workspaceId ?? h.workspaceId;
-  const meetingId = randomUUID();
-  const windowId = randomUUID();
-  await db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('meetings')
-      .values({
-        id: meetingId,
-        workspace_id: workspaceId,
-        source: opts.source ?? 'upload',
-        title: opts.title,
-        status: 'complete',
-        window_ms: 60_000,
-        language: opts.language ?? null,
-        transcript_completed_at: new Date(),
-        created_at: opts.createdAt ?? new Date(),
-      })
-      .execute();
-    await trx
-      .insertInto('windows')
-      .values({
-        id: windowId,
-        workspace_id: workspaceId,
-        meeting_id: meetingId,
-        index: 0,
-        start_ms: 0,
-        end_ms: opts.lines.length * 5000,
-        status: 'transcribed',
-      })
-      .execute();
-    await trx
-      .insertInto('segments')
-      .values(
-        opts.lines.map((text, i) => ({
-          workspace_id: workspaceId,
-          meeting_id: meetingId,
-          window_id: windowId,
-          seq: i,
-          start_ms: i * 5000,
-          end_ms: i * 5000 + 4000,
-          text,
-        })),
-      )
-      .execute();
-  });
-  return meetingId;
-}
+import { seedMeeting } from './support/search.ts';
 
 interface SearchJson {
   results: Array<{

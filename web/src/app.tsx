@@ -28,7 +28,8 @@ export function App() {
     setApiKey(null);
     setKey(null);
   };
-  const meeting = /^\/meetings\/([0-9a-f-]{36})$/.exec(route);
+  // `?t=MS` opens the transcript at that moment (a search hit, a citation).
+  const meeting = /^\/meetings\/([0-9a-f-]{36})(?:\?t=(\d+))?$/.exec(route);
   return (
     <>
       <header class="bar">
@@ -58,7 +59,7 @@ export function App() {
         <SignInAgain onSignIn={signOut} />
         <OutboxProblem />
         {meeting?.[1] ? (
-          <MeetingPage id={meeting[1]} />
+          <MeetingPage id={meeting[1]} at={meeting[2] === undefined ? null : Number(meeting[2])} />
         ) : route === '/operator' ? (
           <OperatorPage />
         ) : (

@@ -35,7 +35,7 @@ function useSession(): SessionState | null {
 /** How often a settled live meeting is looked at again, for audio that arrives late. */
 const SETTLED_POLL_MS = 10_000;
 
-export function MeetingPage({ id }: { id: string }) {
+export function MeetingPage({ id, at = null }: { id: string; at?: number | null }) {
   const [meetingPolled, setMeeting] = useState<Meeting | null>(null);
   const [segments, setSegments] = useState<Segment[]>([]);
   const [loadError, setLoadError] = useState<string | null>(null);
@@ -320,6 +320,7 @@ export function MeetingPage({ id }: { id: string }) {
         segments={segmentsShown}
         drafts={streaming ? stream.drafts : []}
         link={stream.link}
+        at={at}
       />
     </article>
   );
@@ -474,11 +475,14 @@ function Transcript({
   segments,
   drafts,
   link,
+  at,
 }: {
   meeting: Meeting;
   segments: Segment[];
   drafts: Draft[];
   link: StreamLink;
+  /** A moment to open at (from a search hit or a citation): its final segment is marked and shown. */
+  at: number | null;
 }) {
   const [error, setError] = useState<string | null>(null);
   const lines = [
@@ -500,6 +504,17 @@ function Transcript({
     window.addEventListener('scroll', onScroll, { passive: true });
     return () => window.removeEventListener('scroll', onScroll);
   }, []);
+  // The segment a link pointed at: the last final one starting at or before that moment.
+  const citedKey =
+    at === null ? null : (lines.filter((l) => !l.draft && l.startMs <= at).at(-1)?.key ?? null);
+  const citedRef = useRef<HTMLLIElement | null>(null);
+  const shownFor = useRef<string | null>(null);
+  useLayoutEffect(() => {
+    if (citedKey === null || shownFor.current === `${at}:${citedKey}` || !citedRef.current) return;
+    shownFor.current = `${at}:${citedKey}`;
+    following.current = false;
+    citedRef.current.scrollIntoView({ block: 'center' });
+  }, [citedKey, at]);
   const open = meeting.status === 'recording' || meeting.status === 'created';
   useLayoutEffect(() => {
     if (open && following.current && lines.length > 0)
@@ -547,7 +562,14 @@ function Transcript({
       ) : (
         <ol class="transcript" aria-live="polite" data-testid="transcript">
           {lines.map((l) => (
-            <li key={l.key} class={l.draft ? 'draft' : undefined} data-draft={l.draft ? '1' : undefined}>
+            <li
+              key={l.key}
+              ref={l.key === citedKey ? citedRef : undefined}
+              class={l.draft ? 'draft' : l.key === citedKey ? 'cited' : undefined}
+              data-draft={l.draft ? '1' : undefined}
+              data-cited={l.key === citedKey ? '1' : undefined}
+              data-start-ms={l.startMs}
+            >
               <time>{clock(l.startMs / 1000)}</time> <span>{l.text}</span>
             </li>
           ))}

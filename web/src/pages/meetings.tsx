@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { call, type Meeting } from '../api.ts';
 import { Upload } from '../components/upload.tsx';
+import { SearchPanel } from '../components/search.tsx';
 import { OutboxSummary } from '../components/outbox-notices.tsx';
 import { StatusBadge } from '../components/status.tsx';
 import { age } from '../format.ts';
@@ -72,6 +73,8 @@ export function MeetingsPage() {
       <OutboxSummary titles={Object.fromEntries((meetings ?? []).map((m) => [m.id, m.title]))} />
 
       <Upload />
+
+      <SearchPanel />
 
       <section class="card" aria-labelledby="list-heading">
         <h2 id="list-heading">Meetings</h2>

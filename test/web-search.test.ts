@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { indexMeetingForSearch } from '../src/search/indexer.ts';
+import {
+  buildWebApp,
+  launchChromium,
+  screenshot,
+  serveWebApp,
+  signIn,
+  type Browser,
+} from './support/browser.ts';
+import { startHarness } from './support/harness.ts';
+import { seedMeeting } from './support/search.ts';
+
+void it('O4/O5 web: search → click a hit → the transcript opens scrolled to the cited segment, marked; Ask offline shows the passages, labelled, each opening its moment', async () => {
+  const h = await startHarness();
+  let browser: Browser | null = null;
+  const web = await serveWebApp(h, buildWebApp());
+  try {
+    // A long meeting: the cited segment is far below the top of the page.
+    const lines = Array.from({ length: 120 }, (_, i) => `status update number ${i} with nothing of note`);
+    lines[97] = 'we agreed to renew the zeppelin hangar lease for two more years';
+    const id = await seedMeeting(h, { title: 'Facilities review', lines });
+    await seedMeeting(h, { title: 'Unrelated sync', lines: ['the coffee machine is fixed'] });
+    assert.equal(await indexMeetingForSearch(h.app.deps, id), 'indexed');
+
+    browser = await launchChromium();
+    const { page } = browser;
+    await signIn(page, web.url, h.apiKey);
+    await page.getByLabel('Search every transcript and the minutes').fill('zeppelin hangars');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    const results = page.getByTestId('search-results');
+    await results.waitFor();
+    assert.match((await results.textContent()) ?? '', /Facilities review/);
+    assert.doesNotMatch((await results.textContent()) ?? '', /Unrelated sync/);
+    assert.deepEqual(await results.locator('mark').allTextContents(), ['zeppelin', 'hangar']);
+    const hit = results.locator('a[data-hit-ms]').first();
+    assert.equal(await hit.getAttribute('data-hit-ms'), String(97 * 5000));
+    await screenshot(page, 'web-search-results');
+    await hit.click();
+
+    const cited = page.locator('[data-testid="transcript"] li[data-cited="1"]');
+    await cited.waitFor();
+    assert.match((await cited.textContent()) ?? '', /zeppelin hangar lease/);
+    assert.equal(await cited.getAttribute('data-start-ms'), String(97 * 5000));
+    // The page scrolls the marked segment into view (it started at the top, far above it).
+    const viewport = page.viewportSize();
+    assert.ok(viewport);
+    await page.waitForFunction(
+      `(() => { const el = document.querySelector('[data-testid="transcript"] li[data-cited="1"]');
+        if (!el) return false; const b = el.getBoundingClientRect();
+        return b.top >= 0 && b.bottom <= window.innerHeight && window.scrollY > 0; })()`,
+    );
+    const box = await cited.boundingBox();
+    assert.ok(box && box.y >= 0 && box.y + box.height <= viewport.height, 'the cited segment is on screen');
+    await screenshot(page, 'web-search-cited');
+
+    await page.goto(`${web.url}/#/`);
+    await page.getByLabel('Ask your meetings').fill('what did we decide about the zeppelin hangar?');
+    await page.getByRole('button', { name: 'Ask' }).click();
+    const panel = page.getByTestId('ask-panel');
+    await panel.waitFor();
+    assert.equal(await panel.getAttribute('data-mode'), 'passages');
+    assert.match((await panel.textContent()) ?? '', /No language model is configured/);
+    await panel.getByRole('link', { name: /Facilities review at 7:55/ }).click();
+    await page.locator('[data-testid="transcript"] li[data-cited="1"]').waitFor();
+    assert.match(
+      (await page.locator('[data-testid="transcript"] li[data-cited="1"]').textContent()) ?? '',
+      /status update number 95|zeppelin/,
+    );
+  } finally {
+    await browser?.close();
+    await web.stop();
+    await h.close();
+  }
+});

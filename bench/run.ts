@@ -33,6 +33,11 @@
  *       capacity: 1, 2, 3, 4, 6, 8 real-time meetings at once (BENCH_CAPACITY) with drafts, until
  *       drafts are shed, each step's drafts shed and the finals' lag
  *
+ *   (j) search: 2,000 generated meetings × 60 minutes (BENCH_SEARCH_MEETINGS, BENCH_SEARCH_MINUTES)
+ *       indexed by the search consumer (segments/s, meetings/min; target ≥ 100/min), then 200
+ *       queries of six kinds through GET /v1/search, p50/p95 (target p95 ≤ 50 ms), next to the
+ *       same one-word lookup as a scan of the segments
+ *
  *   (k) memory against length: one `verbatim start` process, idle, then uploading, splitting and
  *       finishing a recording of 10 min, 1 h and 6 h (BENCH_MEMORY_MINUTES) with an instant
  *       recogniser; its peak resident size over its idle size; target: the same growth for all
@@ -42,7 +47,7 @@
  *       next to the recogniser alone on the same whole file; target ≤ 1.15 × (recogniser / CPUs)
  *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–l; default abcdefghikl), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–l; default all), BENCH_REPAIR_SAMPLES (20).
  */
 import os from 'node:os';
 import { max, median } from './fixtures.ts';
@@ -53,6 +58,7 @@ import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
+import { searchBench } from './search.ts';
 import { memoryStep, type MemoryStep } from './memory.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
 import { graphileNoop, verbatimWindows, type Throughput } from './throughput.ts';
@@ -64,7 +70,9 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghikl';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijkl';
+const SEARCH_MEETINGS = intFromEnv('BENCH_SEARCH_MEETINGS', 2000);
+const SEARCH_MINUTES = intFromEnv('BENCH_SEARCH_MINUTES', 60);
 const MEMORY_MINUTES = (process.env.BENCH_MEMORY_MINUTES ?? '10,60,360').split(',').map(Number);
 const REPAIR_SAMPLES = intFromEnv('BENCH_REPAIR_SAMPLES', 20);
 const CAPACITY = (process.env.BENCH_CAPACITY ?? '1,2,3,4,6,8')
@@ -424,6 +432,33 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(k) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('j')) {
+    say(
+      `(j) search: ${SEARCH_MEETINGS} meetings × ${SEARCH_MINUTES} min of transcript, indexed by the consumer, then 200 queries (several minutes)…`,
+    );
+    try {
+      const r = await searchBench(SEARCH_MEETINGS, SEARCH_MINUTES);
+      for (const k of r.byKind) {
+        say(
+          `    ${k.kind.padEnd(12)} p50 ${fmt(k.p50Ms, 1)} ms  p95 ${fmt(k.p95Ms, 1)} ms  ${fmt(k.meanHits, 1)} meetings found on average`,
+        );
+      }
+      rows.push(
+        `(j) search, ${r.meetings} meetings, ${r.segments} segments`.padEnd(43) +
+          `${r.queries} queries p50 ${fmt(r.p50Ms, 1)} ms, p95 ${fmt(r.p95Ms, 1)} ms (target ≤ 50 ms) ${verdict(r.p95Ms <= 50)}   ` +
+          `baseline: the same one-word lookup as a segment scan, p50 ${fmt(r.scanP50Ms, 0)} ms`,
+      );
+      rows.push(
+        `(j) search indexing by the consumer`.padEnd(43) +
+          `${fmt(r.segmentsPerS, 0)} segments/s = ${fmt(r.meetingsPerMinute, 0)} ${SEARCH_MINUTES}-minute meetings/min ` +
+          `(target ≥ 100) ${verdict(r.meetingsPerMinute >= 100)}   corpus written in ${fmt(r.seedS, 0)} s`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(j) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

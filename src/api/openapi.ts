@@ -356,6 +356,64 @@ export function openApiDocument(maxUploadBytes: number) {
           responses: { '200': { description: 'Segments (JSON) or a text rendering' }, ...errors },
         },
       },
+      '/v1/search': {
+        get: {
+          summary:
+            'O4: search what was said, across the workspace’s transcripts and minutes. `q` takes web search syntax: words (all must match), "quoted phrases", `or`, `-word`. English meetings are stemmed ("contracts" finds "contract"); meetings in other languages match word for word. Results are meetings, best first, each with its best hits: the segment’s start time (null for a line of the minutes), the plain `snippet`, the `highlights` as [start, end) offsets into it, and `snippetHtml` (escaped, matches in <mark>).',
+          parameters: [
+            {
+              name: 'q',
+              in: 'query',
+              required: true,
+              schema: { type: 'string', minLength: 1, maxLength: 500 },
+            },
+            { name: 'from', in: 'query', schema: { type: 'string', format: 'date-time' } },
+            { name: 'to', in: 'query', schema: { type: 'string', format: 'date-time' } },
+            { name: 'source', in: 'query', schema: { enum: Object.values(MeetingSource) } },
+            { name: 'status', in: 'query', schema: { enum: Object.values(MeetingStatus) } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 50, default: 20 } },
+            {
+              name: 'cursor',
+              in: 'query',
+              schema: { type: 'string' },
+              description: 'nextCursor of the page before',
+            },
+          ],
+          responses: {
+            '200': { description: '{ query, results: [{ meeting, score, hitCount, hits }], nextCursor }' },
+            ...errors,
+            '400': {
+              description:
+                'search.query, search.limit, search.cursor, search.from, search.to, search.source or search.status',
+            },
+          },
+        },
+      },
+      '/v1/ask': {
+        post: {
+          summary:
+            'O5: a question answered from the workspace’s meetings. The best passages (search hits widened with the transcript around them) are given to the chat model, whose answer cites them as [n]; `citations` are the passages it cited, never one it was not given. With no model configured, or the model out or over its quota, `mode` is `passages`: the answer is the passages themselves, and `note` says why in plain words.',
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['question'],
+                  properties: { question: { type: 'string', minLength: 1, maxLength: 1000 } },
+                },
+              },
+            },
+          },
+          responses: {
+            '200': {
+              description: '{ question, mode: model|passages, answer, note, model, citations, passages }',
+            },
+            ...errors,
+            '400': { description: 'ask.question' },
+          },
+        },
+      },
       '/v1/meetings/{id}/events': {
         get: {
           summary:

@@ -269,7 +269,9 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
   } finally {
     await api.close();
     await app.close();
-    await db.drop();
+    // BENCH_SEARCH_KEEP=1 keeps the corpus's database for EXPLAIN (its URL is printed).
+    if (process.env.BENCH_SEARCH_KEEP === '1') process.stdout.write(`    corpus kept: ${db.url}\n`);
+    else await db.drop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }

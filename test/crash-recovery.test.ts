@@ -83,7 +83,15 @@ for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.be
         .execute();
       assert.equal(dead.length, 1);
       const pools = dead[0]!.pool_ids;
-      assert.ok(pools.length >= 4, 'one transport pool per queue was recorded');
+      // Its runners start one queue after another; under load it can die before the last ones
+      // exist. Those hold nothing: no transport job is locked by a pool no worker recorded.
+      assert.ok(pools.length >= 1, 'the pools of the dead worker were recorded');
+      const unrecorded = await sql<{ n: number }>`select count(*)::int as n from graphile_worker._private_jobs
+        where locked_by is not null
+          and not exists (select 1 from workers w where locked_by = any(w.pool_ids))`.execute(
+        h.app.database.db,
+      );
+      assert.equal(unrecorded.rows[0]!.n, 0, 'every locked transport job belongs to a recorded pool');
       const locked = await sql<{ n: number }>`select count(*)::int as n from graphile_worker._private_jobs
         where locked_by = any(${pools}::text[])`.execute(h.app.database.db);
       assert.equal(locked.rows[0]!.n, 0);

@@ -232,8 +232,9 @@ void it('J6: an unclassified error spends a retry like any error and is logged w
 });
 
 void it('J6: an attempt that hangs past the job time limit is abandoned and retried as job.timeout', async () => {
-  // Long enough for PocketSphinx on a loaded two-CPU machine; the hang below lasts for ever.
-  const h = await startHarness({ env: { VERBATIM_JOB_TIMEOUT_SECONDS: '5' } });
+  // Long enough for PocketSphinx on a loaded two-CPU machine running three test files (5 s was not, once
+  // in CI); the hang below lasts for ever.
+  const h = await startHarness({ env: { VERBATIM_JOB_TIMEOUT_SECONDS: '10' } });
   try {
     const fault = [
       { at: 'transcribe-window.before-commit', action: 'hang', times: 1, match: { windowIndex: 0 } },

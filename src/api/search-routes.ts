@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { readAsTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import {
-  parseMarks,
   SEARCH_PAGE_DEFAULT,
   SEARCH_PAGE_MAX,
   SEARCH_QUERY_MAX,
@@ -11,7 +10,6 @@ import {
 } from '../domain/search.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { ask, QUESTION_MAX, type AskPassage } from '../search/ask.ts';
-import { SEARCH_MARKS } from '../search/search-store.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 
 interface SearchQuery {
@@ -57,17 +55,14 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
         meeting: r.meeting,
         score: r.score,
         hitCount: r.hitCount,
-        hits: r.hits.map((h) => {
-          const marked = parseMarks(h.marked, SEARCH_MARKS);
-          return {
-            kind: h.kind,
-            startMs: h.startMs,
-            endMs: h.endMs,
-            snippet: marked.text,
-            highlights: marked.highlights,
-            snippetHtml: snippetHtml(marked),
-          };
-        }),
+        hits: r.hits.map((h) => ({
+          kind: h.kind,
+          startMs: h.startMs,
+          endMs: h.endMs,
+          snippet: h.text,
+          highlights: h.highlights,
+          snippetHtml: snippetHtml(h),
+        })),
       })),
       nextCursor: page.more ? encodeCursor(offset + limit) : null,
     };

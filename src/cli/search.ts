@@ -1,9 +1,8 @@
 import type { App } from '../app.ts';
 import type { Config } from '../config.ts';
 import { readAsTenant } from '../db/tenant.ts';
-import { parseMarks, SEARCH_QUERY_MAX, type Highlighted } from '../domain/search.ts';
+import { SEARCH_QUERY_MAX, type Highlighted } from '../domain/search.ts';
 import { clock } from '../domain/transcript-format.ts';
-import { SEARCH_MARKS } from '../search/search-store.ts';
 import { UsageError } from './usage-error.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -88,7 +87,8 @@ export async function searchCommand(
         hits: r.hits.map((h) => ({
           kind: h.kind,
           startMs: h.startMs,
-          ...parseMarks(h.marked, SEARCH_MARKS),
+          text: h.text,
+          highlights: h.highlights,
         })),
       })),
     );

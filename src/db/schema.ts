@@ -321,15 +321,17 @@ export interface SegmentsTable {
   text: string;
 }
 
-/** O4: one searchable passage: a transcript segment, or a line of the minutes (no time). */
+/** O4: one searchable passage: a stretch of transcript segments, or a line of the minutes (no time). */
 export interface SearchPassagesTable {
   id: Generated<string>;
   workspace_id: string;
   meeting_id: string;
-  kind: 'segment' | 'minutes';
+  kind: 'transcript' | 'minutes';
   start_ms: number | null;
   end_ms: number | null;
   text: string;
+  /** The segments `text` joins with one space: [startMs, endMs, characters] each; null for minutes. */
+  segments: NullableJson;
   /** The text search configuration: 'english' (stemmed) or 'simple'. */
   lang: string;
 }

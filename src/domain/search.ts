@@ -28,12 +28,57 @@ export interface SearchFilters {
   status?: string;
 }
 
-export interface SearchHit {
+/** A hit: one transcript segment (its time) or one line of the minutes, with its matched words. */
+export interface SearchHit extends Highlighted {
   kind: 'segment' | 'minutes';
   startMs: number | null;
   endMs: number | null;
-  /** The passage's text with its matches between the store's start and stop marks. */
-  marked: string;
+}
+
+/** How a stretch of transcript joins its segments: [startMs, endMs, characters] each, one space apart. */
+export type StretchSegments = Array<[number, number, number]>;
+
+/**
+ * O4: the hit a matched stretch of transcript gives: the first of its segments that holds a
+ * matched word (the first segment when none does), with that segment's time, text and matches.
+ * Lengths count characters (code points), as Postgres does.
+ */
+export function segmentHit(
+  marked: string,
+  segments: StretchSegments,
+  marks: { start: string; stop: string },
+): SearchHit {
+  const whole = parseMarks(marked, marks);
+  const chars = [...whole.text];
+  // Highlight offsets in code points, from the UTF-16 offsets parseMarks gives.
+  const toChar = new Map<number, number>();
+  let units = 0;
+  chars.forEach((c, i) => {
+    toChar.set(units, i);
+    units += c.length;
+  });
+  toChar.set(units, chars.length);
+  const found = whole.highlights.map((h) => ({
+    start: toChar.get(h.start) ?? 0,
+    end: toChar.get(h.end) ?? 0,
+  }));
+  let at = 0;
+  const ranges = segments.map(([startMs, endMs, length]) => {
+    const range = { startMs, endMs, from: at, to: at + length };
+    at += length + 1;
+    return range;
+  });
+  const chosen = ranges.find((r) => found.some((h) => h.start >= r.from && h.start < r.to)) ?? ranges[0];
+  if (!chosen) return { kind: 'segment', startMs: null, endMs: null, ...whole };
+  const text = chars.slice(chosen.from, chosen.to).join('');
+  const unitsBefore = (i: number) => chars.slice(chosen.from, chosen.from + i).join('').length;
+  const highlights = found
+    .filter((h) => h.start >= chosen.from && h.start < chosen.to)
+    .map((h) => ({
+      start: unitsBefore(h.start - chosen.from),
+      end: unitsBefore(Math.min(h.end, chosen.to) - chosen.from),
+    }));
+  return { kind: 'segment', startMs: chosen.startMs, endMs: chosen.endMs, text, highlights };
 }
 
 export interface SearchResult {

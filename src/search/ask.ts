@@ -1,10 +1,9 @@
 import { readAsTenant } from '../db/tenant.ts';
 import { ErrorKind, toErrorRecord } from '../domain/errors.ts';
 import { withoutNearDuplicates } from '../domain/near-duplicate.ts';
-import { citationsOf, parseMarks, questionQuery } from '../domain/search.ts';
+import { citationsOf, questionQuery } from '../domain/search.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { AnswerPassage } from '../ports.ts';
-import { SEARCH_MARKS } from './search-store.ts';
 
 /** Meetings searched for passages, and hits taken from each. */
 const ASK_MEETINGS = 5;
@@ -67,7 +66,7 @@ export async function ask(
           kind: hit.kind,
         };
         if (hit.kind === 'minutes' || hit.startMs === null || hit.endMs === null) {
-          out.push({ ...base, startMs: null, endMs: null, text: parseMarks(hit.marked, SEARCH_MARKS).text });
+          out.push({ ...base, startMs: null, endMs: null, text: hit.text });
           continue;
         }
         const around = await deps.search.around(
@@ -80,7 +79,7 @@ export async function ask(
           ...base,
           startMs: around[0]?.startMs ?? hit.startMs,
           endMs: around.at(-1)?.endMs ?? hit.endMs,
-          text: around.map((s) => s.text).join(' ') || parseMarks(hit.marked, SEARCH_MARKS).text,
+          text: around.map((s) => s.text).join(' ') || hit.text,
         });
       }
     }

@@ -1,17 +1,23 @@
 import { sql } from 'kysely';
 import type { Db, Executor, Tx } from '../db/schema.ts';
 import {
-  searchConfigFor,
   minutesLines,
+  parseMarks,
+  searchConfigFor,
+  segmentHit,
   type SearchFilters,
   type SearchHit,
   type SearchPage,
+  type StretchSegments,
 } from '../domain/search.ts';
 
 /** At most this many matching passages are ranked per query: a word said in every meeting stays fast. */
 export const RANKED_CANDIDATES = 2000;
 /** Hits shown per meeting in a result. */
 export const HITS_PER_MEETING = 3;
+/** A stretch of transcript indexed as one passage: at most this many segments, within this long. */
+export const STRETCH_SEGMENTS = 6;
+export const STRETCH_MS = 30_000;
 
 // ts_headline's marks: control characters that speech recognition never produces, turned into
 // offsets by the domain (`parseMarks`), so no HTML ever leaves the database.
@@ -68,10 +74,23 @@ export class SearchStore {
     if (current.rows[0]?.current) return 'current';
     const lang = searchConfigFor(meeting.language);
     await trx.deleteFrom('search_passages').where('meeting_id', '=', meetingId).execute();
-    const segments =
-      await sql`insert into search_passages (workspace_id, meeting_id, kind, start_ms, end_ms, text, lang)
-      select workspace_id, meeting_id, 'segment', start_ms, end_ms, text, ${lang}::regconfig
-        from segments where meeting_id = ${meetingId} and text ~ '[[:alnum:]]'`.execute(trx);
+    // Stretches of up to STRETCH_SEGMENTS consecutive segments within STRETCH_MS: six times fewer
+    // rows than one per segment, and each keeps its segments' times for the hit (segmentHit).
+    const segments = await sql`
+      with s as (
+        select start_ms, end_ms, text, seq,
+               (row_number() over (order by start_ms, seq) - 1) / ${STRETCH_SEGMENTS} as part
+          from segments where meeting_id = ${meetingId} and text ~ '[[:alnum:]]'
+      ),
+      cut as (
+        select *, (start_ms - min(start_ms) over (partition by part)) / ${STRETCH_MS} as sub from s
+      )
+      insert into search_passages (workspace_id, meeting_id, kind, start_ms, end_ms, text, segments, lang)
+      select ${meeting.workspace_id}::uuid, ${meetingId}::uuid, 'transcript', min(start_ms), max(end_ms),
+             string_agg(text, ' ' order by start_ms, seq),
+             jsonb_agg(jsonb_build_array(start_ms, end_ms, char_length(text)) order by start_ms, seq),
+             ${lang}::regconfig
+        from cut group by part, sub`.execute(trx);
     const lines = minutesLines(meeting.minutes);
     if (lines.length > 0) {
       await trx
@@ -159,10 +178,8 @@ export class SearchStore {
     if (shown.length === 0) return { results: [], more: false };
     const hits = await sql<{
       meeting_id: string;
-      kind: 'segment' | 'minutes';
-      start_ms: number | null;
-      end_ms: number | null;
-      text: string;
+      kind: 'transcript' | 'minutes';
+      segments: StretchSegments | null;
       marked: string;
     }>`
       with ranked as (
@@ -173,7 +190,7 @@ export class SearchStore {
          where p.meeting_id in (${sql.join(shown.map((m) => m.meeting_id))})
            and ${matches(query)}
       )
-      select meeting_id, kind, start_ms, end_ms, text,
+      select meeting_id, kind, segments,
              ts_headline(lang, text, websearch_to_tsquery(lang, ${query}),
                ${`StartSel=${MARK_START},StopSel=${MARK_STOP},HighlightAll=true`}) as marked
         from ranked where n <= ${HITS_PER_MEETING}
@@ -181,7 +198,11 @@ export class SearchStore {
     const byMeeting = new Map<string, SearchHit[]>();
     for (const h of hits.rows) {
       const list = byMeeting.get(h.meeting_id) ?? [];
-      list.push({ kind: h.kind, startMs: h.start_ms, endMs: h.end_ms, marked: h.marked });
+      list.push(
+        h.kind === 'transcript' && h.segments
+          ? segmentHit(h.marked, h.segments, SEARCH_MARKS)
+          : { kind: 'minutes', startMs: null, endMs: null, ...parseMarks(h.marked, SEARCH_MARKS) },
+      );
       byMeeting.set(h.meeting_id, list);
     }
     return {
@@ -209,15 +230,15 @@ export class SearchStore {
     toMs: number,
   ): Promise<Array<{ startMs: number; endMs: number; text: string }>> {
     const rows = await trx
-      .selectFrom('search_passages')
+      .selectFrom('segments')
       .select(['start_ms', 'end_ms', 'text'])
       .where('meeting_id', '=', meetingId)
-      .where('kind', '=', 'segment')
       .where('end_ms', '>', fromMs)
       .where('start_ms', '<', toMs)
       .orderBy('start_ms')
+      .orderBy('seq')
       .execute();
-    return rows.map((r) => ({ startMs: r.start_ms ?? 0, endMs: r.end_ms ?? 0, text: r.text }));
+    return rows.map((r) => ({ startMs: r.start_ms, endMs: r.end_ms, text: r.text }));
   }
 }
 

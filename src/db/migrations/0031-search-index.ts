@@ -2,7 +2,8 @@
 //
 // Issue 18 (O2, O4): the search index, a consumer of meeting.transcribed and
 // meeting.transcript_revised with a ledger of its own.
-// - search_passages: one row per transcript segment (its time, its text) and per line of the
+// - search_passages: one row per stretch of transcript (up to six consecutive segments or 30 s,
+//   with each segment's time and length, so a hit is told at its segment) and per line of the
 //   minutes, with the text search configuration its meeting's language calls for ('english' with
 //   stemming, 'simple' for other languages) and the tsvector built from it. Rows go with their
 //   meeting (on delete cascade: in the transaction that deletes it).
@@ -16,10 +17,12 @@ create table search_passages (
   id bigserial primary key,
   workspace_id uuid not null references workspaces(id) on delete cascade,
   meeting_id uuid not null references meetings(id) on delete cascade,
-  kind text not null check (kind in ('segment', 'minutes')),
+  kind text not null check (kind in ('transcript', 'minutes')),
   start_ms integer,
   end_ms integer,
   text text not null,
+  -- transcript: the segments the text joins (with one space), each [start_ms, end_ms, characters].
+  segments jsonb,
   lang regconfig not null,
   tsv tsvector generated always as (to_tsvector(lang, text)) stored
 );

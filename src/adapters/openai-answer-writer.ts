@@ -1,6 +1,6 @@
-import { AppError, ErrorKind } from '../domain/errors.ts';
 import { clock } from '../domain/transcript-format.ts';
 import type { AnswerPassage, AnswerWriter } from '../ports.ts';
+import { chatContent } from './openai-minutes-writer.ts';
 import { providerFetch, providerUrl } from './provider-http.ts';
 
 const SYSTEM_PROMPT = [
@@ -57,25 +57,6 @@ export class OpenAiAnswerWriter implements AnswerWriter {
       signal: request.signal,
       apiKey: this.apiKey,
     });
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      throw new AppError(
-        ErrorKind.transient,
-        'llm.bad_response',
-        'language model provider returned a response that is not JSON',
-      );
-    }
-    const content = (parsed as { choices?: Array<{ message?: { content?: unknown } }> } | null)?.choices?.[0]
-      ?.message?.content;
-    if (typeof content !== 'string' || content.trim() === '') {
-      throw new AppError(
-        ErrorKind.transient,
-        'llm.bad_response',
-        'language model provider returned no message content',
-      );
-    }
-    return content.trim();
+    return chatContent(body).trim();
   }
 }

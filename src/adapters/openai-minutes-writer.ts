@@ -74,7 +74,7 @@ export class OpenAiMinutesWriter implements MinutesWriter {
       signal: request.signal,
       apiKey: this.apiKey,
     });
-    const parsed = parseMinutesContent(extractContent(body));
+    const parsed = parseMinutesContent(chatContent(body));
     return this.minutes(parsed.summary, parsed.decisions, parsed.actionItems);
   }
 
@@ -107,7 +107,8 @@ function renderTranscript(
   return { text: lines.join('\n'), truncated: false };
 }
 
-function extractContent(body: string): string {
+/** The message content of an OpenAI-compatible chat completion; a malformed answer is transient. */
+export function chatContent(body: string): string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);

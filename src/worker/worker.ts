@@ -8,7 +8,6 @@ import {
   type TaskList,
   type WorkerEvents,
 } from 'graphile-worker';
-import pg from 'pg';
 import { QUEUE_OF, QueueName } from '../domain/status.ts';
 import { OutboxDispatcher } from '../events/dispatcher.ts';
 import { DISPATCH_TASK } from '../events/outbox.ts';
@@ -30,6 +29,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
 import { declareWorkersWithFreeLocks } from './death-watch.ts';
 import { LifeLock } from './life-lock.ts';
+import { TransportPool } from './transport-pool.ts';
 import { WorkerRegistry } from './worker-registry.ts';
 
 export interface WorkerHandle {
@@ -153,14 +153,17 @@ export async function startWorker(
     return providerSweeping;
   };
 
-  const transportPool = new pg.Pool({
-    connectionString,
-    ...(config.idleTransactionMs > 0
-      ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
-      : {}),
-    // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
-    max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
-  });
+  const transportPool = new TransportPool(
+    {
+      connectionString,
+      ...(config.idleTransactionMs > 0
+        ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
+        : {}),
+      // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
+      max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
+    },
+    () => wlog.warn('a transport connection was released twice (graphile-worker LISTEN); ignored'),
+  );
   transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
   transportPool.on('connect', (c) =>
     c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')),

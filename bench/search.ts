@@ -107,14 +107,29 @@ function percentile(sorted: number[], p: number): number {
 }
 
 export async function searchBench(meetings = 2000, minutes = 60, queries = 200): Promise<SearchBench> {
-  const db = await createTestDatabase();
+  // BENCH_SEARCH_DB: the URL of a corpus an earlier run kept (BENCH_SEARCH_KEEP=1), same meetings
+  // and minutes: its text is generated again (for the phrases) but neither written nor indexed,
+  // and the latest migrations are applied to it. For trying a query change in a minute, not for
+  // the figures of record (its indexing time is not measured).
+  const reuse = process.env.BENCH_SEARCH_DB;
+  const db = reuse
+    ? { url: reuse, name: new URL(reuse).pathname.slice(1), drop: () => Promise.resolve() }
+    : await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-search-'));
   const config = loadConfig({ DATABASE_URL: db.url, VERBATIM_DATA_DIR: dataDir, VERBATIM_LOG_LEVEL: 'warn' });
   const app = await openApp(config, { logger: createLogger(config.logLevel, 'verbatim-bench') });
   const api = buildAppApi(app);
   await api.ready();
   try {
-    const workspaceId = await app.workspaces.createWorkspace('bench');
+    const workspaceId = reuse
+      ? (
+          await app.database.db
+            .selectFrom('workspaces')
+            .select('id')
+            .where('name', '=', 'bench')
+            .executeTakeFirstOrThrow()
+        ).id
+      : await app.workspaces.createWorkspace('bench');
     const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'bench');
     const words = vocabulary();
     const r = rng(42);
@@ -147,6 +162,7 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
           text: text.join(' '),
         });
       }
+      if (reuse) continue;
       await database.transaction().execute(async (trx) => {
         await trx
           .insertInto('meetings')
@@ -188,7 +204,7 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
     t = performance.now();
     let next = 0;
     await Promise.all(
-      Array.from({ length: 4 }, async () => {
+      Array.from({ length: reuse ? 0 : 4 }, async () => {
         while (next < ids.length) {
           const id = ids[next++]!;
           const outcome = await indexMeetingForSearch(app.deps, id);
@@ -270,7 +286,7 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
     await api.close();
     await app.close();
     // BENCH_SEARCH_KEEP=1 keeps the corpus's database for EXPLAIN (its URL is printed).
-    if (process.env.BENCH_SEARCH_KEEP === '1') process.stdout.write(`    corpus kept: ${db.url}\n`);
+    if (process.env.BENCH_SEARCH_KEEP === '1' || reuse) process.stdout.write(`    corpus kept: ${db.url}\n`);
     else await db.drop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }

@@ -170,31 +170,31 @@ export class SearchStore {
       status: string;
       best: number;
       hits: string;
-    }>`select * from verbatim_search_meetings(${query}, ${filters.from ?? null}::timestamptz,
+      passage_ids: string[];
+    }>`select * from verbatim_search(${query}, ${filters.from ?? null}::timestamptz,
         ${filters.to ?? null}::timestamptz, ${filters.source ?? null}::text, ${filters.status ?? null}::text,
-        ${page.offset}::int, ${page.limit + 1}::int, ${RANKED_CANDIDATES}::int)`.execute(trx);
+        ${page.offset}::int, ${page.limit + 1}::int, ${RANKED_CANDIDATES}::int, ${HITS_PER_MEETING}::int)`.execute(
+      trx,
+    );
     const more = meetings.rows.length > page.limit;
     const shown = meetings.rows.slice(0, page.limit);
     if (shown.length === 0) return { results: [], more: false };
-    const hits = await sql<{
+    // Each meeting's best passages, as the meeting query ranked them, read by id.
+    const order = shown.flatMap((m) => m.passage_ids);
+    const found = await sql<{
+      id: string;
       meeting_id: string;
       kind: 'transcript' | 'minutes';
       segments: StretchSegments | null;
       marked: string;
     }>`
-      with ranked as (
-        select p.*, row_number() over (
-                 partition by p.meeting_id order by ${rankOf(query)} desc, p.start_ms nulls last
-               ) as n
-          from search_passages p
-         where p.meeting_id in (${sql.join(shown.map((m) => m.meeting_id))})
-           and ${matches(query)}
-      )
-      select meeting_id, kind, segments,
-             ts_headline(lang, text, websearch_to_tsquery(lang, ${query}),
+      select p.id, p.meeting_id, p.kind, p.segments,
+             ts_headline(p.lang, p.text, websearch_to_tsquery(p.lang, ${query}),
                ${`StartSel=${MARK_START},StopSel=${MARK_STOP},HighlightAll=true`}) as marked
-        from ranked where n <= ${HITS_PER_MEETING}
-       order by meeting_id, n`.execute(trx);
+        from search_passages p
+       where p.id in (${sql.join(order.map((id) => sql`${id}::bigint`))})`.execute(trx);
+    const byId = new Map(found.rows.map((r) => [String(r.id), r]));
+    const hits = { rows: order.flatMap((id) => byId.get(String(id)) ?? []) };
     const byMeeting = new Map<string, SearchHit[]>();
     for (const h of hits.rows) {
       const list = byMeeting.get(h.meeting_id) ?? [];
@@ -243,17 +243,3 @@ export class SearchStore {
 }
 
 export const SEARCH_MARKS = { start: MARK_START, stop: MARK_STOP };
-
-/**
- * A passage matches the query parsed by its own configuration. The query is written out as a
- * function of the parameter, not read from a CTE, so the planner sees it and takes the GIN index
- * (one bitmap scan per configuration); read from a CTE it scanned every passage.
- */
-function matches(query: string) {
-  return sql<boolean>`((p.lang = 'english'::regconfig and p.tsv @@ websearch_to_tsquery('english', ${query}))
-    or (p.lang = 'simple'::regconfig and p.tsv @@ websearch_to_tsquery('simple', ${query})))`;
-}
-
-function rankOf(query: string) {
-  return sql<number>`ts_rank_cd(p.tsv, websearch_to_tsquery(p.lang, ${query}))`;
-}

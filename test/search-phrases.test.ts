@@ -115,6 +115,31 @@ void it('O4: a quoted phrase finds exactly the passages that say it, with or wit
     assert.ok(withPairs > queries.length / 4, `queries with pairs: ${withPairs} of ${queries.length}`);
     assert.ok(matchedWithPairs > 50, `queries with pairs that matched: ${matchedWithPairs}`);
 
+    // Two long adjacent words (unspaced Japanese, or a recogniser's repetition loop), each under
+    // Postgres's 2047-byte lexeme limit but not together: the passage is indexed all the same, and
+    // found by each word and by a phrase of its neighbours.
+    const long = `${'ありがとう'.repeat(70)} ${'ございます'.repeat(70)} next week`;
+    const longMeeting = await c.query<{ id: string }>(
+      `with m as (
+         insert into meetings (id, workspace_id, source, title, status, window_ms, language)
+         values (gen_random_uuid(), $1, 'upload', 'long words', 'complete', 60000, 'ja') returning id
+       )
+       insert into search_passages (workspace_id, meeting_id, kind, start_ms, end_ms, text, lang)
+       select $1, id, 'transcript', 0, 1000, $2, 'simple' from m returning meeting_id as id`,
+      [ws, long],
+    );
+    assert.equal(longMeeting.rows.length, 1);
+    for (const q of ['ございます'.repeat(70), `"${'ございます'.repeat(70)} next"`, '"next week"']) {
+      const found = await c.query<{ title: string }>(
+        `select title from verbatim_search($1, null, null, null, null, 0, 1000, 100000, 1)`,
+        [q],
+      );
+      assert.ok(
+        found.rows.some((r) => r.title === 'long words'),
+        `the long-word passage is found by ${q.slice(0, 20)}…`,
+      );
+    }
+
     // And the index answers the pair itself: a phrase's pair is a lexeme of the passage's tsvector.
     const lexemes = await c.query<{ has: boolean }>(
       `select pp.pairs @@ '''budget review'''::tsquery as has

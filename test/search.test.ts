@@ -293,6 +293,41 @@ void describe('search over meetings (issue 18)', () => {
     assert.deepEqual(titlesOf(await search(h, 'zeppelin')), []);
   });
 
+  void it('O2: a meeting that cannot be indexed does not hold up the ledger entries behind it, and stays in the ledger', async () => {
+    const db = h.app.database.db;
+    const stuck = await seedMeeting(h, {
+      title: 'cannot index',
+      lines: ['the walrus budget'],
+      createdAt: new Date(Date.now() - 3_600_000),
+    });
+    await seedMeeting(h, { title: 'indexes fine', lines: ['the narwhal budget'] });
+    assert.equal((await healthFigures(db)).searchLedgerMeetings, 2, 'both are in the ledger');
+    // Indexing the older one fails (as a passage the database refuses would), every time.
+    const failing = {
+      ...h.app.deps,
+      checkpoints: {
+        hit: async (name: string, ctx: Record<string, unknown>) => {
+          if (name === 'search-index.before-commit' && ctx.meetingId === stuck) {
+            throw new Error('this meeting cannot be indexed');
+          }
+          await h.app.deps.checkpoints.hit(name, ctx as never);
+        },
+      } as unknown as typeof h.app.deps.checkpoints,
+    };
+    assert.equal(await redriveSearchIndex(failing), 1, 'the one behind it is indexed');
+    assert.deepEqual(titlesOf(await search(h, 'narwhal')), ['indexes fine']);
+    assert.deepEqual(titlesOf(await search(h, 'walrus')), []);
+    const figures = await healthFigures(db);
+    assert.equal(
+      figures.searchLedgerMeetings,
+      1,
+      'the one that failed stays in the ledger, for an operator to see',
+    );
+    assert.equal(await redriveSearchIndex(h.app.deps), 1, 'and is indexed once it can be');
+    assert.deepEqual(titlesOf(await search(h, 'walrus')), ['cannot index']);
+    assert.equal((await healthFigures(db)).searchLedgerMeetings, 0);
+  });
+
   void it('O5: ask answers offline with the passages themselves, labelled as such; a question is required', async () => {
     const res = await askOf(h, 'what about the vendor contract?');
     assert.equal(res.status, 200);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { it } from 'node:test';
+import { TransportPool } from '../src/worker/transport-pool.ts';
 import { createTestDatabase } from './support/db.ts';
 
 const script = path.join(import.meta.dirname, 'support', 'listen-race.ts');
@@ -34,6 +35,40 @@ void it('V8: graphile-worker releasing its LISTEN client twice (a stop while the
     };
     assert.deepEqual(summary, { releases: 2, doubles: 1, queryAfter: 1 });
   } finally {
+    await tdb.drop();
+  }
+});
+
+void it('V8: a late second release of a transport connection never hands back the connection its next holder is using', async () => {
+  const tdb = await createTestDatabase();
+  const stacks: string[] = [];
+  const pool = new TransportPool({ connectionString: tdb.url, max: 1 }, (stack) => stacks.push(stack));
+  try {
+    // A checks out with a callback, keeps its release, and releases.
+    const first = await new Promise<{ done: (e?: unknown) => void; pid: number }>((resolve, reject) => {
+      pool.connect((err, client, done) => {
+        if (err || !client || !done) return reject(err ?? new Error('no client'));
+        const pid = (client as unknown as { processID: number }).processID;
+        resolve({ done, pid });
+      });
+    });
+    first.done();
+    // B gets the same connection and opens a transaction on it.
+    const b = await pool.connect();
+    assert.equal((b as unknown as { processID: number }).processID, first.pid, 'one connection, reused');
+    await b.query('begin');
+    await b.query('create temp table held_by_b (x int)');
+    // A releases again, late: reported, and B keeps its connection.
+    first.done();
+    assert.equal(stacks.length, 1);
+    assert.match(stacks[0]!, /released twice/);
+    assert.equal(pool.idleCount, 0, 'B still holds the only connection');
+    await b.query('commit');
+    b.release();
+    assert.equal(pool.idleCount, 1);
+    assert.equal(stacks.length, 1, "B's own release is not a double one");
+  } finally {
+    await pool.end();
     await tdb.drop();
   }
 });

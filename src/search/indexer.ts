@@ -1,3 +1,4 @@
+import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { IndexOutcome } from './search-store.ts';
 
@@ -33,7 +34,18 @@ export async function redriveSearchIndex(
 ): Promise<number> {
   let indexed = 0;
   for (const entry of await deps.search.ledger(batch)) {
-    if ((await indexMeetingForSearch(deps, entry.meetingId)) === 'indexed') indexed++;
+    try {
+      if ((await indexMeetingForSearch(deps, entry.meetingId)) === 'indexed') indexed++;
+    } catch (err) {
+      // The database gone fails every entry alike: the pass ends, and the next one tries again.
+      if (isDatabaseConnectionLoss(err)) throw err;
+      // One meeting that cannot be indexed must not hold up the others behind it in the ledger.
+      // It stays there, so the ledger's age (verbatim status, /metrics) shows it to an operator.
+      deps.log.warn(
+        { meetingId: entry.meetingId, err: err instanceof Error ? err.message : String(err) },
+        'search index: this meeting could not be indexed; it stays in the ledger',
+      );
+    }
   }
   if (indexed > 0) deps.log.info({ indexed }, 'search index re-drive indexed meetings the events missed');
   return indexed;

@@ -155,7 +155,7 @@ export class SearchStore {
     filters: SearchFilters,
     page: { offset: number; limit: number },
   ): Promise<SearchPage> {
-    // The workspace is the tenant transaction's own (verbatim_search_meetings reads it); the
+    // The workspace is the tenant transaction's own (verbatim_search reads it); the
     // parameter is checked against it, so a caller cannot pass another.
     await sql`select 1 where nullif(current_setting('verbatim.workspace_id', true), '')::uuid = ${workspaceId}::uuid`
       .execute(trx)

@@ -8,7 +8,7 @@ type ConnectCallback = (
 
 /**
  * The pool graphile-worker runs on. It differs from pg.Pool in one way: releasing a client twice
- * is reported to `onDoubleRelease` instead of thrown.
+ * is reported to `onDoubleRelease` (with the second caller's stack) instead of thrown.
  *
  * Why (V8, found by the simulation): graphile-worker 0.17.3 releases its LISTEN client from two
  * places when a runner is stopped while its LISTEN is in flight and the connection is cut — the
@@ -20,7 +20,7 @@ type ConnectCallback = (
 export class TransportPool extends pg.Pool {
   constructor(
     config: pg.PoolConfig,
-    private readonly onDoubleRelease: () => void,
+    private readonly onDoubleRelease: (stack: string) => void,
   ) {
     super(config);
   }
@@ -34,7 +34,10 @@ export class TransportPool extends pg.Pool {
     super.connect((err, client) => {
       if (err || client === undefined) return callback(err);
       const once = this.releaseOnce(client);
-      callback(undefined, once, (e?: unknown) => once.release(e as Error | boolean | undefined));
+      // This checkout's release, taken now: pg-pool gives the client a new one at every checkout,
+      // so looking it up at call time would let a late second call release the next holder's.
+      const release = once.release;
+      callback(undefined, once, (e?: unknown) => release(e as Error | boolean | undefined));
     });
   }
 
@@ -42,7 +45,7 @@ export class TransportPool extends pg.Pool {
     const release = client.release.bind(client);
     let released = false;
     client.release = (err?: Error | boolean) => {
-      if (released) return this.onDoubleRelease();
+      if (released) return this.onDoubleRelease(new Error('released twice').stack ?? '');
       released = true;
       release(err);
     };

@@ -162,7 +162,8 @@ export async function startWorker(
       // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
       max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
     },
-    () => wlog.warn('a transport connection was released twice (graphile-worker LISTEN); ignored'),
+    (stack) =>
+      wlog.warn({ stack }, 'a transport connection was released twice (graphile-worker LISTEN); ignored'),
   );
   transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
   transportPool.on('connect', (c) =>

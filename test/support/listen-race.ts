@@ -19,7 +19,7 @@ let doubles = 0;
 const pool =
   kind === 'plain'
     ? new pg.Pool({ connectionString: url })
-    : new TransportPool({ connectionString: url }, () => doubles++);
+    : new TransportPool({ connectionString: url }, () => void doubles++);
 pool.on('error', () => undefined);
 
 const events = new EventEmitter();

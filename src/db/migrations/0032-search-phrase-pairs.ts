@@ -31,6 +31,9 @@ language sql immutable strict parallel safe as $$
   with w as (select u.lexeme, p from unnest(t) u, unnest(u.positions) p)
   select coalesce(array_to_tsvector(array_agg(distinct a.lexeme || ' ' || b.lexeme)), ''::tsvector)
     from w a join w b on b.p = a.p + 1
+   -- A lexeme holds at most 2047 bytes. A longer pair is left out here and in every query
+   -- (verbatim_phrase_pairs), so a passage of two long words is still indexed.
+   where octet_length(a.lexeme) + octet_length(b.lexeme) < 2047
 $$;
 
 -- The pair lexemes a query's phrases require, as a conjunction, or null when there is none or the
@@ -61,7 +64,9 @@ begin
         -- a negated word, or one with a prefix or weight mark: part of no pair
         last := null;
       else
-        if adjacent then
+        -- Quoted, a lexeme is never shorter than itself: a pair left out of the passages (2047
+        -- bytes or more) is left out here too, and at worst a few more are, which only widens.
+        if adjacent and octet_length(last) + octet_length(tok) - 4 < 2047 then
           pairs := pairs || ('''' || substr(last, 2, length(last) - 2) || ' ' || substr(tok, 2, length(tok) - 2) || '''');
         end if;
         last := tok;

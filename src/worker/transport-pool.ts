@@ -29,26 +29,30 @@ export class TransportPool extends pg.Pool {
   override connect(callback: ConnectCallback): void;
   override connect(callback?: ConnectCallback): Promise<pg.PoolClient> | void {
     if (callback === undefined) {
-      return super.connect().then((client) => this.releaseOnce(client));
+      return super.connect().then((client) => {
+        this.releaseOnce(client);
+        return client;
+      });
     }
     super.connect((err, client) => {
       if (err || client === undefined) return callback(err);
-      const once = this.releaseOnce(client);
       // This checkout's release, taken now: pg-pool gives the client a new one at every checkout,
       // so looking it up at call time would let a late second call release the next holder's.
-      const release = once.release;
-      callback(undefined, once, (e?: unknown) => release(e as Error | boolean | undefined));
+      const release = this.releaseOnce(client);
+      callback(undefined, client, (e?: unknown) => release(e as Error | boolean | undefined));
     });
   }
 
-  private releaseOnce(client: pg.PoolClient): pg.PoolClient {
+  /** Makes this checkout's `client.release` idempotent, and returns it. */
+  private releaseOnce(client: pg.PoolClient): (err?: Error | boolean) => void {
     const release = client.release.bind(client);
     let released = false;
-    client.release = (err?: Error | boolean) => {
+    const once = (err?: Error | boolean) => {
       if (released) return this.onDoubleRelease(new Error('released twice').stack ?? '');
       released = true;
       release(err);
     };
-    return client;
+    client.release = once;
+    return once;
   }
 }

@@ -982,7 +982,13 @@ async function quiesce(dbUrl: string, boundMs: number, clientsLeft: () => number
           (select string_agg(distinct state || case when lease_expires_at > now() then ' leased' else '' end
                   || case when state = 'staged' then ' due in ' || ceil(extract(epoch from reserve_until - now())) || ' s'
                           else ' due in ' || ceil(extract(epoch from next_attempt_at - now())) || ' s' end
-                  || ' (' || reason || ')', '; ') from object_cleanups) as cleanup_detail,
+                  || ' (' || reason || ')'
+                  || case when lease_expires_at > now() then ' by ' || coalesce(
+                       (select case when w.declared_dead_at is not null then 'a worker declared dead'
+                                    when w.stopped_at is not null then 'a stopped worker'
+                                    else 'a live worker, heartbeat ' || ceil(extract(epoch from now() - w.heartbeat_at)) || ' s ago' end
+                          from workers w where w.id = lease_owner), 'an unregistered owner') else '' end,
+                  '; ') from object_cleanups) as cleanup_detail,
           (select count(*) from webhook_deliveries where status = 'pending') as webhooks,
           (select count(*) from bot_recordings
             where status not in ('complete', 'failed', 'canceled', 'not_recorded')) as bots,

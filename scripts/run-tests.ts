@@ -65,6 +65,8 @@ interface Outcome {
   pass: number;
   fail: number;
   skipped: number;
+  /** User + system CPU seconds of the file's processes (those waited for), from bash's `times`. */
+  cpu: number;
   output: string;
 }
 
@@ -82,12 +84,33 @@ function count(output: string, name: string): number {
   return all.length > 0 ? Number(all[all.length - 1]![1]) : 0;
 }
 
+/** The children's user + system seconds: the second line `times` printed after `#verbatim-cpu`, or 0. */
+function cpuOf(output: string): number {
+  const m = /^#verbatim-cpu\n.*\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/m.exec(output);
+  if (!m) return 0;
+  return Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4]);
+}
+
 function runFile(file: string): Promise<Outcome> {
   const started = performance.now();
   return new Promise((resolve) => {
+    // Through bash, whose `times` then gives the CPU its children used (node, the processes the
+    // tests start, the recognisers those start): where the suite's time goes (issue 17 item 10).
     const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=1', file],
+      'bash',
+      [
+        '-c',
+        // `times` prints the shell's own time, then its children's (not in a subshell: a subshell has none).
+        '"$@"; rc=$?; echo "#verbatim-cpu"; times; exit $rc',
+        'bash',
+        process.execPath,
+        '--import',
+        'tsx',
+        '--test',
+        '--test-reporter=tap',
+        '--test-concurrency=1',
+        file,
+      ],
       // A group of its own: a file that hangs is killed with everything it started.
       { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
@@ -113,6 +136,7 @@ function runFile(file: string): Promise<Outcome> {
         // A file that failed without a failing test (killed, crashed at load) counts as one.
         fail: Math.max(count(output, 'fail'), code === 0 ? 0 : 1),
         skipped: count(output, 'skipped'),
+        cpu: cpuOf(output),
         output,
       });
     });
@@ -168,7 +192,8 @@ async function main(): Promise<void> {
       process.stdout.write(`\n# ---- ${o.file}\n${o.output}`);
       process.stdout.write(
         `${ok ? 'ok  ' : 'FAIL'} ${o.file.padEnd(40)} ${String(o.tests).padStart(4)} tests ` +
-          `${o.fail > 0 ? `${o.fail} failed ` : ''}${o.seconds.toFixed(1).padStart(7)} s\n`,
+          `${o.fail > 0 ? `${o.fail} failed ` : ''}${o.seconds.toFixed(1).padStart(7)} s ` +
+          `${o.cpu.toFixed(0).padStart(5)} CPU-s\n`,
       );
     }
   };
@@ -178,7 +203,7 @@ async function main(): Promise<void> {
   process.stdout.write('\nper file, longest first\n');
   for (const o of [...outcomes].sort((a, b) => b.seconds - a.seconds))
     process.stdout.write(
-      `  ${o.code === 0 && o.fail === 0 ? 'ok  ' : 'FAIL'} ${o.file.padEnd(40)} ${String(o.tests).padStart(4)} tests ${o.seconds.toFixed(1).padStart(7)} s\n`,
+      `  ${o.code === 0 && o.fail === 0 ? 'ok  ' : 'FAIL'} ${o.file.padEnd(40)} ${String(o.tests).padStart(4)} tests ${o.seconds.toFixed(1).padStart(7)} s ${o.cpu.toFixed(0).padStart(5)} CPU-s\n`,
     );
   const sum = (k: 'tests' | 'pass' | 'fail' | 'skipped') => outcomes.reduce((a, o) => a + o[k], 0);
   const wall = (performance.now() - started) / 1000;
@@ -193,6 +218,7 @@ async function main(): Promise<void> {
       `# skipped ${sum('skipped')}`,
       `# files failed ${failed.length}${failed.length > 0 ? `: ${failed.map((o) => o.file).join(' ')}` : ''}`,
       `# wall ${wall.toFixed(0)} s, sum of the files' times ${busy.toFixed(0)} s (${(busy / wall).toFixed(2)}× in parallel)`,
+      `# cpu ${outcomes.reduce((a, o) => a + o.cpu, 0).toFixed(0)} s of user + system time in the files' processes (${os.cpus().length} CPUs)`,
       '',
     ].join('\n'),
   );

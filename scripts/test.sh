@@ -24,6 +24,23 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
 fi
 pg_isready -h 127.0.0.1 -p 5432
 
+# Three test files run at once, each with its api and worker processes (a worker holds about 14
+# connections when idle): at peak that is more than Postgres's default of 100 connections, and a
+# process refused one ("too many clients") fails its test. A local Debian cluster is raised to 300.
+need=300
+have=$(psql -h 127.0.0.1 -U postgres -Atc 'show max_connections')
+if [ "$have" -lt "$need" ]; then
+  cluster=$(pg_lsclusters -h 2>/dev/null | awk '$3 == 5432 { print $1 }' | head -n 1)
+  if [ -n "$cluster" ]; then
+    psql -h 127.0.0.1 -U postgres -qc "alter system set max_connections = $need"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$cluster" main restart
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+    echo "postgres: max_connections $have -> $(psql -h 127.0.0.1 -U postgres -Atc 'show max_connections')"
+  else
+    echo "postgres: max_connections is $have (fewer than $need): tests may be refused connections" >&2
+  fi
+fi
+
 npm run check
 npm test
 # The whole system under faults (docs/simulation.md): two fixed seeds, a minute of faults each, with

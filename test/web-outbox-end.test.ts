@@ -71,6 +71,25 @@ void describe('web app outbox: ending and stopping', () => {
   /** The browser went back online (the page's `online` event), as after a network change. */
   const online = (page: Page) => page.evaluate('window.dispatchEvent(new Event("online"))');
 
+  /** Stores one more chunk (a copy of the first) in the page's outbox, as another writer would; returns its seq. */
+  const INJECT_CHUNK = (id: string) => `(async () => {
+          const db = await new Promise((resolve, reject) => {
+            const r = indexedDB.open('verbatim');
+            r.onsuccess = () => resolve(r.result);
+            r.onerror = () => reject(r.error);
+          });
+          const tx = db.transaction(['chunks', 'meetings'], 'readwrite');
+          const get = (req) => new Promise((resolve) => (req.onsuccess = () => resolve(req.result)));
+          const meeting = await get(tx.objectStore('meetings').get(${JSON.stringify(id)}));
+          const [model] = await get(tx.objectStore('chunks').getAll(
+            IDBKeyRange.bound([${JSON.stringify(id)}, 0], [${JSON.stringify(id)}, Infinity])));
+          const seq = meeting.nextSeq;
+          tx.objectStore('chunks').add({ meetingId: meeting.meetingId, seq, wav: model.wav, createdAt: Date.now() });
+          tx.objectStore('meetings').put({ ...meeting, nextSeq: seq + 1 });
+          await new Promise((resolve) => (tx.oncomplete = resolve));
+          return seq;
+        })()`;
+
   void it('L1: after a chunk could not be stored, the later chunks stay in memory with it (no reused seq), and End is refused until that audio is downloaded', async () => {
     const { apiKey } = await workspaceKey('unsaved');
     browser = await launchChromium({ microphoneFile: mic });
@@ -134,40 +153,25 @@ void describe('web app outbox: ending and stopping', () => {
     const { page } = browser;
     const id = await record(page, apiKey, 'Late chunk');
     await waitFor('a first chunk acknowledged', async () => (await chunkSeqs(id)).length >= 1, 30_000);
-    // Chunks find no server, so End waits behind them.
-    await page.route('**/v1/meetings/*/chunks/*', (route) => route.abort('connectionrefused'));
+    // Chunks find no server, so End waits behind them. One handler throughout: swapping handlers
+    // left a moment with none, in which a retry could send the last chunk unseen (found in CI).
+    let mode: 'refuse' | 'inject' | 'pass' = 'refuse';
+    let injected = -1;
+    await page.route('**/v1/meetings/*/chunks/*', async (route) => {
+      if (mode === 'refuse') return route.abort('connectionrefused');
+      if (mode === 'inject') {
+        mode = 'pass';
+        injected = await page.evaluate<number>(INJECT_CHUNK(id));
+      }
+      await route.continue();
+    });
     await page.getByRole('button', { name: /End meeting/ }).click();
     await page.locator('article[data-phase="stopped"]').waitFor();
     await page.getByText(/Ending the meeting: sending the last/).waitFor();
 
     // While the round that will send End is sending its first chunk, a chunk is stored behind it
     // (as another writer of the shared outbox would).
-    let injected = -1;
-    let armed = true;
-    await page.unroute('**/v1/meetings/*/chunks/*');
-    await page.route('**/v1/meetings/*/chunks/*', async (route) => {
-      if (armed) {
-        armed = false;
-        injected = await page.evaluate<number>(`(async () => {
-          const db = await new Promise((resolve, reject) => {
-            const r = indexedDB.open('verbatim');
-            r.onsuccess = () => resolve(r.result);
-            r.onerror = () => reject(r.error);
-          });
-          const tx = db.transaction(['chunks', 'meetings'], 'readwrite');
-          const get = (req) => new Promise((resolve) => (req.onsuccess = () => resolve(req.result)));
-          const meeting = await get(tx.objectStore('meetings').get(${JSON.stringify(id)}));
-          const [model] = await get(tx.objectStore('chunks').getAll(
-            IDBKeyRange.bound([${JSON.stringify(id)}, 0], [${JSON.stringify(id)}, Infinity])));
-          const seq = meeting.nextSeq;
-          tx.objectStore('chunks').add({ meetingId: meeting.meetingId, seq, wav: model.wav, createdAt: Date.now() });
-          tx.objectStore('meetings').put({ ...meeting, nextSeq: seq + 1 });
-          await new Promise((resolve) => (tx.oncomplete = resolve));
-          return seq;
-        })()`);
-      }
-      await route.continue();
-    });
+    mode = 'inject';
     await online(page);
     await waitFor('the meeting to end', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
     assert.ok(injected >= 0, 'a chunk was stored during the round');

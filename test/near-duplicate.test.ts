@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { extractiveMinutes } from '../src/adapters/extractive-minutes-writer.ts';
 import { isNearDuplicate, withoutNearDuplicates, wordsOf } from '../src/domain/near-duplicate.ts';
+import { withoutRepeatedMinutes } from '../src/domain/search.ts';
 
 // A 10-minute meeting whose speakers say the same things again and again, as recognised speech
 // does: the same sentence, and the same sentence with a word or two changed.
@@ -49,5 +50,31 @@ void it('O3: near duplicates are the same words give or take a few, not sentence
   assert.deepEqual(
     withoutNearDuplicates(['a b c d', 'a b c d e', 'x y z w'], (s) => s),
     ['a b c d', 'x y z w'],
+  );
+});
+
+void it('O4/item 6: a minutes line that repeats a hit is not shown again; segment hits always are', () => {
+  const hit = (kind: 'segment' | 'minutes', text: string, startMs: number | null = null) => ({
+    kind,
+    startMs,
+    endMs: startMs === null ? null : startMs + 1000,
+    text,
+    highlights: [],
+  });
+  const hits = [
+    hit('minutes', 'The quarterly budget meeting will discuss the marketing plan.'),
+    hit('segment', 'the quarterly budget meeting will discuss the marketing plan', 0),
+    hit('minutes', 'Decided: the quarterly budget meeting will discuss the marketing plan'),
+    hit('segment', 'the quarterly budget meeting will discuss the marketing plan', 60_000),
+    hit('minutes', 'Alice sends the budget report to finance by Friday.'),
+    hit('minutes', 'alice sends the budget report to finance by friday'),
+  ];
+  assert.deepEqual(
+    withoutRepeatedMinutes(hits).map((h) => [h.kind, h.startMs, h.text]),
+    [
+      ['segment', 0, 'the quarterly budget meeting will discuss the marketing plan'],
+      ['segment', 60_000, 'the quarterly budget meeting will discuss the marketing plan'],
+      ['minutes', null, 'Alice sends the budget report to finance by Friday.'],
+    ],
   );
 });

@@ -1,3 +1,4 @@
+import { isNearDuplicate, wordsOf } from './near-duplicate.ts';
 /**
  * Issue 18 (O4, O5): the rules of search and ask that need no database: which text search
  * configuration a meeting's language gets, what of the minutes is searchable, how highlights and
@@ -163,4 +164,23 @@ export function questionQuery(question: string): string {
     (w) => w !== 'or' && w !== 'and',
   );
   return [...new Set(words)].join(' or ');
+}
+
+/**
+ * O4: a meeting's hits without minutes that only repeat what another hit says. Extractive minutes
+ * quote the transcript, so a sentence can come back as its segment, as a summary line and as a
+ * decision: the segment, which has a time to open, is kept, and a minutes line that is a near
+ * duplicate of a hit before it or of any segment hit is dropped. Segment hits are never dropped:
+ * the same words said twice are two moments.
+ */
+export function withoutRepeatedMinutes(hits: readonly SearchHit[]): SearchHit[] {
+  const said = hits.filter((h) => h.kind === 'segment').map((h) => wordsOf(h.text));
+  const kept: Array<Set<string>> = [];
+  return hits.filter((h) => {
+    if (h.kind !== 'minutes') return true;
+    const words = wordsOf(h.text);
+    if ([...said, ...kept].some((w) => isNearDuplicate(w, words))) return false;
+    kept.push(words);
+    return true;
+  });
 }

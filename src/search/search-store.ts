@@ -5,6 +5,7 @@ import {
   parseMarks,
   searchConfigFor,
   segmentHit,
+  withoutRepeatedMinutes,
   type SearchFilters,
   type SearchHit,
   type SearchPage,
@@ -217,7 +218,7 @@ export class SearchStore {
         },
         score: m.best,
         hitCount: Number(m.hits),
-        hits: byMeeting.get(m.meeting_id) ?? [],
+        hits: withoutRepeatedMinutes(byMeeting.get(m.meeting_id) ?? []),
       })),
     };
   }

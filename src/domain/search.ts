@@ -1,9 +1,10 @@
-import { isNearDuplicate, wordsOf } from './near-duplicate.ts';
 /**
  * Issue 18 (O4, O5): the rules of search and ask that need no database: which text search
  * configuration a meeting's language gets, what of the minutes is searchable, how highlights and
  * cursors are written, and which citations of an answer may stand.
  */
+
+import { isNearDuplicate, wordsOf } from './near-duplicate.ts';
 
 /** English meetings (and meetings of no stated language) are stemmed; others are matched word for word. */
 export function searchConfigFor(language: string | null): 'english' | 'simple' {

@@ -195,9 +195,8 @@ export class SearchStore {
         from search_passages p
        where p.id in (${sql.join(order.map((id) => sql`${id}::bigint`))})`.execute(trx);
     const byId = new Map(found.rows.map((r) => [String(r.id), r]));
-    const hits = { rows: order.flatMap((id) => byId.get(String(id)) ?? []) };
     const byMeeting = new Map<string, SearchHit[]>();
-    for (const h of hits.rows) {
+    for (const h of order.flatMap((id) => byId.get(String(id)) ?? [])) {
       const list = byMeeting.get(h.meeting_id) ?? [];
       list.push(
         h.kind === 'transcript' && h.segments

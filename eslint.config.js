@@ -60,6 +60,38 @@ export default tseslint.config(
     },
   },
   {
+    // The edges (HTTP routes and CLI commands) parse, authorize and format; what they read or write
+    // in the database goes through the modules that own those tables (docs/architecture.md), so a
+    // query is never written twice, once in a route and once in a store.
+    files: ['src/api/**', 'src/cli/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "TaggedTemplateExpression[tag.name='sql'], MemberExpression[object.name='sql']",
+          message: 'no SQL in routes or CLI commands: call the module that owns the table.',
+        },
+        {
+          selector:
+            'CallExpression[callee.property.name=/^(selectFrom|selectNoFrom|insertInto|replaceInto|updateTable|deleteFrom|mergeInto)$/]',
+          message: 'no queries in routes or CLI commands: call the module that owns the table.',
+        },
+      ],
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'kysely',
+              allowTypeImports: true,
+              message: 'no SQL in routes or CLI commands: call the module that owns the table.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The web app shares the server's status and code types, never its code: a value import from
     // src/ would pull server modules into the browser bundle.
     files: ['web/src/**'],

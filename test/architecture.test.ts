@@ -98,3 +98,37 @@ void it('Boundaries: the web app takes only types from the server (its statuses)
   assert.equal(messages.length, 1, `only the value import is refused: ${JSON.stringify(messages)}`);
   assert.match(messages[0]!.message, /only types/);
 });
+
+void it('Boundaries: the lint run keeps SQL out of HTTP routes and CLI commands (they call the modules that own the tables)', async () => {
+  const text = [
+    `import { sql } from 'kysely';`,
+    `import type { Kysely } from 'kysely';`,
+    `import type { Database } from '../db/schema.ts';`,
+    `export async function probe(db: Kysely<Database>): Promise<unknown[]> {`,
+    `  const a = await sql\`select 1\`.execute(db);`,
+    `  const b = await db.selectFrom('meetings').select('id').execute();`,
+    `  await db.updateTable('meetings').set({ title: 'x' }).execute();`,
+    `  return [a, b, sql.raw('1')];`,
+    `}`,
+    '',
+  ].join('\n');
+  const route = probe(`src/api/${tag}-route.ts`, text);
+  const command = probe(`src/cli/${tag}-command.ts`, text);
+  const messages = await lint([route, command]);
+  for (const name of [`${tag}-route.ts`, `${tag}-command.ts`]) {
+    const mine = messages.filter((m) => m.file === name);
+    const imports = mine.filter((m) => m.rule === '@typescript-eslint/no-restricted-imports');
+    const syntax = mine.filter((m) => m.rule === 'no-restricted-syntax');
+    assert.equal(
+      imports.length,
+      1,
+      `only the value import of kysely is refused in ${name}: ${JSON.stringify(mine)}`,
+    );
+    assert.equal(
+      syntax.length,
+      4,
+      `the sql tag, sql.raw, selectFrom and updateTable are each refused in ${name}: ${JSON.stringify(mine)}`,
+    );
+    assert.ok(syntax.every((m) => /call the module that owns the table/.test(m.message)));
+  }
+});

@@ -3,6 +3,7 @@ import {
   cancelBotRecording,
   createCalendarEvent,
   getBotRecording,
+  getBotSettings,
   listBotRecordings,
   recordingView,
   setBotRecordingEnabled,
@@ -27,14 +28,7 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
       skipped,
     });
   });
-  app.get('/v1/bot-settings', async (req) => {
-    const ws = await deps.db
-      .selectFrom('workspaces')
-      .select('bot_recording_enabled')
-      .where('id', '=', workspaceOf(req))
-      .executeTakeFirstOrThrow();
-    return { enabled: ws.bot_recording_enabled };
-  });
+  app.get('/v1/bot-settings', async (req) => getBotSettings(deps, workspaceOf(req)));
   app.put('/v1/bot-settings', async (req) => setBotRecordingEnabled(deps, workspaceOf(req), req.body));
   app.post('/v1/calendar-feeds', async (req, reply) =>
     reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body)),

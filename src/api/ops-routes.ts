@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
+import { databaseAnswers } from '../db/connect.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { createMetrics } from '../ops/metrics.ts';
 import { operatorOverview } from '../ops/overview.ts';
@@ -11,12 +11,8 @@ export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { registry, refresh } = createMetrics(api.deps.db);
 
   app.get('/healthz', async (_req, reply) => {
-    try {
-      await sql`select 1`.execute(api.deps.db);
-      return { status: 'ok', database: 'ok' };
-    } catch {
-      return reply.status(503).send({ status: 'unavailable', database: 'unreachable' });
-    }
+    if (await databaseAnswers(api.deps.db)) return { status: 'ok', database: 'ok' };
+    return reply.status(503).send({ status: 'unavailable', database: 'unreachable' });
   });
 
   // S9: closed unless the operator set a token; the token is compared in constant time.

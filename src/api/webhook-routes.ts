@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { createEndpoint, deliveryLog, endpointView } from '../events/webhooks.ts';
+import { createEndpoint, deliveryLog, disableEndpoint, listEndpoints } from '../events/webhooks.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 
@@ -13,15 +13,7 @@ export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void 
     return reply.status(201).send(created);
   });
 
-  app.get('/v1/webhooks', async (req) => {
-    const rows = await deps.db
-      .selectFrom('webhook_endpoints')
-      .selectAll()
-      .where('workspace_id', '=', workspaceOf(req))
-      .orderBy('created_at')
-      .execute();
-    return { webhooks: rows.map(endpointView) };
-  });
+  app.get('/v1/webhooks', async (req) => ({ webhooks: await listEndpoints(deps, workspaceOf(req)) }));
 
   app.get<{ Params: { id: string } }>('/v1/webhooks/:id/deliveries', async (req) => {
     assertId(req.params.id);
@@ -30,22 +22,9 @@ export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void 
 
   app.delete<{ Params: { id: string } }>('/v1/webhooks/:id', async (req, reply) => {
     assertId(req.params.id);
-    const row = await deps.db
-      .updateTable('webhook_endpoints')
-      .set({ disabled_at: new Date() })
-      .where('id', '=', req.params.id)
-      .where('workspace_id', '=', workspaceOf(req))
-      .where('disabled_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst();
-    if (!row) throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${req.params.id}`);
-    // What was still to be sent will not be: it stays in the log as failed.
-    await deps.db
-      .updateTable('webhook_deliveries')
-      .set({ status: 'failed', failed_at: new Date(), last_error: 'endpoint disabled' })
-      .where('endpoint_id', '=', row.id)
-      .where('status', '=', 'pending')
-      .execute();
+    if (!(await disableEndpoint(deps, workspaceOf(req), req.params.id))) {
+      throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${req.params.id}`);
+    }
     return reply.status(204).send();
   });
 }

@@ -307,6 +307,16 @@ export async function botRecordingEnabled(trx: Tx, workspaceId: string): Promise
   return ws?.bot_recording_enabled ?? false;
 }
 
+/** R1: the workspace's bot setting, as GET /v1/bot-settings shows it. */
+export async function getBotSettings(deps: MeetingDeps, workspaceId: string): Promise<{ enabled: boolean }> {
+  const ws = await deps.db
+    .selectFrom('workspaces')
+    .select('bot_recording_enabled')
+    .where('id', '=', workspaceId)
+    .executeTakeFirstOrThrow();
+  return { enabled: ws.bot_recording_enabled };
+}
+
 /**
  * R1: switches bot recording for a workspace. Off: every recording that has not started is
  * canceled (its bot deleted) and forgotten by the feeds, so switching back on lets the next poll

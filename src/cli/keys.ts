@@ -11,13 +11,9 @@ export async function keysCreate(
   workspaceName: string,
   opts: { label?: string; expiresInDays?: number } = {},
 ): Promise<number> {
-  const existing = await app.database.db
-    .selectFrom('workspaces')
-    .select('id')
-    .where('name', '=', workspaceName)
-    .orderBy('created_at')
-    .executeTakeFirst();
-  const workspaceId = existing?.id ?? (await app.workspaces.createWorkspace(workspaceName));
+  const workspaceId =
+    (await app.workspaces.workspaceIdByName(workspaceName)) ??
+    (await app.workspaces.createWorkspace(workspaceName));
   const expiresAt =
     opts.expiresInDays === undefined ? null : new Date(Date.now() + opts.expiresInDays * 86_400_000);
   const key = await app.workspaces.createApiKey(workspaceId, opts.label ?? 'cli', { expiresAt });
@@ -29,12 +25,7 @@ export async function keysCreate(
 
 /** S9: every key (or one workspace's) with its state; never a secret or a hash. */
 export async function keysList(app: App, workspaceName?: string): Promise<number> {
-  const names = new Map(
-    (await app.database.db.selectFrom('workspaces').select(['id', 'name']).execute()).map((w) => [
-      w.id,
-      w.name,
-    ]),
-  );
+  const names = new Map((await app.workspaces.listWorkspaces()).map((w) => [w.id, w.name]));
   const keys = (await app.workspaces.listApiKeys(null)).filter(
     (k) => workspaceName === undefined || names.get(k.workspaceId) === workspaceName,
   );
@@ -87,8 +78,7 @@ export async function keysRevoke(app: App, keyId: string): Promise<number> {
  * owner can read, so the first command gives a working API without printing a secret to the log.
  */
 export async function ensureFirstKey(app: App): Promise<string | null> {
-  const any = await app.database.db.selectFrom('api_keys').select('id').limit(1).executeTakeFirst();
-  if (any) return null;
+  if (await app.workspaces.anyApiKey()) return null;
   const workspaceId = await app.workspaces.createWorkspace('default');
   const key = await app.workspaces.createApiKey(workspaceId, 'first');
   const file = path.join(app.config.dataDir, 'first-api-key');

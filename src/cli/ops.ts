@@ -1,10 +1,15 @@
-import { sql } from 'kysely';
 import type { App } from '../app.ts';
 import { AppError } from '../domain/errors.ts';
 import { JobKind } from '../domain/status.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import { resubmitMeeting } from '../meetings/operator.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
+import {
+  deadLetters as listDeadLetters,
+  inspection,
+  jobDetail,
+  type JobDetail,
+} from '../ops/inspect-store.ts';
 import { healthFigures, queueStats, storedBytesByWorkspace } from '../ops/queue-stats.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -53,74 +58,40 @@ export async function inspect(app: App, id: string): Promise<number> {
     out(`not an id: ${id}`);
     return 2;
   }
-  const db = app.database.db;
-  const meeting = await db.selectFrom('meetings').selectAll().where('id', '=', id).executeTakeFirst();
-  const jobIds: string[] = [];
-  if (meeting) {
+  const found = await inspection(app.database.db, id);
+  if (!found) {
+    out(`no meeting, job or bot recording ${id}`);
+    return 1;
+  }
+  if (found.kind === 'meeting') {
+    const { meeting, windows } = found;
     out(`meeting ${meeting.id}  "${meeting.title}"  ${meeting.source}  status=${meeting.status}`);
     if (meeting.failure_code) out(`  failure: ${meeting.failure_code}: ${meeting.failure_message}`);
     out(
       `  minutes: ${meeting.minutes_status}${meeting.minutes_code ? ` (${meeting.minutes_code}: ${meeting.minutes_message})` : ''}`,
     );
     out(`  audio deleted: ${ts(meeting.audio_deleted_at)}`);
-    const windows = await db
-      .selectFrom('windows')
-      .selectAll()
-      .where('meeting_id', '=', id)
-      .orderBy('start_ms')
-      .orderBy('index')
-      .execute();
     out(`windows (${windows.length}):`);
     for (const w of windows) {
       out(
         `  #${w.index} ${(w.start_ms / 1000).toFixed(1)}-${(w.end_ms / 1000).toFixed(1)}s ${w.status}${w.failure_code ? ` ${w.failure_code}` : ''}`,
       );
     }
-    const jobs = await db
-      .selectFrom('jobs')
-      .select('id')
-      .where('meeting_id', '=', id)
-      .orderBy('created_at')
-      .execute();
-    jobIds.push(...jobs.map((j) => j.id));
-  } else {
-    const job = await db.selectFrom('jobs').select('id').where('id', '=', id).executeTakeFirst();
-    const recording = job
-      ? undefined
-      : await db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirst();
-    if (recording) {
-      // R7/R9: a bot recording, its bot's jobs and its trail.
-      out(
-        `bot recording ${recording.id}  "${recording.title}"  status=${recording.status}  bot=${recording.bot_id ?? '∅'}  meeting=${recording.meeting_id ?? '∅'}`,
-      );
-      out(`  joins ${ts(recording.join_at)}  ends ${ts(recording.ends_at)}`);
-      if (recording.failure_code) out(`  failure: ${recording.failure_code}: ${recording.failure_message}`);
-      if (recording.last_error) out(`  last error: ${ts(recording.last_error_at)} ${recording.last_error}`);
-      const times = Object.entries(recording.state_times).sort((a, b) => a[1].localeCompare(b[1]));
-      out(`  entered: ${times.map(([status, at]) => `${status} ${at}`).join(', ') || '∅'}`);
-      const jobs = await db
-        .selectFrom('jobs')
-        .select('id')
-        .where('subject_id', '=', id)
-        .orderBy('created_at')
-        .execute();
-      jobIds.push(...jobs.map((j) => j.id));
-    } else if (!job) {
-      out(`no meeting, job or bot recording ${id}`);
-      return 1;
-    } else {
-      jobIds.push(job.id);
-    }
+  } else if (found.kind === 'bot-recording') {
+    // R7/R9: a bot recording, its bot's jobs and its trail.
+    const { recording } = found;
+    out(
+      `bot recording ${recording.id}  "${recording.title}"  status=${recording.status}  bot=${recording.bot_id ?? '∅'}  meeting=${recording.meeting_id ?? '∅'}`,
+    );
+    out(`  joins ${ts(recording.join_at)}  ends ${ts(recording.ends_at)}`);
+    if (recording.failure_code) out(`  failure: ${recording.failure_code}: ${recording.failure_message}`);
+    if (recording.last_error) out(`  last error: ${ts(recording.last_error_at)} ${recording.last_error}`);
+    const times = Object.entries(recording.state_times).sort((a, b) => a[1].localeCompare(b[1]));
+    out(`  entered: ${times.map(([status, at]) => `${status} ${at}`).join(', ') || '∅'}`);
   }
-  for (const jobId of jobIds) await printJob(app, jobId);
-  const audit = await db
-    .selectFrom('audit_events')
-    .selectAll()
-    .where((eb) => eb.or([eb('subject_id', '=', id), eb('subject_id', 'in', jobIds.length ? jobIds : [id])]))
-    .orderBy('id')
-    .execute();
-  out(`audit trail (${audit.length}):`);
-  for (const a of audit) {
+  for (const detail of found.jobs) printJob(detail);
+  out(`audit trail (${found.audit.length}):`);
+  for (const a of found.audit) {
     out(
       `  ${ts(a.at)} ${a.subject_type} ${a.subject_id.slice(0, 8)} ${a.from_status ?? '∅'} -> ${a.to_status} by ${a.actor}${a.reason ? ` (${a.reason})` : ''}`,
     );
@@ -128,20 +99,12 @@ export async function inspect(app: App, id: string): Promise<number> {
   return 0;
 }
 
-async function printJob(app: App, jobId: string): Promise<void> {
-  const db = app.database.db;
-  const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirstOrThrow();
+function printJob({ job, attempts }: JobDetail): void {
   const index = job.payload.windowIndex;
   const subject = typeof index === 'number' ? ` window #${index}` : '';
   out(
     `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count} outage_waits=${job.outage_waits}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
   );
-  const attempts = await db
-    .selectFrom('job_attempts')
-    .select(['attempt_no', 'status', 'owner', 'started_at', 'ended_at', 'error_code', 'error_message'])
-    .where('job_id', '=', jobId)
-    .orderBy('attempt_no')
-    .execute();
   for (const a of attempts) {
     out(
       `  attempt ${a.attempt_no} ${a.status} owner=${a.owner} ${ts(a.started_at)} -> ${ts(a.ended_at)}${a.error_code ? ` ${a.error_code}: ${a.error_message}` : ''}`,
@@ -151,32 +114,18 @@ async function printJob(app: App, jobId: string): Promise<void> {
 
 /** J16: jobs that ended failed, with their attempt history; never republished as they are. */
 export async function deadLetters(app: App): Promise<number> {
-  const failed = await app.database.db
-    .selectFrom('jobs')
-    .select('id')
-    .where('status', '=', 'failed')
-    .orderBy('failed_at', 'desc')
-    .limit(100)
-    .execute();
+  const failed = await listDeadLetters(app.database.db);
   out(`${failed.length} dead letters`);
-  for (const j of failed) {
-    await printJob(app, j.id);
-    const next = await replacementOf(app, j.id);
+  for (const letter of failed) {
+    printJob(letter);
+    const next = letter.replacement;
     out(
-      next ? `  resubmitted: job ${next.id} is ${next.status}` : `  resubmit with: verbatim resubmit ${j.id}`,
+      next
+        ? `  resubmitted: job ${next.id} is ${next.status}`
+        : `  resubmit with: verbatim resubmit ${letter.job.id}`,
     );
   }
   return 0;
-}
-
-async function replacementOf(app: App, jobId: string) {
-  // Compared in SQL: a JavaScript Date would cut the job's own timestamp to milliseconds.
-  const row = await sql<{ id: string; status: string }>`
-    select later.id, later.status from jobs later join jobs dead on dead.id = ${jobId}::uuid
-     where later.subject_id = dead.subject_id and later.kind = dead.kind and later.id <> dead.id
-       and later.created_at > dead.created_at
-     order by later.created_at desc limit 1`.execute(app.database.db);
-  return row.rows[0];
 }
 
 /**
@@ -189,7 +138,7 @@ export async function resubmit(app: App, jobId: string): Promise<number> {
     out(`not a job id: ${jobId}`);
     return 2;
   }
-  const job = await app.database.db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
+  const job = (await jobDetail(app.database.db, jobId))?.job;
   if (!job || !job.meeting_id) {
     out(`no job ${jobId} with a meeting`);
     return 1;

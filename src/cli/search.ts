@@ -64,7 +64,7 @@ export async function searchCommand(
     );
   }
   return withApp(async (app) => {
-    const workspaces = await app.database.db.selectFrom('workspaces').select(['id', 'name']).execute();
+    const workspaces = await app.workspaces.listWorkspaces();
     const chosen =
       workspace === undefined
         ? workspaces.length === 1

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.ts';
 import type { Database } from './schema.ts';
@@ -115,4 +115,14 @@ export function openDatabase(
       await db.destroy();
     },
   };
+}
+
+/** Whether the database answers a trivial query (the health check). */
+export async function databaseAnswers(db: Kysely<Database>): Promise<boolean> {
+  try {
+    await sql`select 1`.execute(db);
+    return true;
+  } catch {
+    return false;
+  }
 }

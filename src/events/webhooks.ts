@@ -281,6 +281,46 @@ async function attempt(
   }
 }
 
+/** O3: a workspace's endpoints, oldest first, without their secrets. */
+export async function listEndpoints(deps: WebhookDeps, workspaceId: string) {
+  const rows = await deps.db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at')
+    .execute();
+  return rows.map(endpointView);
+}
+
+/**
+ * O3: disables an endpoint of the workspace; what was still to be sent to it will not be, and stays
+ * in its log as failed. False when the workspace has no such enabled endpoint.
+ */
+export async function disableEndpoint(
+  deps: WebhookDeps,
+  workspaceId: string,
+  endpointId: string,
+): Promise<boolean> {
+  return deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('webhook_endpoints')
+      .set({ disabled_at: new Date() })
+      .where('id', '=', endpointId)
+      .where('workspace_id', '=', workspaceId)
+      .where('disabled_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst();
+    if (!row) return false;
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'failed', failed_at: new Date(), last_error: 'endpoint disabled' })
+      .where('endpoint_id', '=', row.id)
+      .where('status', '=', 'pending')
+      .execute();
+    return true;
+  });
+}
+
 /** The delivery log of an endpoint, newest first, with every attempt. */
 export async function deliveryLog(deps: WebhookDeps, workspaceId: string, endpointId: string) {
   const endpoint = await deps.db

@@ -44,6 +44,32 @@ export class PgWorkspaceStore {
     return id;
   }
 
+  /** The workspaces, oldest first (the CLI names them). */
+  async listWorkspaces(): Promise<Array<{ id: string; name: string }>> {
+    return this.db
+      .selectFrom('workspaces')
+      .select(['id', 'name'])
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  }
+
+  /** The oldest workspace of that name, if any (names are not unique). */
+  async workspaceIdByName(name: string): Promise<string | null> {
+    const row = await this.db
+      .selectFrom('workspaces')
+      .select('id')
+      .where('name', '=', name)
+      .orderBy('created_at')
+      .executeTakeFirst();
+    return row?.id ?? null;
+  }
+
+  /** Whether any key was ever made (a fresh installation has none). */
+  async anyApiKey(): Promise<boolean> {
+    return (await this.db.selectFrom('api_keys').select('id').limit(1).executeTakeFirst()) !== undefined;
+  }
+
   async createApiKey(
     workspaceId: string,
     name: string,

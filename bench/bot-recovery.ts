@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
-import { RateBudget } from '../src/bots/rate-budget.ts';
+import { RateBudget } from '../src/bots/rate-budget-store.ts';
 import { recoverWorkspace, schedulingInputsHash } from '../src/bots/scheduling.ts';
 import { openDatabase } from '../src/db/connect.ts';
 import { createLogger } from '../src/log.ts';

@@ -23,7 +23,7 @@ import { assertTenantRole } from './db/tenant.ts';
 import { assertNever } from './domain/errors.ts';
 import { Consumer, JobKind } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
-import { PgJobSweeps } from './jobs/job-sweeps.ts';
+import { PgJobSweeps } from './jobs/job-sweep-store.ts';
 import { PgJobStore } from './jobs/pg-job-store.ts';
 import { createLogger, type Logger } from './log.ts';
 import { closeOutMeetingJob } from './meetings/close-out.ts';

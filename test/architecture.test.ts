@@ -132,3 +132,25 @@ void it('Boundaries: the lint run keeps SQL out of HTTP routes and CLI commands 
     assert.ok(syntax.every((m) => /call the module that owns the table/.test(m.message)));
   }
 });
+
+void it('Boundaries: a module with queries is a store (*-store.ts, *-rows.ts): a use case that writes SQL fails the lint run', async () => {
+  const text = [
+    `import { sql } from 'kysely';`,
+    `import type { Db } from '../db/schema.ts';`,
+    `export async function probe(db: Db): Promise<unknown[]> {`,
+    `  const a = await sql\`select 1\`.execute(db);`,
+    `  const b = await db.insertInto('workspaces').values({ id: 'x', name: 'y' }).execute();`,
+    `  return [a, b];`,
+    `}`,
+    '',
+  ].join('\n');
+  const useCase = probe(`src/meetings/${tag}-use.ts`, text);
+  const store = probe(`src/meetings/${tag}-store.ts`, text);
+  const messages = (await lint([useCase, store])).filter((m) => m.rule === 'no-restricted-syntax');
+  assert.deepEqual(
+    messages.map((m) => m.file),
+    [`${tag}-use.ts`, `${tag}-use.ts`],
+    `the sql tag and the insert are refused in the use case, nothing in the store: ${JSON.stringify(messages)}`,
+  );
+  assert.ok(messages.every((m) => /SQL lives in the stores/.test(m.message)));
+});

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, it } from 'node:test';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
 import { loadConfig } from '../src/config.ts';
-import { RateBudget } from '../src/bots/rate-budget.ts';
+import { RateBudget } from '../src/bots/rate-budget-store.ts';
 import { recoverWorkspace, schedulingInputsHash } from '../src/bots/scheduling.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import { createLogger } from '../src/log.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { RecallBotProvider } from '../src/adapters/recall-bot-provider.ts';
-import { RateBudget } from '../src/bots/rate-budget.ts';
+import { RateBudget } from '../src/bots/rate-budget-store.ts';
 import { nextBackstopAt, runBotBackstops } from '../src/bots/resume.ts';
 import { recoverWorkspace, scheduleRecording, type BotSchedulingDeps } from '../src/bots/scheduling.ts';
 import { loadConfig } from '../src/config.ts';

@@ -3,7 +3,7 @@ import { it } from 'node:test';
 import { sql } from 'kysely';
 import { Checkpoints } from '../src/checkpoints.ts';
 import { openDatabase } from '../src/db/connect.ts';
-import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
+import { PgJobSweeps } from '../src/jobs/job-sweep-store.ts';
 import { createLogger } from '../src/log.ts';
 import {
   assertNoTokenLeaks,

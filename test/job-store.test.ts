@@ -11,7 +11,7 @@ import { ErrorKind, toErrorRecord } from '../src/domain/errors.ts';
 import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
-import { PgJobSweeps } from '../src/jobs/job-sweeps.ts';
+import { PgJobSweeps } from '../src/jobs/job-sweep-store.ts';
 import { OUTAGE_WAITS, PgJobStore, specJson } from '../src/jobs/pg-job-store.ts';
 import { workspacelessSpec } from '../src/jobs/catalog.ts';
 import type { Config } from '../src/config.ts';

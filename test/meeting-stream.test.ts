@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import { listen, spawnApi, transcriptOf } from './support/sse.ts';
-import { compactStreams } from '../src/meetings/stream.ts';
+import { compactStreams } from '../src/meetings/stream-store.ts';
 import {
   METRICS_AUTH,
   SPEECH,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { CONSUMERS_OF, EventType, JobKind } from '../src/domain/status.ts';
-import { emitEvent } from '../src/events/outbox.ts';
+import { emitEvent } from '../src/events/outbox-store.ts';
 import { createJob, jobSpec } from '../src/jobs/catalog.ts';
 import {
   METRICS_AUTH,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { after, before, describe, it } from 'node:test';
-import { RateBudget } from '../src/bots/rate-budget.ts';
+import { RateBudget } from '../src/bots/rate-budget-store.ts';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';

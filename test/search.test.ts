@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { EventType } from '../src/domain/status.ts';
-import { emitEvent } from '../src/events/outbox.ts';
-import { healthFigures } from '../src/ops/queue-stats.ts';
+import { emitEvent } from '../src/events/outbox-store.ts';
+import { healthFigures } from '../src/ops/queue-stats-store.ts';
 import { indexMeetingForSearch, redriveSearchIndex } from '../src/search/indexer.ts';
 import { segmentHit } from '../src/domain/search.ts';
 import {

@@ -6,8 +6,8 @@ import pg from 'pg';
 import { openDatabase, type DatabaseHandle } from '../src/db/connect.ts';
 import { createLogger } from '../src/log.ts';
 import { isDatabaseConnectionLoss } from '../src/db/connect.ts';
-import { declareWorkersWithFreeLocks } from '../src/worker/death-watch.ts';
-import { WorkerRegistry } from '../src/worker/worker-registry.ts';
+import { declareWorkersWithFreeLocks } from '../src/worker/death-watch-store.ts';
+import { WorkerRegistry } from '../src/worker/worker-store.ts';
 import { LIFE_LOCK_NAMESPACE } from '../src/worker/life-lock.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 import {

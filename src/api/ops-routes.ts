@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { databaseAnswers } from '../db/connect.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { createMetrics } from '../ops/metrics.ts';
-import { operatorOverview } from '../ops/overview.ts';
+import { operatorOverview } from '../ops/overview-store.ts';
 import { openApiDocument } from './openapi.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../log.ts';
-import { STREAM_CHANNEL } from '../meetings/stream.ts';
+import { STREAM_CHANNEL } from '../meetings/stream-store.ts';
 
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5000;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { asSystem, readAsTenant } from '../db/tenant.ts';
-import { readStream, type StreamEvent } from '../meetings/stream.ts';
+import { readStream, type StreamEvent } from '../meetings/stream-store.ts';
 import { meetingViewIn } from './meeting-routes.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { StreamHub } from './stream-hub.ts';

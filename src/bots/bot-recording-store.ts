@@ -1,7 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { BotRecordingsTable, Tx } from '../db/schema.ts';
 import { BOT_RECORDING_FINISHED, botTransitionTo, type BotRecordingStatus } from '../domain/status.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 
 export type BotRecordingRow = Selectable<BotRecordingsTable>;
 

@@ -7,7 +7,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import { storeRecording } from '../meetings/intake.ts';
 import type { BotProvider } from '../ports.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
-import type { RateBudget } from './rate-budget.ts';
+import type { RateBudget } from './rate-budget-store.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
 import { moveBotRecording } from './bot-recording-store.ts';

@@ -2,7 +2,7 @@ import { RecallBotProvider } from '../adapters/recall-bot-provider.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
 import type { BotProvider } from '../ports.ts';
-import { RateBudget } from './rate-budget.ts';
+import { RateBudget } from './rate-budget-store.ts';
 import { egressGuardOf } from '../net/egress.ts';
 
 /** R2: the installation's shared budget, with the configured limits and window. */

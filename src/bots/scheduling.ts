@@ -5,7 +5,7 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { ACTIVE_JOB_STATUSES, BotRecordingStatus } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import type { Bot, BotProvider, ListBotsQuery } from '../ports.ts';
-import type { RateBudget } from './rate-budget.ts';
+import type { RateBudget } from './rate-budget-store.ts';
 import { moveBotRecording } from './bot-recording-store.ts';
 
 /**

@@ -10,7 +10,7 @@ import {
   jobDetail,
   type JobDetail,
 } from '../ops/inspect-store.ts';
-import { healthFigures, queueStats, storedBytesByWorkspace } from '../ops/queue-stats.ts';
+import { healthFigures, queueStats, storedBytesByWorkspace } from '../ops/queue-stats-store.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 const ts = (d: Date | null) => (d ? d.toISOString() : '-');

@@ -460,7 +460,7 @@ export interface MeetingCreateKeysTable {
 
 /**
  * L23: one row per change of a meeting its live clients follow, made by triggers in the changing
- * transaction. `seq` is its position in the meeting's stream, given after commit (src/meetings/stream.ts).
+ * transaction. `seq` is its position in the meeting's stream, given after commit (src/meetings/stream-store.ts).
  */
 export interface MeetingStreamTable {
   id: Generated<number>;

@@ -12,8 +12,8 @@ import {
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { LostLeaseError } from './attempt-handle.ts';
-import { recordAudit } from './audit.ts';
-import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+import { recordAudit } from './audit-store.ts';
+import { enqueueDelivery, newDeliveryId } from './delivery-store.ts';
 
 export interface JobTimings {
   leaseMs: number;

@@ -2,7 +2,7 @@ import type { Checkpoints } from '../checkpoints.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { LostLeaseError } from './attempt-handle.ts';
-import type { DeliveryPayload } from './delivery.ts';
+import type { DeliveryPayload } from './delivery-store.ts';
 import type { JobContext, JobDefinition } from './job-definition.ts';
 import type { PgJobStore } from './pg-job-store.ts';
 

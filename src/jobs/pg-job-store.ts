@@ -16,8 +16,8 @@ import {
 } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
-import { flushAudit, withAuditBuffer } from './audit.ts';
-import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+import { flushAudit, withAuditBuffer } from './audit-store.ts';
+import { enqueueDelivery, newDeliveryId } from './delivery-store.ts';
 import {
   JobRows,
   lastError,

@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
 import { ACTIVE_JOB_STATUSES, MeetingStatus } from '../domain/status.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 

@@ -9,12 +9,12 @@ import {
 } from '../domain/status.ts';
 import type { Tx } from '../db/schema.ts';
 import { closeOutStep, transcriptWait } from '../domain/close-out-plan.ts';
-import { emitEvent } from '../events/outbox.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
-import { markPendingAtPublication } from './late-windows.ts';
+import { markPendingAtPublication } from './late-window-store.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';

@@ -1,7 +1,6 @@
-import { sql } from 'kysely';
 import type { Executor, MeetingRow } from '../db/schema.ts';
-import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
-import { closedTimeline, missingChunks } from './timeline-rows.ts';
+import { MeetingSource } from '../domain/status.ts';
+import { closedTimeline, liveStateCounts, missingChunks } from './timeline-rows.ts';
 
 /** What a person needs to know about a live meeting's audio that is not (yet) in the transcript. */
 export interface LiveState {
@@ -26,16 +25,7 @@ export const NO_LIVE_STATE: LiveState = {
 export async function liveState(db: Executor, m: MeetingRow): Promise<LiveState> {
   if (m.source !== MeetingSource.live) return NO_LIVE_STATE;
   const closed = closedTimeline(m);
-  const row = await sql<{ waiting: number; arrived: number; tail: number; repairing: boolean }>`
-    select
-      (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid and c.start_samples is null
-          and c.seq >= ${m.next_seq}::int)::int as waiting,
-      (select count(*) from timeline_gaps g where g.meeting_id = ${m.id}::uuid and g.arrived_at is not null)::int as arrived,
-      (case when ${closed} then (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid
-          and c.start_samples >= ${m.cut_samples}::bigint) else 0 end)::int as tail,
-      exists (select 1 from jobs j where j.subject_id = ${m.id}::uuid and j.kind = ${JobKind.repairTimeline}
-          and j.status in (${JobStatus.pending}, ${JobStatus.running})) as repairing`.execute(db);
-  const r = row.rows[0]!;
+  const r = await liveStateCounts(db, m, closed);
   return {
     missing: await missingChunks(db, m),
     waiting: closed ? 0 : r.waiting,

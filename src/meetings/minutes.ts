@@ -10,8 +10,8 @@ import {
   MeetingStatus,
   MinutesStatus,
 } from '../domain/status.ts';
-import { emitEvent } from '../events/outbox.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Minutes } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';

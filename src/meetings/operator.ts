@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import {
   BotRecordingStatus,

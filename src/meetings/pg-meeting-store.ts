@@ -10,8 +10,8 @@ import {
   MeetingTransitions,
   type MeetingSource,
 } from '../domain/status.ts';
-import { emitEvent } from '../events/outbox.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
 import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { EventType, JobKind, JobStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
-import { emitEvent } from '../events/outbox.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
-import { newTranscriptRevision, publishSettledLateWindows } from './late-windows.ts';
+import { newTranscriptRevision, publishSettledLateWindows } from './late-window-store.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
 import {
   hasRepairWork,

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { JobKind } from '../domain/status.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import { compensate } from '../storage/objects.ts';

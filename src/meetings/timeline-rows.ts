@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Executor, MeetingRow, Tx } from '../db/schema.ts';
-import { MeetingStatus, WindowStatus } from '../domain/status.ts';
+import type { Db, Executor, MeetingRow, Tx, WindowRow } from '../db/schema.ts';
+import { JobKind, JobStatus, MeetingStatus, WindowStatus } from '../domain/status.ts';
 import {
   decodeEnergy,
   SAMPLE_RATE,
@@ -10,7 +10,7 @@ import {
   type GapRun,
   type Span,
 } from '../domain/timeline.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 
@@ -294,4 +294,54 @@ export async function highestSeq(db: Executor, meetingId: string): Promise<numbe
     .where('meeting_id', '=', meetingId)
     .executeTakeFirstOrThrow();
   return row.max ?? -1;
+}
+
+/**
+ * A live window's row and the chunks under it, read in one snapshot: a repair may move both at
+ * once, never one without the other.
+ */
+export async function loadWindowStretch(
+  db: Db,
+  windowId: string,
+): Promise<{ window: WindowRow; sources: ChunkSource[] }> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute(async (trx) => {
+      const row = await trx
+        .selectFrom('windows')
+        .selectAll()
+        .where('id', '=', windowId)
+        .executeTakeFirstOrThrow();
+      const stretch = await loadStretch(
+        trx,
+        row.meeting_id,
+        Number(row.start_samples),
+        Number(row.end_samples),
+      );
+      return { window: row, sources: stretch.sources };
+    });
+}
+
+/**
+ * What src/meetings/live-state.ts counts of a live meeting, by index reads only: chunks waiting
+ * ahead of a missing one, gaps whose chunk arrived late, chunks past a closed timeline's cut, and
+ * whether a timeline repair is queued or running.
+ */
+export async function liveStateCounts(
+  db: Executor,
+  m: MeetingRow,
+  closed: boolean,
+): Promise<{ waiting: number; arrived: number; tail: number; repairing: boolean }> {
+  const row = await sql<{ waiting: number; arrived: number; tail: number; repairing: boolean }>`
+    select
+      (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid and c.start_samples is null
+          and c.seq >= ${m.next_seq}::int)::int as waiting,
+      (select count(*) from timeline_gaps g where g.meeting_id = ${m.id}::uuid and g.arrived_at is not null)::int as arrived,
+      (case when ${closed} then (select count(*) from chunks c where c.meeting_id = ${m.id}::uuid
+          and c.start_samples >= ${m.cut_samples}::bigint) else 0 end)::int as tail,
+      exists (select 1 from jobs j where j.subject_id = ${m.id}::uuid and j.kind = ${JobKind.repairTimeline}
+          and j.status in (${JobStatus.pending}, ${JobStatus.running})) as repairing`.execute(db);
+  return row.rows[0]!;
 }

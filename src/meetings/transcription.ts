@@ -2,12 +2,12 @@ import { sql } from 'kysely';
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { JobKind, WindowStatus, WindowTransitions } from '../domain/status.ts';
-import { flushAudit, recordAudit } from '../jobs/audit.ts';
+import { flushAudit, recordAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
-import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
+import { publishIfLate, publishSettledLateWindows } from './late-window-store.ts';
 import { payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
 import { specJson } from '../jobs/pg-job-store.ts';
 

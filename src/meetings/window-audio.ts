@@ -3,7 +3,7 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { SAMPLE_RATE } from '../domain/timeline.ts';
 import { encodeWav, parseWav } from '../domain/wav.ts';
 import type { MeetingDeps } from './deps.ts';
-import { loadStretch, type ChunkSource } from './timeline-rows.ts';
+import { loadWindowStretch, type ChunkSource } from './timeline-rows.ts';
 
 /**
  * The audio of [from, to) of a live meeting's timeline, assembled from the chunks that hold it;
@@ -36,29 +36,12 @@ export async function stretchAudio(
   return encodeWav(out, SAMPLE_RATE);
 }
 
-/**
- * A live window's audio. The window row and the chunks under it are read in one snapshot: a repair
- * may move both at once, never one without the other.
- */
+/** A live window's audio, from the chunks its snapshot found under it (blob reads after the snapshot). */
 export async function liveWindowAudio(
   deps: MeetingDeps,
   windowId: string,
 ): Promise<{ window: WindowRow; wav: Buffer }> {
-  const { window, sources } = await deps.db
-    .transaction()
-    .setIsolationLevel('repeatable read')
-    .setAccessMode('read only')
-    .execute(async (trx) => {
-      const row = await trx
-        .selectFrom('windows')
-        .selectAll()
-        .where('id', '=', windowId)
-        .executeTakeFirstOrThrow();
-      const from = Number(row.start_samples);
-      const to = Number(row.end_samples);
-      const stretch = await loadStretch(trx, row.meeting_id, from, to);
-      return { window: row, sources: stretch.sources };
-    });
+  const { window, sources } = await loadWindowStretch(deps.db, windowId);
   return {
     window,
     wav: await stretchAudio(deps, sources, Number(window.start_samples), Number(window.end_samples)),

@@ -1,6 +1,6 @@
 import { Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/schema.ts';
-import { healthFigures, queueStats, storedBytesByWorkspace } from './queue-stats.ts';
+import { healthFigures, queueStats, storedBytesByWorkspace } from './queue-stats-store.ts';
 
 /**
  * X2: Prometheus metrics computed from the database at scrape time, so every api replica reports

@@ -10,27 +10,27 @@ import {
 } from 'graphile-worker';
 import { QUEUE_OF, QueueName } from '../domain/status.ts';
 import { OutboxDispatcher } from '../events/dispatcher.ts';
-import { DISPATCH_TASK } from '../events/outbox.ts';
-import type { DeliveryPayload } from '../jobs/delivery.ts';
+import { DISPATCH_TASK } from '../events/outbox-store.ts';
+import type { DeliveryPayload } from '../jobs/delivery-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { runDelivery } from '../jobs/job-runner.ts';
 import { redriveSearchIndex } from '../search/indexer.ts';
-import type { PgJobSweeps } from '../jobs/job-sweeps.ts';
+import type { PgJobSweeps } from '../jobs/job-sweep-store.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
-import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
+import { publishLateWindowsSweep } from '../meetings/late-window-store.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
-import { compactStreams } from '../meetings/stream.ts';
+import { compactStreams } from '../meetings/stream-store.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
-import { declareWorkersWithFreeLocks } from './death-watch.ts';
+import { declareWorkersWithFreeLocks } from './death-watch-store.ts';
 import { LifeLock } from './life-lock.ts';
 import { TransportPool } from './transport-pool.ts';
-import { WorkerRegistry } from './worker-registry.ts';
+import { WorkerRegistry } from './worker-store.ts';
 
 export interface WorkerHandle {
   workerId: string;

@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { EventType, JobStatus, MinutesStatus, WindowStatus } from '../domain/status.ts';
-import { emitEvent } from '../events/outbox.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
 
 /**

@@ -3,7 +3,7 @@ import type { Db } from '../db/schema.ts';
 import { asSystem } from '../db/tenant.ts';
 import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
 import { storedBytes } from '../storage/objects.ts';
-import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats.ts';
+import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats-store.ts';
 
 export interface AttemptView {
   attemptNo: number;

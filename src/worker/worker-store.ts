@@ -1,9 +1,9 @@
 import os from 'node:os';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { Logger } from '../log.ts';
-import { declareDead } from './death-watch.ts';
+import { declareDead } from './death-watch-store.ts';
 
 /**
  * Worker heartbeats in our own table. graphile-worker only frees a dead worker's locked rows after

@@ -3,8 +3,8 @@ import type { Checkpoints } from '../checkpoints.ts';
 import type { Db } from '../db/schema.ts';
 import { ATTEMPT_RUNNING, JobStatus } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
-import { recordAudit } from './audit.ts';
-import { enqueueDelivery, newDeliveryId } from './delivery.ts';
+import { recordAudit } from './audit-store.ts';
+import { enqueueDelivery, newDeliveryId } from './delivery-store.ts';
 import {
   JobRows,
   RECLAIM_CAP_EXCEEDED,

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/schema.ts';
-import { recordAudit } from '../jobs/audit.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import type { Logger } from '../log.ts';
 import { LIFE_LOCK_NAMESPACE } from './life-lock.ts';
 

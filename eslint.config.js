@@ -14,17 +14,11 @@ const SQL_OUTSIDE_STORES = [
   'src/events/webhooks.ts',
   'src/meetings/audio-lifecycle.ts',
   'src/meetings/close-out.ts',
-  'src/meetings/drafts.ts',
   'src/meetings/frontier.ts',
-  'src/meetings/intake.ts',
-  'src/meetings/live-webm.ts',
   'src/meetings/live.ts',
-  'src/meetings/minutes.ts',
   'src/meetings/operator.ts',
   'src/meetings/repair-commit.ts',
   'src/meetings/repair-plan.ts',
-  'src/meetings/repair.ts',
-  'src/meetings/transcription.ts',
   'src/storage/objects.ts',
 ];
 

@@ -456,7 +456,30 @@ export class PgJobStore {
     });
   }
 
-  /** J13: a new request for the same subject supersedes the active job and its running attempt. */
+  /** The subject's pending job of this kind, locked (job rows before the meeting row, as everywhere). */
+  async lockPendingJob(trx: Tx, subjectId: string, kind: JobKind): Promise<{ id: string } | undefined> {
+    return trx
+      .selectFrom('jobs')
+      .select('id')
+      .where('subject_id', '=', subjectId)
+      .where('kind', '=', kind)
+      .where('status', '=', JobStatus.pending)
+      .forNoKeyUpdate()
+      .executeTakeFirst();
+  }
+
+  /** Whether a job of this kind and subject is waiting or running. */
+  async hasActiveJob(db: Executor, subjectId: string, kind: JobKind): Promise<boolean> {
+    const row = await db
+      .selectFrom('jobs')
+      .select('id')
+      .where('subject_id', '=', subjectId)
+      .where('kind', '=', kind)
+      .where('status', 'in', JobTransitions.supersedeJob.from)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** J13: a new request for the same subject marks the active job and its running attempt superseded. */
   async supersedeActiveJobs(trx: Tx, subjectId: string, kind: JobKind, actor: string): Promise<number> {
     return this.endActiveJobs(

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { MeetingStatus } from '../domain/status.ts';
 import { AppError } from '../domain/errors.ts';
@@ -6,6 +5,14 @@ import { SAMPLE_RATE, quietBoundary, type CutOptions } from '../domain/timeline.
 import type { MeetingDeps } from './deps.ts';
 import { loadStretch, type ChunkSource } from './timeline-rows.ts';
 import { stretchAudio } from './window-audio.ts';
+import {
+  countShedDraft,
+  coveredByFinal,
+  draftLag,
+  draftSubject,
+  enqueueDraftTask,
+  insertDraft,
+} from './draft-store.ts';
 
 /**
  * L22: draft captions, a fast and disposable layer above the windows.
@@ -22,7 +29,7 @@ import { stretchAudio } from './window-audio.ts';
  * and counted on the meeting (`drafts_shed`): under load the drafts give way, the finals keep their
  * pace. They never touch a window or a segment, so the finals are the same with drafts on or off.
  */
-export const DRAFT_TASK = 'draft-chunk';
+export { DRAFT_TASK } from './draft-store.ts';
 
 export interface DraftPayload {
   meetingId: string;
@@ -41,13 +48,7 @@ export async function enqueueDraft(
   seq: number,
 ): Promise<void> {
   if (!deps.config.drafts) return;
-  await sql`select verbatim_enqueue(
-      ${DRAFT_TASK}::text,
-      json_build_object('meetingId', ${meetingId}::text, 'seq', ${seq}::int, 'placedAt', now()),
-      now(),
-      1,
-      null::text
-    )`.execute(trx);
+  await enqueueDraftTask(trx, meetingId, seq);
 }
 
 /** Whether chunks placed now get drafts: a live meeting still being recorded. */
@@ -59,28 +60,12 @@ export function draftsWanted(status: string): boolean {
 export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promise<DraftOutcome> {
   // Behind: this draft is late, or the meeting's finals wait for a worker (a window job due for
   // longer than the same bound). Either way the recogniser is better spent on the finals.
-  const lag = await sql<{ ms: number; finalsWaiting: boolean }>`
-    select extract(epoch from now() - ${payload.placedAt}::timestamptz) * 1000 as ms,
-           exists (select 1 from jobs
-                    where meeting_id = ${payload.meetingId}::uuid and kind = 'transcribe-window'
-                      and status = 'pending'
-                      and run_after < now() - ${deps.config.draftLagMs} * interval '1 millisecond') as "finalsWaiting"`.execute(
-    deps.db,
-  );
-  if (Number(lag.rows[0]!.ms) > deps.config.draftLagMs || lag.rows[0]!.finalsWaiting) {
-    await deps.db
-      .updateTable('meetings')
-      .set({ drafts_shed: sql<number>`drafts_shed + 1` })
-      .where('id', '=', payload.meetingId)
-      .execute();
+  const lag = await draftLag(deps.db, payload.meetingId, payload.placedAt, deps.config.draftLagMs);
+  if (lag.ms > deps.config.draftLagMs || lag.finalsWaiting) {
+    await countShedDraft(deps.db, payload.meetingId);
     return 'shed';
   }
-  const chunk = await deps.db
-    .selectFrom('chunks')
-    .select(['workspace_id', 'start_samples', 'samples'])
-    .where('meeting_id', '=', payload.meetingId)
-    .where('seq', '=', payload.seq)
-    .executeTakeFirst();
+  const chunk = await draftSubject(deps.db, payload.meetingId, payload.seq);
   if (!chunk || chunk.start_samples === null || !chunk.samples) return 'gone';
   const stretch = await draftStretch(
     deps,
@@ -91,13 +76,7 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
   );
   const startMs = Math.round((stretch.from * 1000) / SAMPLE_RATE);
   const endMs = Math.round((stretch.to * 1000) / SAMPLE_RATE);
-  if (await coveredByFinal(deps, payload.meetingId, startMs, endMs)) return 'covered';
-  const meeting = await deps.db
-    .selectFrom('meetings')
-    .select('language')
-    .where('id', '=', payload.meetingId)
-    .executeTakeFirst();
-  if (!meeting) return 'gone';
+  if (await coveredByFinal(deps.db, payload.meetingId, startMs, endMs)) return 'covered';
 
   await deps.checkpoints.hit('draft.recognise', { seq: payload.seq });
   let wav: Buffer;
@@ -109,7 +88,7 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
     throw err;
   }
   const recogniser = deps.draftTranscriber ?? deps.transcriber;
-  const segments = await recogniser.transcribe({ wav, language: meeting.language });
+  const segments = await recogniser.transcribe({ wav, language: chunk.language });
   const text = segments
     .map((s) => s.text.trim())
     .filter(Boolean)
@@ -119,21 +98,15 @@ export async function makeDraft(deps: MeetingDeps, payload: DraftPayload): Promi
   // row is held shared until this commits, so a commit racing this one comes after, and its
   // trigger drops this draft.
   const inserted = await deps.db.transaction().execute(async (trx) => {
-    if (await coveredByFinal(deps, payload.meetingId, startMs, endMs, trx, true)) return false;
-    const row = await trx
-      .insertInto('drafts')
-      .values({
-        workspace_id: chunk.workspace_id,
-        meeting_id: payload.meetingId,
-        chunk_seq: payload.seq,
-        start_ms: startMs,
-        end_ms: endMs,
-        text,
-      })
-      .onConflict((oc) => oc.columns(['meeting_id', 'chunk_seq']).doNothing())
-      .returning('id')
-      .executeTakeFirst();
-    return row !== undefined;
+    if (await coveredByFinal(trx, payload.meetingId, startMs, endMs, true)) return false;
+    return insertDraft(trx, {
+      workspaceId: chunk.workspace_id,
+      meetingId: payload.meetingId,
+      seq: payload.seq,
+      startMs,
+      endMs,
+      text,
+    });
   });
   return inserted ? 'made' : 'covered';
 }
@@ -163,25 +136,4 @@ async function draftStretch(
   const from = previous ? quietBoundary(spans, start, previous.start, EDGE) : start;
   const to = quietBoundary(spans, end, start, EDGE);
   return { from, to, sources };
-}
-
-/** Whether a transcribed window already holds the middle of this stretch. */
-async function coveredByFinal(
-  deps: MeetingDeps,
-  meetingId: string,
-  startMs: number,
-  endMs: number,
-  db: Tx | MeetingDeps['db'] = deps.db,
-  lock = false,
-): Promise<boolean> {
-  const middle = Math.floor((startMs + endMs) / 2);
-  const query = db
-    .selectFrom('windows')
-    .select('status')
-    .where('meeting_id', '=', meetingId)
-    .where('status', '<>', 'superseded')
-    .where('start_ms', '<=', middle)
-    .where('end_ms', '>', middle);
-  const rows = await (lock ? query.forShare() : query).execute();
-  return rows.some((r) => r.status === 'transcribed');
 }

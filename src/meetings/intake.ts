@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { WindowCutter, type CutWindow } from '../domain/audio-windows.ts';
 import { SAMPLE_RATE } from '../domain/timeline.ts';
@@ -16,7 +15,8 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { maybeStartCloseOut } from './transcription.ts';
-import { recordWindow } from './window-rows.ts';
+import { cutWindows, recordWindow } from './window-rows.ts';
+import { liveBlobOf } from '../storage/blob-rows.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 import {
   compensate,
@@ -163,28 +163,13 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
     kind: JobKind.splitRecording,
     run: async (ctx) => {
       const meetingId = payloadOf(ctx.job, JobKind.splitRecording).meetingId;
-      const recording = await deps.db
-        .selectFrom('blobs')
-        .selectAll()
-        .where('meeting_id', '=', meetingId)
-        .where('kind', '=', 'recording')
-        .where('deleted_at', 'is', null)
-        .executeTakeFirst();
-      const meeting = await deps.db
-        .selectFrom('meetings')
-        .selectAll()
-        .where('id', '=', meetingId)
-        .executeTakeFirstOrThrow();
+      const recording = await liveBlobOf(deps.db, meetingId, 'recording');
+      const meeting = await deps.meetings.byId(meetingId);
       if (meeting.status !== MeetingStatus.processing || !recording || meeting.windows_cut_at !== null) {
         await ctx.complete();
         return;
       }
-      const cut = await deps.db
-        .selectFrom('windows')
-        .select(['index', 'end_ms'])
-        .where('meeting_id', '=', meetingId)
-        .orderBy('index')
-        .execute();
+      const cut = await cutWindows(deps.db, meetingId);
       cut.forEach((w, i) => {
         if (w.index !== i)
           throw new AppError(ErrorKind.permanent, 'split.windows_inconsistent', `window ${i} is missing`);
@@ -270,15 +255,11 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
               return;
             }
             if (last && audio) await record(trx, last, audio);
-            await trx
-              .updateTable('meetings')
-              .set({
-                duration_ms: Math.round((cutter.decodedSamples * 1000) / SAMPLE_RATE),
-                windows_cut_at: sql<Date>`now()`,
-                updated_at: sql<Date>`now()`,
-              })
-              .where('id', '=', meetingId)
-              .execute();
+            await deps.meetings.recordSplitFinished(
+              trx,
+              meetingId,
+              Math.round((cutter.decodedSamples * 1000) / SAMPLE_RATE),
+            );
             // Every earlier window may be settled already: then this split was the last thing the
             // close-out waited for.
             if (!last) await maybeStartCloseOut(deps, trx, meetingId, ctx.actor);

@@ -16,6 +16,7 @@ import {
 import type { AudioDecoder } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { referenceStaged, stageAndPut, type StagedObject } from '../storage/objects.ts';
+import { pieceBefore, pieceObjects, recordPieceReading } from './webm-rows.ts';
 
 /**
  * WebM/Opus pieces (docs/live-meetings.md): pieces of one MediaRecorder stream, cut at arbitrary
@@ -73,12 +74,7 @@ function stateKey(seq: number, state: unknown): string {
 /** The basis piece `seq` is read from, as the rows stand now. */
 export async function basisOf(db: Executor, meetingId: string, seq: number): Promise<PieceBasis> {
   if (seq === 0) return { key: 'start', state: null };
-  const prev = await db
-    .selectFrom('chunks')
-    .select(['samples', 'stream_state', 'undecodable'])
-    .where('meeting_id', '=', meetingId)
-    .where('seq', '=', seq - 1)
-    .executeTakeFirst();
+  const prev = await pieceBefore(db, meetingId, seq);
   if (!prev || prev.samples === null || prev.undecodable || prev.stream_state === null)
     return { key: prev ? `reset:${seq - 1}` : 'gap', state: null };
   // A piece before it that held no cluster start left the reader nowhere: read from a cluster.
@@ -184,26 +180,15 @@ export async function applyDecoded(trx: Tx, meeting: MeetingRow, piece: DecodedP
   const pcmBlobId = piece.pcm
     ? await referenceStaged(trx, piece.pcm, { kind: 'chunk-pcm', contentType: 'audio/wav' })
     : null;
-  await trx
-    .updateTable('chunks')
-    .set({
-      samples: piece.samples,
-      pcm_blob_id: pcmBlobId,
-      stream_state: piece.state,
-      energy: piece.energy,
-      decoded_after_gap: piece.afterGap,
-      undecodable: piece.undecodable,
-    })
-    .where('meeting_id', '=', meeting.id)
-    .where('seq', '=', piece.seq)
-    .execute();
-  if (piece.header) {
-    await trx
-      .updateTable('meetings')
-      .set({ stream_header: piece.header })
-      .where('id', '=', meeting.id)
-      .execute();
-  }
+  await recordPieceReading(trx, meeting.id, piece.seq, {
+    samples: piece.samples,
+    pcmBlobId,
+    state: piece.state,
+    energy: piece.energy,
+    afterGap: piece.afterGap,
+    undecodable: piece.undecodable,
+    header: piece.header,
+  });
 }
 
 /**
@@ -248,14 +233,7 @@ export async function readPieces(
   seqs: number[],
 ): Promise<Array<{ seq: number; data: Buffer | null }>> {
   if (seqs.length === 0) return [];
-  const rows = await deps.db
-    .selectFrom('chunks')
-    .innerJoin('blobs', 'blobs.id', 'chunks.blob_id')
-    .select(['chunks.seq', 'blobs.object_key', 'blobs.deleted_at'])
-    .where('chunks.meeting_id', '=', meetingId)
-    .where('chunks.seq', 'in', seqs)
-    .orderBy('chunks.seq')
-    .execute();
+  const rows = await pieceObjects(deps.db, meetingId, seqs);
   const out: Array<{ seq: number; data: Buffer | null }> = [];
   for (const r of rows)
     out.push({ seq: r.seq, data: r.deleted_at ? null : await deps.blobs.get(r.object_key) });

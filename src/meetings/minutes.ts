@@ -1,15 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
-import {
-  EventType,
-  JobKind,
-  JobStatus,
-  JobTransitions,
-  MeetingStatus,
-  MinutesStatus,
-} from '../domain/status.ts';
+import { EventType, JobKind, MeetingStatus, MinutesStatus } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -35,11 +27,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
         .setIsolationLevel('repeatable read')
         .setAccessMode('read only')
         .execute(async (trx) => ({
-          meeting: await trx
-            .selectFrom('meetings')
-            .selectAll()
-            .where('id', '=', meetingId)
-            .executeTakeFirstOrThrow(),
+          meeting: await deps.meetings.byId(meetingId, trx),
           segments: await deps.meetings.segments(meetingId, trx),
         }));
       const revision = meeting.transcript_revision;
@@ -118,33 +106,9 @@ async function settleMinutes(
   revision: number | null = null,
 ): Promise<void> {
   // Lock order everywhere: job rows before the meeting row.
-  const closeOut = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('subject_id', '=', meetingId)
-    .where('kind', '=', JobKind.closeOutMeeting)
-    .where('status', '=', JobStatus.pending)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const closeOut = await deps.jobs.lockPendingJob(trx, meetingId, JobKind.closeOutMeeting);
   const meeting = await deps.meetings.lock(trx, meetingId);
-  await trx
-    .updateTable('meetings')
-    .set({
-      minutes_status: status,
-      minutes_code: error?.code ?? null,
-      minutes_message: error?.message ?? null,
-      ...(minutes
-        ? {
-            minutes: JSON.stringify(minutes),
-            minutes_written_at: sql<Date>`now()`,
-            minutes_revision: revision ?? 0,
-          }
-        : {}),
-      revision: sql<number>`revision + 1`,
-      updated_at: sql<Date>`now()`,
-    })
-    .where('id', '=', meetingId)
-    .execute();
+  await deps.meetings.setMinutes(trx, meetingId, { status, error, minutes, revision: revision ?? 0 });
   await recordAudit(trx, {
     workspaceId: meeting.workspace_id,
     subjectType: 'meeting',
@@ -181,11 +145,7 @@ export async function onTranscriptEvent(
 ): Promise<void> {
   await deps.db.transaction().execute(async (trx) => {
     // A meeting deleted since the event was written needs no minutes.
-    const meeting = await trx
-      .selectFrom('meetings')
-      .select(['id', 'transcript_revision', 'transcript_completed_at'])
-      .where('id', '=', event.meetingId)
-      .executeTakeFirst();
+    const meeting = await deps.meetings.findById(event.meetingId, trx);
     if (!meeting || !meeting.transcript_completed_at || event.revision < meeting.transcript_revision) return;
     if (event.revision > 0) {
       await deps.jobs.supersedeActiveJobs(trx, event.meetingId, JobKind.writeMinutes, 'consumer:minutes');
@@ -207,7 +167,8 @@ export async function onTranscriptEvent(
     }
     // For the first revision, a minutes job already waiting or running (a resubmit's, a
     // Regenerate's) reads the transcript when it runs, so it writes these very minutes.
-    if (event.revision === 0 && (await hasActiveMinutesJob(trx, event.meetingId))) return;
+    if (event.revision === 0 && (await deps.jobs.hasActiveJob(trx, event.meetingId, JobKind.writeMinutes)))
+      return;
     await createMinutesJob(deps, trx, event.workspaceId, event.meetingId, event.eventId, 'consumer:minutes');
   });
 }
@@ -231,11 +192,7 @@ export async function regenerateMinutes(
     // Job rows before the meeting row, as everywhere else.
     await deps.jobs.supersedeActiveJobs(trx, meetingId, JobKind.writeMinutes, actor);
     await deps.meetings.lock(trx, meetingId);
-    await trx
-      .updateTable('meetings')
-      .set({ minutes_status: MinutesStatus.pending, minutes_code: null, minutes_message: null })
-      .where('id', '=', meetingId)
-      .execute();
+    await deps.meetings.askForMinutes(trx, meetingId);
     await createMinutesJob(deps, trx, workspaceId, meetingId, `regenerate:${randomUUID()}`, actor);
   });
 }
@@ -260,16 +217,4 @@ export async function createMinutesJob(
     { workspaceId, dedupeVariant: reason },
     actor,
   );
-}
-
-/** Whether a write-minutes job of this meeting is waiting or running. */
-export async function hasActiveMinutesJob(trx: Tx, meetingId: string): Promise<boolean> {
-  const row = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('subject_id', '=', meetingId)
-    .where('kind', '=', JobKind.writeMinutes)
-    .where('status', 'in', JobTransitions.supersedeJob.from)
-    .executeTakeFirst();
-  return row !== undefined;
 }

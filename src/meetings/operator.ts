@@ -18,7 +18,7 @@ import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 import { maybeStartCloseOut } from './transcription.ts';
-import { createMinutesJob, hasActiveMinutesJob } from './minutes.ts';
+import { createMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-plan.ts';
 import { createJob } from '../jobs/catalog.ts';
@@ -260,7 +260,7 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     if (
       meeting.transcript_completed_at &&
       meeting.minutes_status === MinutesStatus.pending &&
-      !(await hasActiveMinutesJob(trx, meeting.id))
+      !(await deps.jobs.hasActiveJob(trx, meeting.id, JobKind.writeMinutes))
     ) {
       await createMinutesJob(deps, trx, meeting.workspace_id, meeting.id, `resubmit:${randomUUID()}`, actor);
       return 2 + again;

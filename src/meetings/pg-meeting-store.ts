@@ -8,6 +8,7 @@ import {
   JobStatus,
   MeetingStatus,
   MeetingTransitions,
+  MinutesStatus,
   type MeetingSource,
 } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
@@ -162,6 +163,91 @@ export class PgMeetingStore {
   /** The meeting row locked, or undefined when it was deleted. */
   async lockIfExists(trx: Tx, id: string): Promise<MeetingRow | undefined> {
     return trx.selectFrom('meetings').selectAll().where('id', '=', id).forNoKeyUpdate().executeTakeFirst();
+  }
+
+  /** A meeting by id alone, for a job that already holds its id (never for a request: see get). */
+  async byId(id: string, db: Executor = this.db): Promise<MeetingRow> {
+    return db.selectFrom('meetings').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  }
+
+  /** A meeting by id alone, or undefined when it was deleted. */
+  async findById(id: string, db: Executor = this.db): Promise<MeetingRow | undefined> {
+    return db.selectFrom('meetings').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /**
+   * O2: the minutes' new status (and, when written, the minutes and the transcript revision they
+   * describe); the meeting's revision goes up, so its stream and list show the change.
+   */
+  async setMinutes(
+    trx: Tx,
+    id: string,
+    outcome: {
+      status: MinutesStatus;
+      error: { code: string; message: string } | null;
+      minutes: unknown;
+      revision: number;
+    },
+  ): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({
+        minutes_status: outcome.status,
+        minutes_code: outcome.error?.code ?? null,
+        minutes_message: outcome.error?.message ?? null,
+        ...(outcome.minutes
+          ? {
+              minutes: JSON.stringify(outcome.minutes),
+              minutes_written_at: sql<Date>`now()`,
+              minutes_revision: outcome.revision,
+            }
+          : {}),
+        revision: sql<number>`revision + 1`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** O2: minutes asked for again (a Regenerate): pending, with no error shown. */
+  async askForMinutes(trx: Tx, id: string): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({ minutes_status: MinutesStatus.pending, minutes_code: null, minutes_message: null })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** The split decoded the whole recording and cut its last window: its duration is known. */
+  async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({ duration_ms: durationMs, windows_cut_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** L19: why adding late audio to this meeting failed for good, shown to the operator. */
+  async recordRepairFailure(trx: Tx, id: string, error: { code: string; message: string }): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({
+        repair_failure_code: error.code,
+        repair_failure_message: error.message,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** Whether the meeting's audio was deleted (true too when the meeting itself is gone). */
+  async audioDeleted(id: string, db: Executor = this.db): Promise<boolean> {
+    const m = await db
+      .selectFrom('meetings')
+      .select('audio_deleted_at')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return !m || m.audio_deleted_at !== null;
   }
 
   async list(

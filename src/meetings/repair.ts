@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { JobKind } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
@@ -53,7 +52,7 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition<typeof JobKi
           } catch (err) {
             // The close-out deleted the meeting's audio after this plan was made: the plan's
             // neighbours are gone, so plan again, as a splice around the late audio (kept).
-            if (!snapshot.meeting.audio_deleted_at && (await audioDeleted(deps, meetingId))) {
+            if (!snapshot.meeting.audio_deleted_at && (await deps.meetings.audioDeleted(meetingId))) {
               await ctx.requeue(0, 'the meeting audio was deleted while repairing; planning again');
               await compensate(deps, stagedOf(decoded), err);
               return;
@@ -76,15 +75,7 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition<typeof JobKi
     onTerminalFailure: async (trx, job, error) => {
       const meetingId = payloadOf(job, JobKind.repairTimeline).meetingId;
       const meeting = await deps.meetings.lock(trx, meetingId);
-      await trx
-        .updateTable('meetings')
-        .set({
-          repair_failure_code: error.code,
-          repair_failure_message: error.message,
-          updated_at: sql<Date>`now()`,
-        })
-        .where('id', '=', meetingId)
-        .execute();
+      await deps.meetings.recordRepairFailure(trx, meetingId, error);
       await recordAudit(trx, {
         workspaceId: meeting.workspace_id,
         subjectType: 'meeting',
@@ -116,7 +107,7 @@ async function settle(
   let audioDeleted = false;
   const body = async (trx: Tx): Promise<boolean> => {
     if (commit) audioDeleted = (await commit(trx)).audioDeleted;
-    else await trx.selectFrom('meetings').select('id').where('id', '=', meetingId).forNoKeyUpdate().execute();
+    else await deps.meetings.lockIfExists(trx, meetingId);
     return hasRepairWork(trx, meetingId);
   };
   try {
@@ -137,13 +128,4 @@ async function settle(
   }
   if (audioDeleted) await deleteMeetingAudio(deps, meetingId);
   return 'done';
-}
-
-async function audioDeleted(deps: MeetingDeps, meetingId: string): Promise<boolean> {
-  const m = await deps.db
-    .selectFrom('meetings')
-    .select('audio_deleted_at')
-    .where('id', '=', meetingId)
-    .executeTakeFirst();
-  return !m || m.audio_deleted_at !== null;
 }

@@ -1,12 +1,22 @@
-import { sql } from 'kysely';
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
-import { JobKind, WindowStatus, WindowTransitions } from '../domain/status.ts';
-import { flushAudit, recordAudit } from '../jobs/audit-store.ts';
+import { JobKind, WindowStatus } from '../domain/status.ts';
+import { flushAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
+import {
+  commitWindowSegments,
+  completeWindowAttemptStatement,
+  loadWindowSource,
+  markWindowFailed,
+  startCloseOutIfSettled,
+  windowById,
+  type CloseOutStart,
+  type SegmentRow,
+  type WindowSource,
+} from './window-rows.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-window-store.ts';
 import { payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
 import { specJson } from '../jobs/pg-job-store.ts';
@@ -16,7 +26,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
   return {
     kind: JobKind.transcribeWindow,
     run: async (ctx) => {
-      const source = await loadWindowSource(deps, payloadOf(ctx.job, JobKind.transcribeWindow).windowId);
+      const source = await loadWindowSource(deps.db, payloadOf(ctx.job, JobKind.transcribeWindow).windowId);
       if (source.window.status !== WindowStatus.pending) {
         // J15: a settled window is never redone.
         await ctx.complete();
@@ -27,11 +37,8 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       const rows = segmentRows(source.window, segments);
       // J5 in one statement: fence, window and segments, close-out start if last, completion.
       await ctx.completeWith(async (handle) => {
-        const [result] = await deps.jobs.runFencedStatement(
-          handle,
-          (ids) => sql<{ outcome: CloseOutStart }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
-            ${ids.attemptId}::uuid, ${ids.token}::uuid, ${ctx.actor}, ${JSON.stringify(rows)}::jsonb,
-            ${closeOutSpec(deps, source.window.meeting_id)}::jsonb) as outcome`,
+        const [result] = await deps.jobs.runFencedStatement(handle, (ids) =>
+          completeWindowAttemptStatement(ids, ctx.actor, rows, closeOutSpec(deps, source.window.meeting_id)),
         );
         reportCloseOutStart(deps, source.window.meeting_id, result?.outcome);
       });
@@ -43,11 +50,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
     },
     onTerminalFailure: async (trx, job, error) => {
       const windowId = payloadOf(job, JobKind.transcribeWindow).windowId;
-      const window = await trx
-        .selectFrom('windows')
-        .selectAll()
-        .where('id', '=', windowId)
-        .executeTakeFirstOrThrow();
+      const window = await windowById(trx, windowId);
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, 'worker');
       await maybeStartCloseOut(deps, trx, window.meeting_id, 'worker');
@@ -55,27 +58,6 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       return null;
     },
   };
-}
-
-interface WindowSource {
-  window: WindowRow;
-  objectKey: string | null;
-  deletedAt: Date | null;
-  language: string | null;
-}
-
-/** The window with what recognising it needs (its audio's key, the meeting's language), in one read. */
-async function loadWindowSource(deps: MeetingDeps, windowId: string): Promise<WindowSource> {
-  const row = await deps.db
-    .selectFrom('windows')
-    .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
-    .leftJoin('blobs', 'blobs.id', 'windows.blob_id')
-    .selectAll('windows')
-    .select(['blobs.object_key', 'blobs.deleted_at as blob_deleted_at', 'meetings.language'])
-    .where('windows.id', '=', windowId)
-    .executeTakeFirstOrThrow();
-  const { object_key, blob_deleted_at, language, ...window } = row;
-  return { window, objectKey: object_key, deletedAt: blob_deleted_at, language };
 }
 
 async function recogniseSource(
@@ -103,7 +85,7 @@ export async function recogniseWindow(
   window: WindowRow,
   signal: AbortSignal,
 ): Promise<TranscriptSegment[]> {
-  return recogniseSource(deps, await loadWindowSource(deps, window.id), signal);
+  return recogniseSource(deps, await loadWindowSource(deps.db, window.id), signal);
 }
 
 /**
@@ -111,7 +93,10 @@ export async function recogniseWindow(
  * it stands then: a repair may move it meanwhile), numbered, empty ones dropped, each kept inside
  * its window so windows never overlap (L18).
  */
-export function segmentRows(window: { start_ms: number; end_ms: number }, segments: TranscriptSegment[]) {
+export function segmentRows(
+  window: { start_ms: number; end_ms: number },
+  segments: TranscriptSegment[],
+): SegmentRow[] {
   const length = window.end_ms - window.start_ms;
   return segments
     .filter((s) => s.text.trim().length > 0)
@@ -133,40 +118,7 @@ export async function commitWindowTranscript(
   segments: TranscriptSegment[],
   actor: string,
 ): Promise<boolean> {
-  const rows = segmentRows(window, segments);
-  const result = await sql<{ moved: boolean }>`select verbatim_commit_window(${window.id}::uuid,
-    ${JSON.stringify(rows)}::jsonb, ${actor}) as moved`.execute(trx);
-  return result.rows[0]?.moved === true;
-}
-
-export async function markWindowFailed(
-  trx: Tx,
-  window: WindowRow,
-  error: ErrorRecord,
-  actor: string,
-): Promise<void> {
-  const t = WindowTransitions.markWindowFailed;
-  const moved = await trx
-    .updateTable('windows')
-    .set({
-      status: t.to,
-      failed_at: sql<Date>`now()`,
-      failure_code: error.code,
-      failure_message: error.message,
-    })
-    .where('id', '=', window.id)
-    .where('status', 'in', t.from)
-    .executeTakeFirst();
-  if (Number(moved.numUpdatedRows) !== 1) return;
-  await recordAudit(trx, {
-    workspaceId: window.workspace_id,
-    subjectType: 'window',
-    subjectId: window.id,
-    from: window.status,
-    to: t.to,
-    actor,
-    reason: `${error.code}: ${error.message}`,
-  });
+  return commitWindowSegments(trx, window.id, segmentRows(window, segments), actor);
 }
 
 /**
@@ -232,11 +184,11 @@ export async function maybeStartCloseOut(
   actor: string,
 ): Promise<void> {
   await flushAudit(trx);
-  const result = await sql<{
-    outcome: CloseOutStart;
-  }>`select verbatim_start_close_out(${meetingId}::uuid, ${actor},
-    ${closeOutSpec(deps, meetingId)}::jsonb) as outcome`.execute(trx);
-  reportCloseOutStart(deps, meetingId, result.rows[0]?.outcome);
+  reportCloseOutStart(
+    deps,
+    meetingId,
+    await startCloseOutIfSettled(trx, meetingId, actor, closeOutSpec(deps, meetingId)),
+  );
 }
 
 /**
@@ -246,9 +198,6 @@ export async function maybeStartCloseOut(
 function closeOutSpec(deps: MeetingDeps, meetingId: string): string {
   return specJson(workspacelessSpec(deps.config, JobKind.closeOutMeeting, { meetingId }));
 }
-
-/** What verbatim_start_close_out did; `undelivered` is committed work that the rescue sweep re-drives. */
-export type CloseOutStart = 'not_started' | 'started' | 'undelivered';
 
 export function reportCloseOutStart(
   deps: MeetingDeps,

@@ -1,7 +1,26 @@
 import { randomUUID } from 'node:crypto';
-import type { Tx } from '../db/schema.ts';
-import { WindowStatus } from '../domain/status.ts';
+import { sql, type RawBuilder } from 'kysely';
+import type { Executor, Tx, WindowRow } from '../db/schema.ts';
+import type { ErrorRecord } from '../domain/errors.ts';
+import { WindowStatus, WindowTransitions } from '../domain/status.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
 import { referenceStaged, type StagedObject } from '../storage/objects.ts';
+
+/**
+ * The windows of a meeting's timeline: recording them, reading one with what recognising it needs,
+ * and the statements that settle them (src/meetings/transcription.ts runs them).
+ */
+
+/** A window's segment as it is committed: times relative to the window's start. */
+export interface SegmentRow {
+  seq: number;
+  start_ms: number;
+  end_ms: number;
+  text: string;
+}
+
+/** What verbatim_start_close_out did; `undelivered` is committed work that the rescue sweep re-drives. */
+export type CloseOutStart = 'not_started' | 'started' | 'undelivered';
 
 /**
  * Records one pending window of a meeting's timeline and, when it has audio, references the staged
@@ -36,4 +55,115 @@ export async function recordWindow(
     })
     .execute();
   return windowId;
+}
+
+export async function windowById(db: Executor, windowId: string): Promise<WindowRow> {
+  return db.selectFrom('windows').selectAll().where('id', '=', windowId).executeTakeFirstOrThrow();
+}
+
+export interface WindowSource {
+  window: WindowRow;
+  objectKey: string | null;
+  deletedAt: Date | null;
+  language: string | null;
+}
+
+/** The window with what recognising it needs (its audio's key, the meeting's language), in one read. */
+export async function loadWindowSource(db: Executor, windowId: string): Promise<WindowSource> {
+  const row = await db
+    .selectFrom('windows')
+    .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
+    .leftJoin('blobs', 'blobs.id', 'windows.blob_id')
+    .selectAll('windows')
+    .select(['blobs.object_key', 'blobs.deleted_at as blob_deleted_at', 'meetings.language'])
+    .where('windows.id', '=', windowId)
+    .executeTakeFirstOrThrow();
+  const { object_key, blob_deleted_at, language, ...window } = row;
+  return { window, objectKey: object_key, deletedAt: blob_deleted_at, language };
+}
+
+/**
+ * J5 in one statement, run under the attempt's fence: the window's segments and its move to
+ * transcribed, the close-out's start if it was the last, and the job's completion.
+ */
+export function completeWindowAttemptStatement(
+  ids: { jobId: string; attemptId: string; token: string },
+  actor: string,
+  rows: SegmentRow[],
+  closeOutSpec: string,
+): RawBuilder<{ outcome: CloseOutStart }> {
+  return sql<{ outcome: CloseOutStart }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
+    ${ids.attemptId}::uuid, ${ids.token}::uuid, ${actor}, ${JSON.stringify(rows)}::jsonb,
+    ${closeOutSpec}::jsonb) as outcome`;
+}
+
+/** J5/J15: the segments and the window's compare-and-swap to transcribed; false when it was no longer pending. */
+export async function commitWindowSegments(
+  trx: Tx,
+  windowId: string,
+  rows: SegmentRow[],
+  actor: string,
+): Promise<boolean> {
+  const result = await sql<{ moved: boolean }>`select verbatim_commit_window(${windowId}::uuid,
+    ${JSON.stringify(rows)}::jsonb, ${actor}) as moved`.execute(trx);
+  return result.rows[0]?.moved === true;
+}
+
+/** L6: the window failed for good; audited. Nothing happens to a window that already settled. */
+export async function markWindowFailed(
+  trx: Tx,
+  window: WindowRow,
+  error: ErrorRecord,
+  actor: string,
+): Promise<void> {
+  const t = WindowTransitions.markWindowFailed;
+  const moved = await trx
+    .updateTable('windows')
+    .set({
+      status: t.to,
+      failed_at: sql<Date>`now()`,
+      failure_code: error.code,
+      failure_message: error.message,
+    })
+    .where('id', '=', window.id)
+    .where('status', 'in', t.from)
+    .executeTakeFirst();
+  if (Number(moved.numUpdatedRows) !== 1) return;
+  await recordAudit(trx, {
+    workspaceId: window.workspace_id,
+    subjectType: 'window',
+    subjectId: window.id,
+    from: window.status,
+    to: t.to,
+    actor,
+    reason: `${error.code}: ${error.message}`,
+  });
+}
+
+/**
+ * Moves a processing meeting whose windows have all settled to finalizing and creates its close-out
+ * job from `closeOutSpec` (verbatim_start_close_out); nothing when a window is still being attempted.
+ */
+export async function startCloseOutIfSettled(
+  trx: Tx,
+  meetingId: string,
+  actor: string,
+  closeOutSpec: string,
+): Promise<CloseOutStart | undefined> {
+  const result = await sql<{ outcome: CloseOutStart }>`select verbatim_start_close_out(${meetingId}::uuid,
+    ${actor}, ${closeOutSpec}::jsonb) as outcome`.execute(trx);
+  return result.rows[0]?.outcome;
+}
+
+/** The windows an upload's split has committed so far, in order: where a resumed split goes on. */
+export async function cutWindows(
+  db: Executor,
+  meetingId: string,
+): Promise<Array<{ index: number; end_ms: number }>> {
+  return db
+    .selectFrom('windows')
+    .select(['index', 'end_ms'])
+    .where('meeting_id', '=', meetingId)
+    .orderBy('index')
+    .execute();
 }

@@ -6,9 +6,7 @@ import importX from 'eslint-plugin-import-x';
 // list when its queries move to the store of their tables.
 const SQL_OUTSIDE_STORES = [
   'src/bots/calendar-feeds.ts',
-  'src/bots/provider-webhooks.ts',
   'src/bots/recordings.ts',
-  'src/bots/resume.ts',
   'src/bots/scheduling.ts',
   'src/events/dispatcher.ts',
   'src/events/webhooks.ts',

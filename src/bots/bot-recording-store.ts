@@ -1,5 +1,5 @@
 import { sql, type Selectable } from 'kysely';
-import type { BotRecordingsTable, Tx } from '../db/schema.ts';
+import type { BotRecordingsTable, Executor, Tx } from '../db/schema.ts';
 import { BOT_RECORDING_FINISHED, botTransitionTo, type BotRecordingStatus } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 
@@ -101,4 +101,84 @@ export async function activeRecordingsOfMeeting(trx: Tx, meetingId: string): Pro
     .where('status', 'not in', [...BOT_RECORDING_FINISHED])
     .forNoKeyUpdate()
     .execute();
+}
+
+/**
+ * R7: recordings of the workspace whose meeting ended before `endedBefore` while their bot never
+ * reported the end, the least recently looked at first.
+ */
+export async function endedButUnreported(
+  db: Executor,
+  workspaceId: string,
+  endedBefore: Date,
+  limit: number,
+): Promise<Array<{ id: string; bot_id: string | null }>> {
+  return db
+    .selectFrom('bot_recordings')
+    .select(['id', 'bot_id'])
+    .where('workspace_id', '=', workspaceId)
+    .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
+    .where('bot_id', 'is not', null)
+    .where('ends_at', '<', endedBefore)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+}
+
+/** Marks a recording as looked at now (its status unchanged), so the next pass asks about others first. */
+export async function touchRecording(db: Executor, id: string): Promise<void> {
+  await db
+    .updateTable('bot_recordings')
+    .set({ updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** The workspace a recording belongs to. */
+export async function workspaceOfRecording(db: Executor, id: string): Promise<string> {
+  const row = await db
+    .selectFrom('bot_recordings')
+    .select('workspace_id')
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+  return row.workspace_id;
+}
+
+/** The recording holding this bot, locked; undefined when none does (yet). */
+export async function lockRecordingByBot(trx: Tx, botId: string): Promise<BotRecordingRow | undefined> {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('bot_id', '=', botId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+}
+
+/** A recording, locked; undefined when there is none. */
+export async function lockRecording(trx: Tx, id: string): Promise<BotRecordingRow | undefined> {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', id)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+}
+
+export async function recordingById(db: Executor, id: string): Promise<BotRecordingRow | undefined> {
+  return db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** R7: links the meeting an import made; false when another run linked one first. */
+export async function linkRecordingMeeting(
+  trx: Tx,
+  recordingId: string,
+  meetingId: string,
+): Promise<boolean> {
+  const linked = await trx
+    .updateTable('bot_recordings')
+    .set({ meeting_id: meetingId })
+    .where('id', '=', recordingId)
+    .where('meeting_id', 'is', null)
+    .executeTakeFirst();
+  return linked.numUpdatedRows > 0n;
 }

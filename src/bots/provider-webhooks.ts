@@ -10,7 +10,15 @@ import { isUuid } from '../meetings/pg-meeting-store.ts';
 import type { RateBudget } from './rate-budget-store.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
-import { moveBotRecording } from './bot-recording-store.ts';
+import {
+  linkRecordingMeeting,
+  lockRecording,
+  lockRecordingByBot,
+  moveBotRecording,
+  recordingById,
+  type BotRecordingRow,
+} from './bot-recording-store.ts';
+import { heldWebhooks, setWebhookOutcome, storeProviderWebhook } from './provider-webhook-store.ts';
 import { BOT_PROGRESS_RANK, BOT_RECORDING_FINISHED, BotRecordingStatus } from '../domain/status.ts';
 
 /**
@@ -107,17 +115,6 @@ function signatureHeaders(headers: Record<string, string | string[] | undefined>
 
 export type WebhookOutcome = 'applied' | 'duplicate' | 'unknown_bot' | 'stale' | 'ignored' | 'held';
 
-type RecordingRow = Awaited<ReturnType<typeof lockByBot>>;
-
-function lockByBot(trx: Tx, botId: string) {
-  return trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('bot_id', '=', botId)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
-}
-
 /**
  * R7/R9: applies one verified webhook, once. One for a bot not yet attached to our recording is
  * never dropped: when its metadata names one of our recordings whose create is unresolved (the
@@ -130,25 +127,19 @@ export async function applyProviderWebhook(
   event: ProviderEvent,
 ): Promise<WebhookOutcome> {
   return deps.db.transaction().execute(async (trx) => {
-    const fresh = await trx
-      .insertInto('provider_webhook_events')
-      .values({
-        id: webhookId,
-        event: event.event,
-        bot_id: event.botId,
-        code: event.code,
-        sub_code: event.subCode,
-        recording_id: event.recordingId && isUuid(event.recordingId) ? event.recordingId : null,
-        workspace_id: event.workspaceId && isUuid(event.workspaceId) ? event.workspaceId : null,
-        outcome: 'received',
-      })
-      .onConflict((oc) => oc.column('id').doNothing())
-      .returning('id')
-      .executeTakeFirst();
+    const fresh = await storeProviderWebhook(trx, {
+      id: webhookId,
+      event: event.event,
+      botId: event.botId,
+      code: event.code,
+      subCode: event.subCode,
+      recordingId: event.recordingId && isUuid(event.recordingId) ? event.recordingId : null,
+      workspaceId: event.workspaceId && isUuid(event.workspaceId) ? event.workspaceId : null,
+    });
     if (!fresh) return 'duplicate';
     const record = (outcome: WebhookOutcome) => recordOutcome(trx, webhookId, outcome);
     if (!event.botId) return record('ignored');
-    if (!(await lockByBot(trx, event.botId))) {
+    if (!(await lockRecordingByBot(trx, event.botId))) {
       const claim = await claimByMetadata(deps, trx, event);
       if (claim === 'held') return record('held');
       if (claim === 'unknown') return record('unknown_bot');
@@ -156,14 +147,14 @@ export async function applyProviderWebhook(
     // Whatever was held for this bot applies first: webhooks that came before it was attached,
     // including one that raced the attach, and any an interrupted attach left behind.
     await replayHeld(deps, trx, event.botId, webhookId);
-    const row = await lockByBot(trx, event.botId);
+    const row = await lockRecordingByBot(trx, event.botId);
     if (!row) return record('held');
     return record(await applyToRow(deps, trx, row, event));
   });
 }
 
 async function recordOutcome(trx: Tx, webhookId: string, outcome: WebhookOutcome): Promise<WebhookOutcome> {
-  await trx.updateTable('provider_webhook_events').set({ outcome }).where('id', '=', webhookId).execute();
+  await setWebhookOutcome(trx, webhookId, outcome);
   return outcome;
 }
 
@@ -179,12 +170,7 @@ async function claimByMetadata(
 ): Promise<'attached' | 'held' | 'unknown'> {
   if (!event.botId || !event.recordingId || !isUuid(event.recordingId) || !event.workspaceId)
     return 'unknown';
-  const rec = await trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('id', '=', event.recordingId)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const rec = await lockRecording(trx, event.recordingId);
   if (!rec || rec.workspace_id !== event.workspaceId) return 'unknown';
   // Attached while this webhook waited for the row (another webhook, the create's answer).
   if (rec.bot_id === event.botId) return 'attached';
@@ -217,19 +203,11 @@ async function claimByMetadata(
 
 /** Webhooks held for a bot, applied in the order they came (in the caller's transaction). */
 async function replayHeld(deps: MeetingDeps, trx: Tx, botId: string, except: string | null): Promise<number> {
-  const held = await trx
-    .selectFrom('provider_webhook_events')
-    .selectAll()
-    .where('bot_id', '=', botId)
-    .where('outcome', '=', 'held')
-    .orderBy('received_at')
-    .orderBy('id')
-    .forUpdate()
-    .execute();
+  const held = await heldWebhooks(trx, botId);
   let applied = 0;
   for (const h of held) {
     if (h.id === except) continue;
-    const row = await lockByBot(trx, botId);
+    const row = await lockRecordingByBot(trx, botId);
     if (!row) return applied;
     const outcome = await applyToRow(deps, trx, row, {
       event: h.event,
@@ -254,12 +232,7 @@ export async function applyAttachedBot(
   bot: { id: string; status: string; statusChanges: Array<{ subCode: string | null }> },
 ): Promise<void> {
   await deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('bot_recordings')
-      .select('bot_id')
-      .where('id', '=', recordingId)
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const row = await lockRecording(trx, recordingId);
     if (row?.bot_id === bot.id) await replayHeld(deps, trx, bot.id, null);
   });
   if (!FROM_PROVIDER[bot.status]) return;
@@ -275,7 +248,7 @@ export async function applyAttachedBot(
 async function applyToRow(
   deps: MeetingDeps,
   trx: Tx,
-  row: NonNullable<RecordingRow>,
+  row: BotRecordingRow,
   event: ProviderEvent,
 ): Promise<WebhookOutcome> {
   const target = event.code ? FROM_PROVIDER[event.code] : undefined;
@@ -325,21 +298,13 @@ export function importBotRecordingJob(
         throw new AppError(ErrorKind.permanent, 'bot.not_configured', 'no bot provider is configured');
       }
       const recordingId = payloadOf(ctx.job, JobKind.importBotRecording).recordingId;
-      const row = await deps.db
-        .selectFrom('bot_recordings')
-        .selectAll()
-        .where('id', '=', recordingId)
-        .executeTakeFirst();
+      const row = await recordingById(deps.db, recordingId);
       if (!row || row.status !== BotStatus.processing || !row.bot_id) {
         await ctx.complete();
         return;
       }
       if (row.meeting_id) {
-        const meeting = await deps.db
-          .selectFrom('meetings')
-          .select('status')
-          .where('id', '=', row.meeting_id)
-          .executeTakeFirst();
+        const meeting = await deps.meetings.findById(row.meeting_id);
         if (meeting && meeting.status !== 'created') {
           // Already given its audio; the meeting's end completes the recording (pg-meeting-store).
           await ctx.complete();
@@ -406,13 +371,7 @@ export function importBotRecordingJob(
               windowMs: deps.config.windowMs,
             },
             async (trx, created) => {
-              const linked = await trx
-                .updateTable('bot_recordings')
-                .set({ meeting_id: created.id })
-                .where('id', '=', recordingId)
-                .where('meeting_id', 'is', null)
-                .executeTakeFirst();
-              if (linked.numUpdatedRows === 0n) {
+              if (!(await linkRecordingMeeting(trx, recordingId, created.id))) {
                 throw new AppError(
                   ErrorKind.transient,
                   'bot.import_raced',

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { ACTIVE_JOB_STATUSES, BotRecordingStatus, JobKind } from '../domain/status.ts';
+import { BotRecordingStatus, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { BotDeps } from './provider.ts';
@@ -10,7 +9,18 @@ import { applyAttachedBot, applyProviderWebhook } from './provider-webhooks.ts';
 import { OutOfBudget, recoverRecording, recoverWorkspace, type BotSchedulingDeps } from './scheduling.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
-import { moveBotRecording } from './bot-recording-store.ts';
+import {
+  endedButUnreported,
+  moveBotRecording,
+  touchRecording,
+  workspaceOfRecording,
+} from './bot-recording-store.ts';
+import {
+  claimDueBackstops,
+  ensureBackstop,
+  handBackBackstopRows,
+  releaseOwnedBackstops,
+} from './backstop-store.ts';
 
 /**
  * R6: a recording that becomes pending (created, moved, reset) is scheduled through the event path
@@ -35,14 +45,7 @@ export async function requestBotScheduling(
   recording: { id: string; workspace_id: string },
   actor: string,
 ): Promise<void> {
-  const active = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('subject_id', '=', recording.id)
-    .where('kind', '=', JobKind.scheduleBot)
-    .where('status', 'in', ACTIVE_JOB_STATUSES)
-    .executeTakeFirst();
-  if (active) return;
+  if (await deps.jobs.hasActiveJob(trx, recording.id, JobKind.scheduleBot)) return;
   await createJob(
     deps,
     trx,
@@ -51,9 +54,11 @@ export async function requestBotScheduling(
     { workspaceId: recording.workspace_id },
     actor,
   );
-  await sql`insert into bot_backstops (workspace_id, next_run_at)
-    values (${recording.workspace_id}::uuid, ${nextBackstopAt(recording.workspace_id, new Date(), deps.config.bots.backstopMs)})
-    on conflict (workspace_id) do nothing`.execute(trx);
+  await ensureBackstop(
+    trx,
+    recording.workspace_id,
+    nextBackstopAt(recording.workspace_id, new Date(), deps.config.bots.backstopMs),
+  );
 }
 
 /** The workspace's stable offset inside the quarter hour, from a hash of its id. */
@@ -83,16 +88,10 @@ function schedulingDeps(deps: MeetingDeps, bots: BotDeps): BotSchedulingDeps {
     },
     onAttached: (recordingId, bot) => applyAttachedBot(deps, recordingId, bot),
     deleteLater: async (botId, recordingId) => {
-      const row = await deps.db
-        .selectFrom('bot_recordings')
-        .select('workspace_id')
-        .where('id', '=', recordingId)
-        .executeTakeFirstOrThrow();
+      const workspaceId = await workspaceOfRecording(deps.db, recordingId);
       await deps.db
         .transaction()
-        .execute((trx) =>
-          enqueueBotDelete(deps, trx, { workspaceId: row.workspace_id, recordingId, botId }, 'bot:recovery'),
-        );
+        .execute((trx) => enqueueBotDelete(deps, trx, { workspaceId, recordingId, botId }, 'bot:recovery'));
     },
   };
 }
@@ -138,24 +137,13 @@ export async function runBotBackstops(
   // outage, or the claim committed but its answer was lost. Left, it would hold the workspace's
   // recovery (and back-fill) for the whole lease, 15 minutes, while this worker lives on. Released
   // here, the workspace is due again at once. Found by the simulation (seed 1402 in CI).
-  await deps.db
-    .updateTable('bot_backstops')
-    .set({ lease_owner: null, lease_expires_at: null })
-    .where('lease_owner', '=', owner)
-    .execute();
-  const due = await sql<{ workspace_id: string }>`
-    update bot_backstops b
-       set lease_owner = ${owner}, lease_expires_at = now() + ${BACKSTOP_LEASE_MS} * interval '1 millisecond'
-     where b.workspace_id in (
-       select workspace_id from bot_backstops
-        where next_run_at <= now() and (lease_expires_at is null or lease_expires_at < now())
-        order by next_run_at limit ${limit} for update skip locked)
-    returning b.workspace_id`.execute(deps.db);
+  await releaseOwnedBackstops(deps.db, owner);
+  const due = await claimDueBackstops(deps.db, owner, BACKSTOP_LEASE_MS, limit);
   // Every claimed workspace is handed back, whatever happens to the run: one whose hand-back could
   // not be written (the database away) is handed back once more at the end, due again at once.
-  const claimed = new Set(due.rows.map((r) => r.workspace_id));
+  const claimed = new Set(due);
   try {
-    for (const { workspace_id } of due.rows) {
+    for (const workspace_id of due) {
       let failed = false;
       try {
         await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
@@ -179,7 +167,7 @@ export async function runBotBackstops(
   } finally {
     if (claimed.size > 0) await handBackBackstops(deps, owner, [...claimed], null).catch(() => undefined);
   }
-  return due.rows.length;
+  return due.length;
 }
 
 /** Releases backstop leases this owner holds, with a few tries over about 15 s. */
@@ -191,16 +179,7 @@ async function handBackBackstops(
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await deps.db
-        .updateTable('bot_backstops')
-        .set({
-          ...(next ? { next_run_at: next, last_run_at: new Date() } : {}),
-          lease_owner: null,
-          lease_expires_at: null,
-        })
-        .where('workspace_id', 'in', workspaceIds)
-        .where('lease_owner', '=', owner)
-        .execute();
+      await handBackBackstopRows(deps.db, owner, workspaceIds, next);
       return;
     } catch (err) {
       if (attempt >= 5) throw err;
@@ -219,16 +198,12 @@ export async function backfillEndedBots(
   bots: BotDeps,
   workspaceId: string,
 ): Promise<number> {
-  const rows = await deps.db
-    .selectFrom('bot_recordings')
-    .select(['id', 'bot_id'])
-    .where('workspace_id', '=', workspaceId)
-    .where('status', 'in', ['scheduled', 'joining', 'in_call', 'recording'])
-    .where('bot_id', 'is not', null)
-    .where('ends_at', '<', new Date(Date.now() - deps.config.bots.backfillAfterMs))
-    .orderBy('updated_at')
-    .limit(20)
-    .execute();
+  const rows = await endedButUnreported(
+    deps.db,
+    workspaceId,
+    new Date(Date.now() - deps.config.bots.backfillAfterMs),
+    20,
+  );
   let applied = 0;
   for (const row of rows) {
     try {
@@ -238,11 +213,7 @@ export async function backfillEndedBots(
       if (!got.ok) break;
       const bot = got.value;
       // Looked at now, so the next run asks about the others first.
-      await deps.db
-        .updateTable('bot_recordings')
-        .set({ updated_at: sql<Date>`now()` })
-        .where('id', '=', row.id)
-        .execute();
+      await touchRecording(deps.db, row.id);
       if (bot.status !== 'done' && bot.status !== 'fatal') continue;
       const sub = bot.statusChanges.at(-1)?.subCode ?? null;
       const outcome = await applyProviderWebhook(deps, `backfill:${bot.id}:${bot.status}`, {

@@ -7,6 +7,7 @@ type ActiveJobQuery = SelectQueryBuilder<Database, 'jobs', JobRow>;
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
 import { decideFailure } from '../domain/retry-policy.ts';
 import {
+  ACTIVE_JOB_STATUSES,
   ATTEMPT_RUNNING,
   AttemptOutcome,
   JobStatus,
@@ -475,7 +476,7 @@ export class PgJobStore {
       .select('id')
       .where('subject_id', '=', subjectId)
       .where('kind', '=', kind)
-      .where('status', 'in', JobTransitions.supersedeJob.from)
+      .where('status', 'in', ACTIVE_JOB_STATUSES)
       .executeTakeFirst();
     return row !== undefined;
   }

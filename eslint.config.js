@@ -10,13 +10,11 @@ const SQL_OUTSIDE_STORES = [
   'src/bots/scheduling.ts',
   'src/events/dispatcher.ts',
   'src/events/webhooks.ts',
-  'src/meetings/audio-lifecycle.ts',
   'src/meetings/close-out.ts',
   'src/meetings/frontier.ts',
   'src/meetings/live.ts',
   'src/meetings/operator.ts',
   'src/meetings/repair-commit.ts',
-  'src/meetings/repair-plan.ts',
   'src/storage/objects.ts',
 ];
 

@@ -20,7 +20,7 @@ import { createTranscribeJob } from './transcribe-job.ts';
 import { maybeStartCloseOut } from './transcription.ts';
 import { createMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
-import { hasRepairWork } from './repair-plan.ts';
+import { hasRepairWork } from './repair-rows.ts';
 import { createJob } from '../jobs/catalog.ts';
 import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
 import { ClientCode } from '../domain/client-codes.ts';

@@ -218,6 +218,15 @@ export class PgMeetingStore {
       .execute();
   }
 
+  /** L16: when the meeting's audio was first handed to cleanup (kept from the first time). */
+  async markAudioDeleted(trx: Tx, id: string): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({ audio_deleted_at: sql<Date>`coalesce(audio_deleted_at, now())` })
+      .where('id', '=', id)
+      .execute();
+  }
+
   /** The split decoded the whole recording and cut its last window: its duration is known. */
   async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
     await trx

@@ -8,14 +8,8 @@ import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { newTranscriptRevision, publishSettledLateWindows } from './late-window-store.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
-import {
-  hasRepairWork,
-  lateSeqs,
-  loadRepair,
-  Replan,
-  type Prepared,
-  type RepairSnapshot,
-} from './repair-plan.ts';
+import { lateSeqs, loadRepair, Replan, type Prepared, type RepairSnapshot } from './repair-plan.ts';
+import { hasRepairWork } from './repair-rows.ts';
 import { nextWindowIndex, samplesToMs } from './timeline-rows.ts';
 import { segmentRows } from './transcription.ts';
 

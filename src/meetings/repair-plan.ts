@@ -1,6 +1,5 @@
-import { sql } from 'kysely';
 import type { Executor, MeetingRow } from '../db/schema.ts';
-import { MeetingSource, WindowStatus } from '../domain/status.ts';
+import { MeetingSource } from '../domain/status.ts';
 import {
   decodeEnergy,
   mapPosition,
@@ -15,6 +14,7 @@ import {
 import type { MeetingDeps } from './deps.ts';
 import { basisOf, decodePieces, readPieces, type DecodedPiece } from './live-webm.ts';
 import { closedTimeline, cutOptions, loadStretch, type ChunkSource } from './timeline-rows.ts';
+import { arrivedGaps, chunkObjectKey, pieceReading, seqsPlacedFrom, windowsNear } from './repair-rows.ts';
 
 /**
  * What a repair of late audio works on (docs/live-meetings.md): a snapshot of the arrived chunks,
@@ -27,32 +27,6 @@ const BATCH = 50;
 
 /** The snapshot a plan was made from no longer holds: plan again (this spends no retry). */
 export class Replan extends Error {}
-
-/**
- * Work for the repair job: chunks that arrived for reserved stretches, audio after the cut of a
- * closed timeline, or chunks stored on a closed timeline and not placed yet (WebM pieces to read).
- */
-export async function hasRepairWork(db: Executor, meetingId: string): Promise<boolean> {
-  const arrived = await db
-    .selectFrom('timeline_gaps')
-    .select('id')
-    .where('meeting_id', '=', meetingId)
-    .where('arrived_at', 'is not', null)
-    .limit(1)
-    .executeTakeFirst();
-  if (arrived) return true;
-  const m = await db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirst();
-  if (!m || m.source !== MeetingSource.live || !closedTimeline(m)) return false;
-  if (Number(m.placed_samples) > Number(m.cut_samples)) return true;
-  const waiting = await db
-    .selectFrom('chunks')
-    .select('seq')
-    .where('meeting_id', '=', meetingId)
-    .where('start_samples', 'is', null)
-    .limit(1)
-    .executeTakeFirst();
-  return waiting !== undefined;
-}
 
 /**
  * One sequence number a repair places or reads again: a chunk that arrived for a reserved stretch,
@@ -108,33 +82,10 @@ export async function loadRepair(
   gapIds: string[] | null,
 ): Promise<RepairSnapshot | null> {
   const read = async (trx: Executor): Promise<RepairSnapshot | null> => {
-    const meeting = await trx
-      .selectFrom('meetings')
-      .selectAll()
-      .where('id', '=', meetingId)
-      .executeTakeFirst();
+    const meeting = await deps.meetings.findById(meetingId, trx);
     if (!meeting || meeting.source !== MeetingSource.live) return null;
     const mode = meeting.audio_deleted_at ? 'splice' : 'recut';
-    let q = trx
-      .selectFrom('timeline_gaps as g')
-      .innerJoin('chunks as c', (j) =>
-        j.onRef('c.meeting_id', '=', 'g.meeting_id').onRef('c.seq', '=', 'g.first_seq'),
-      )
-      .select([
-        'g.id',
-        'g.first_seq',
-        'g.start_samples',
-        'g.samples as reserved',
-        'c.samples',
-        'c.format',
-        'c.energy',
-      ])
-      .where('g.meeting_id', '=', meetingId)
-      .where('g.arrived_at', 'is not', null)
-      .orderBy('g.first_seq')
-      .limit(BATCH);
-    if (gapIds) q = gapIds.length > 0 ? q.where('g.id', 'in', gapIds) : q.where(sql<boolean>`false`);
-    const members: Member[] = (await q.execute()).map((g) => ({
+    const members: Member[] = (await arrivedGaps(trx, meetingId, gapIds, BATCH)).map((g) => ({
       seq: g.first_seq,
       kind: 'late',
       start: Number(g.start_samples),
@@ -150,13 +101,7 @@ export async function loadRepair(
         // The pieces read after it without it (from their next cluster) are read again, up to the
         // first that had been read normally, whose reader state carries over from them.
         for (let seq = g.seq + 1; !late.has(seq); seq++) {
-          const c = await trx
-            .selectFrom('chunks as c')
-            .innerJoin('blobs as b', 'b.id', 'c.blob_id')
-            .select(['c.start_samples', 'c.samples', 'c.decoded_after_gap', 'b.deleted_at'])
-            .where('c.meeting_id', '=', meetingId)
-            .where('c.seq', '=', seq)
-            .executeTakeFirst();
+          const c = await pieceReading(trx, meetingId, seq);
           // A piece whose bytes are gone keeps what it was read as (and its segments).
           if (!c || c.start_samples === null || c.samples === null || c.deleted_at !== null) break;
           members.push({
@@ -195,34 +140,10 @@ export async function loadRepair(
     const cut = Number(meeting.cut_samples);
     const placed = Number(meeting.placed_samples);
     const tail = (closed || mode === 'splice') && placed > cut;
-    const tailSeqs = tail
-      ? (
-          await trx
-            .selectFrom('chunks')
-            .select('seq')
-            .where('meeting_id', '=', meetingId)
-            .where('start_samples', '>=', cut)
-            .orderBy('seq')
-            .execute()
-        ).map((c) => c.seq)
-      : [];
+    const tailSeqs = tail ? await seqsPlacedFrom(trx, meetingId, cut) : [];
     const windows = new Map<string, RegionWindow>();
     const touching = async (from: number, to: number) => {
-      const base = () =>
-        trx
-          .selectFrom('windows')
-          .select(['id', 'start_samples', 'end_samples', 'status'])
-          .where('meeting_id', '=', meetingId)
-          .where('status', '<>', WindowStatus.superseded)
-          .where('start_samples', 'is not', null);
-      const rows = [
-        ...(await base()
-          .where('start_samples', '<', from)
-          .orderBy('start_samples', 'desc')
-          .limit(1)
-          .execute()),
-        ...(await base().where('start_samples', '>=', from).where('start_samples', '<=', to).execute()),
-      ];
+      const rows = await windowsNear(trx, meetingId, from, to);
       for (const w of rows) {
         if (Number(w.end_samples) < from) continue;
         windows.set(w.id, {
@@ -364,15 +285,4 @@ export async function prepare(
   );
   const plan = planRepair(input, sortedSpans, cutOptions(deps, snapshot.meeting));
   return { plan, resizes, placements, sources: sortedSources };
-}
-
-async function chunkObjectKey(db: Executor, meetingId: string, seq: number): Promise<string | null> {
-  const row = await db
-    .selectFrom('chunks as c')
-    .innerJoin('blobs as b', 'b.id', 'c.blob_id')
-    .select(['b.object_key', 'b.deleted_at'])
-    .where('c.meeting_id', '=', meetingId)
-    .where('c.seq', '=', seq)
-    .executeTakeFirst();
-  return row && !row.deleted_at ? row.object_key : null;
 }

@@ -9,7 +9,8 @@ import type { MeetingDeps } from './deps.ts';
 import { advanceTimeline } from './frontier.ts';
 import { stagedOf } from './live-webm.ts';
 import { commitRepair } from './repair-commit.ts';
-import { decodeResized, hasRepairWork, loadRepair, prepare, Replan } from './repair-plan.ts';
+import { decodeResized, loadRepair, prepare, Replan } from './repair-plan.ts';
+import { hasRepairWork } from './repair-rows.ts';
 import { stretchAudio } from './window-audio.ts';
 import { payloadOf } from '../jobs/catalog.ts';
 

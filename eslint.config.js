@@ -11,7 +11,6 @@ const SQL_OUTSIDE_STORES = [
   'src/events/dispatcher.ts',
   'src/events/webhooks.ts',
   'src/meetings/close-out.ts',
-  'src/meetings/frontier.ts',
   'src/meetings/live.ts',
   'src/meetings/operator.ts',
   'src/meetings/repair-commit.ts',

@@ -1,6 +1,5 @@
-import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
-import { JobKind, JobStatus, MeetingSource } from '../domain/status.ts';
+import { JobKind, MeetingSource } from '../domain/status.ts';
 import {
   SAMPLE_RATE,
   cutStretch,
@@ -15,9 +14,17 @@ import type { MeetingDeps } from './deps.ts';
 import { draftsWanted, enqueueDraft } from './drafts.ts';
 import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type DecodedPiece } from './live-webm.ts';
 import {
+  chunkAt,
+  closeTimeline,
   closedTimeline,
   cutOptions,
+  firstStoredAfter,
   highestSeq,
+  msSince,
+  placeChunk,
+  saveCut,
+  saveFrontier,
+  undecodedSeqs,
   insertGap,
   insertLiveWindows,
   loadStretch,
@@ -44,14 +51,7 @@ export async function ensureRepairJob(
   meeting: MeetingRow,
   actor: string,
 ): Promise<void> {
-  const active = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('subject_id', '=', meeting.id)
-    .where('kind', '=', JobKind.repairTimeline)
-    .where('status', 'in', [JobStatus.pending, JobStatus.running])
-    .executeTakeFirst();
-  if (active) return;
+  if (await deps.jobs.hasActiveJob(trx, meeting.id, JobKind.repairTimeline)) return;
   await createJob(
     deps,
     trx,
@@ -79,7 +79,7 @@ export async function advanceTimeline(
 ): Promise<MeetingRow | null> {
   const runTx: TxRunner = opts.runTx ?? ((fn) => deps.db.transaction().execute(fn));
   if (opts.onlyClosed) {
-    const m = await deps.db.selectFrom('meetings').selectAll().where('id', '=', meetingId).executeTakeFirst();
+    const m = await deps.meetings.findById(meetingId);
     if (!m || m.source !== MeetingSource.live || !closedTimeline(m)) return null;
   }
   let decoded = new Map<number, DecodedPiece>();
@@ -118,12 +118,7 @@ export async function advanceInTx(
   if (!closedTimeline(meeting)) {
     meeting = await cutOpenTimeline(deps, trx, meeting, actor, final);
     if (final && !result.needs) {
-      meeting = await trx
-        .updateTable('meetings')
-        .set({ timeline_closed_at: sql<Date>`now()` })
-        .where('id', '=', meetingId)
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      meeting = await closeTimeline(trx, meetingId);
     }
   } else if (Number(meeting.placed_samples) > Number(meeting.cut_samples) || result.needs) {
     // New audio after the close-out (or WebM pieces still to decode): the repair job takes it.
@@ -156,33 +151,13 @@ async function advanceFrontier(
   const applied = new Set<number>();
   let needs: FrontierResult['needs'] = null;
   const closing = final || closedTimeline(meeting);
-  const waited = await sql<{
-    ms: number | null;
-  }>`select extract(epoch from now() - ${meeting.frontier_blocked_at}::timestamptz) * 1000 as ms`.execute(
-    trx,
-  );
+  const waitedMs = await msSince(trx, meeting.frontier_blocked_at);
   let blockedAt = meeting.frontier_blocked_at;
   const nominal = nominalChunkSamples(deps);
   let nextStored: number | null = null;
   for (;;) {
-    const row = await trx
-      .selectFrom('chunks')
-      .select(['seq', 'samples', 'format', 'start_samples'])
-      .where('meeting_id', '=', meeting.id)
-      .where('seq', '=', next)
-      .executeTakeFirst();
-    nextStored = null;
-    if (!row) {
-      const after = await trx
-        .selectFrom('chunks')
-        .select('seq')
-        .where('meeting_id', '=', meeting.id)
-        .where('seq', '>', next)
-        .orderBy('seq')
-        .limit(1)
-        .executeTakeFirst();
-      nextStored = after?.seq ?? null;
-    }
+    const row = await chunkAt(trx, meeting.id, next);
+    nextStored = row ? null : await firstStoredAfter(trx, meeting.id, next);
     let state: 'ready' | 'undecoded' | 'absent' = row
       ? row.samples === null
         ? 'undecoded'
@@ -196,17 +171,9 @@ async function advanceFrontier(
         row!.samples = piece.samples;
         state = 'ready';
       } else {
-        const seqs = await trx
-          .selectFrom('chunks')
-          .select('seq')
-          .where('meeting_id', '=', meeting.id)
-          .where('seq', '>=', next)
-          .where('seq', '<', next + DECODE_BATCH)
-          .where('samples', 'is', null)
-          .orderBy('seq')
-          .execute();
+        const seqs = await undecodedSeqs(trx, meeting.id, next, next + DECODE_BATCH);
         const run: number[] = [];
-        for (const s of seqs) if (s.seq === next + run.length) run.push(s.seq);
+        for (const s of seqs) if (s === next + run.length) run.push(s);
         needs = { seq: next, seqs: run };
         break;
       }
@@ -220,17 +187,12 @@ async function advanceFrontier(
       nextStored,
       expectedEnd,
       final: closing,
-      waitedMs: next === meeting.next_seq && blockedAt ? Number(waited.rows[0]?.ms ?? 0) : null,
+      waitedMs: next === meeting.next_seq && blockedAt ? (waitedMs ?? 0) : null,
       patienceMs: deps.config.gapPatienceMs,
     });
     if (step.kind === 'wait') break;
     if (step.kind === 'place') {
-      await trx
-        .updateTable('chunks')
-        .set({ start_samples: placed })
-        .where('meeting_id', '=', meeting.id)
-        .where('seq', '=', next)
-        .execute();
+      await placeChunk(trx, meeting.id, next, placed);
       if (!closing && draftsWanted(meeting.status)) await enqueueDraft(deps, trx, meeting.id, next);
       placed += row!.samples ?? 0;
       next++;
@@ -244,16 +206,11 @@ async function advanceFrontier(
   // The patience clock runs while a later chunk waits for the one at the frontier.
   if (next !== meeting.next_seq) blockedAt = null;
   const blocked = needs === null && nextStored !== null;
-  const updated = await trx
-    .updateTable('meetings')
-    .set({
-      next_seq: next,
-      placed_samples: placed,
-      frontier_blocked_at: blocked ? (blockedAt ?? sql<Date>`now()`) : null,
-    })
-    .where('id', '=', meeting.id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const updated = await saveFrontier(trx, meeting.id, {
+    nextSeq: next,
+    placedSamples: placed,
+    blocked: blocked ? (blockedAt ?? 'now') : null,
+  });
   return { meeting: updated, needs, applied };
 }
 
@@ -280,12 +237,7 @@ async function cutOpenTimeline(
   const windows = final ? shareLastStretch(deps, spans, cuts, options) : cuts;
   await insertLiveWindows(deps, trx, meeting, windows, { withJobs: !final, actor });
   if (next === cut) return meeting;
-  return trx
-    .updateTable('meetings')
-    .set({ cut_samples: next })
-    .where('id', '=', meeting.id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return saveCut(trx, meeting.id, next);
 }
 
 /** A last stretch piece shorter than this is not worth another recogniser's start (samples). */

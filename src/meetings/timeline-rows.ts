@@ -345,3 +345,101 @@ export async function liveStateCounts(
           and j.status in (${JobStatus.pending}, ${JobStatus.running})) as repairing`.execute(db);
   return row.rows[0]!;
 }
+
+/** The chunk stored at `seq`, as the frontier sees it; undefined when it has not arrived. */
+export async function chunkAt(trx: Tx, meetingId: string, seq: number) {
+  return trx
+    .selectFrom('chunks')
+    .select(['seq', 'samples', 'format', 'start_samples'])
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '=', seq)
+    .executeTakeFirst();
+}
+
+/** The lowest sequence number stored after `seq`, or null when none is. */
+export async function firstStoredAfter(trx: Tx, meetingId: string, seq: number): Promise<number | null> {
+  const after = await trx
+    .selectFrom('chunks')
+    .select('seq')
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '>', seq)
+    .orderBy('seq')
+    .limit(1)
+    .executeTakeFirst();
+  return after?.seq ?? null;
+}
+
+/** Stored WebM pieces in [from, to) not read yet, in order. */
+export async function undecodedSeqs(trx: Tx, meetingId: string, from: number, to: number): Promise<number[]> {
+  const rows = await trx
+    .selectFrom('chunks')
+    .select('seq')
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '>=', from)
+    .where('seq', '<', to)
+    .where('samples', 'is', null)
+    .orderBy('seq')
+    .execute();
+  return rows.map((r) => r.seq);
+}
+
+/** Milliseconds since `at` by the database's clock (null for null). */
+export async function msSince(trx: Tx, at: Date | null): Promise<number | null> {
+  if (at === null) return null;
+  const row = await sql<{
+    ms: number | null;
+  }>`select extract(epoch from now() - ${at}::timestamptz) * 1000 as ms`.execute(trx);
+  const ms = row.rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Number(ms);
+}
+
+/** L19: the chunk takes its place on the timeline. */
+export async function placeChunk(trx: Tx, meetingId: string, seq: number, start: number): Promise<void> {
+  await trx
+    .updateTable('chunks')
+    .set({ start_samples: start })
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '=', seq)
+    .execute();
+}
+
+/**
+ * Where the frontier stopped: the next sequence number, the samples placed, and since when a later
+ * chunk has waited for the one at the frontier (`now` starts that clock, null stops it).
+ */
+export async function saveFrontier(
+  trx: Tx,
+  meetingId: string,
+  frontier: { nextSeq: number; placedSamples: number; blocked: Date | 'now' | null },
+): Promise<MeetingRow> {
+  return trx
+    .updateTable('meetings')
+    .set({
+      next_seq: frontier.nextSeq,
+      placed_samples: frontier.placedSamples,
+      frontier_blocked_at: frontier.blocked === 'now' ? sql<Date>`now()` : frontier.blocked,
+    })
+    .where('id', '=', meetingId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** The windows are cut up to `cut` (samples). */
+export async function saveCut(trx: Tx, meetingId: string, cut: number): Promise<MeetingRow> {
+  return trx
+    .updateTable('meetings')
+    .set({ cut_samples: cut })
+    .where('id', '=', meetingId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** L4: the close-out closed the timeline; audio after the cut is the repair job's from now on. */
+export async function closeTimeline(trx: Tx, meetingId: string): Promise<MeetingRow> {
+  return trx
+    .updateTable('meetings')
+    .set({ timeline_closed_at: sql<Date>`now()` })
+    .where('id', '=', meetingId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}

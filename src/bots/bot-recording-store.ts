@@ -1,6 +1,13 @@
 import { sql, type Selectable } from 'kysely';
 import type { BotRecordingsTable, Executor, Tx } from '../db/schema.ts';
-import { BOT_RECORDING_FINISHED, botTransitionTo, type BotRecordingStatus } from '../domain/status.ts';
+import {
+  ACTIVE_JOB_STATUSES,
+  BOT_RECORDING_FINISHED,
+  BotRecordingStatus as Status,
+  JobKind,
+  botTransitionTo,
+  type BotRecordingStatus,
+} from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 
 export type BotRecordingRow = Selectable<BotRecordingsTable>;
@@ -181,4 +188,86 @@ export async function linkRecordingMeeting(
     .where('meeting_id', 'is', null)
     .executeTakeFirst();
   return linked.numUpdatedRows > 0n;
+}
+
+/**
+ * R3: a new scheduling attempt, durable before the provider hears of it: when it began, its
+ * idempotency key and the hash of the inputs it was made from.
+ */
+export async function markScheduleAttempt(
+  trx: Tx,
+  id: string,
+  key: string,
+  inputsHash: string,
+): Promise<void> {
+  await trx
+    .updateTable('bot_recordings')
+    .set({
+      schedule_attempted_at: sql<Date>`now()`,
+      idempotency_key: key,
+      schedule_inputs_hash: inputsHash,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** Why the last provider call for this recording failed, kept on it (its status unchanged). */
+export async function noteRecordingError(db: Executor, id: string, message: string): Promise<void> {
+  await db
+    .updateTable('bot_recordings')
+    .set({ last_error: message.slice(0, 500), last_error_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** The recording if it is pending without a bot (R4/R5: what scheduling and recovery act on). */
+export async function pendingWithoutBot(db: Executor, id: string): Promise<BotRecordingRow | undefined> {
+  return db
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', id)
+    .where('status', '=', Status.pending)
+    .where('bot_id', 'is', null)
+    .executeTakeFirst();
+}
+
+/**
+ * R4/R5: the workspace's pending recordings without a bot and without a scheduling job of their
+ * own (a row with one is that job's), soonest first.
+ */
+export async function unscheduledRecordings(db: Executor, workspaceId: string): Promise<BotRecordingRow[]> {
+  return db
+    .selectFrom('bot_recordings as r')
+    .selectAll('r')
+    .where('r.workspace_id', '=', workspaceId)
+    .where('r.status', '=', Status.pending)
+    .where('r.bot_id', 'is', null)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('jobs as j')
+            .select('j.id')
+            .whereRef('j.subject_id', '=', 'r.id')
+            .where('j.kind', '=', JobKind.scheduleBot)
+            .where('j.status', 'in', ACTIVE_JOB_STATUSES),
+        ),
+      ),
+    )
+    .orderBy('r.join_at')
+    .execute();
+}
+
+/** Of these recordings, the ids still pending without a bot. */
+export async function stillWithoutBot(db: Executor, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('bot_recordings')
+    .select('id')
+    .where('id', 'in', ids)
+    .where('status', '=', Status.pending)
+    .where('bot_id', 'is', null)
+    .execute();
+  return new Set(rows.map((r) => r.id));
 }

@@ -1,12 +1,20 @@
 import { createHash } from 'node:crypto';
-import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { ACTIVE_JOB_STATUSES, BotRecordingStatus } from '../domain/status.ts';
+import { BotRecordingStatus } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import type { Bot, BotProvider, ListBotsQuery } from '../ports.ts';
 import type { RateBudget } from './rate-budget-store.ts';
-import { moveBotRecording } from './bot-recording-store.ts';
+import {
+  lockRecording,
+  markScheduleAttempt,
+  moveBotRecording,
+  noteRecordingError,
+  pendingWithoutBot,
+  recordingById,
+  stillWithoutBot,
+  unscheduledRecordings,
+} from './bot-recording-store.ts';
 
 /**
  * R3–R5: scheduling a recording's bot at the provider, and recovering rows whose outcome is not
@@ -137,12 +145,7 @@ export async function scheduleRecording(
   resend = false,
 ): Promise<string | null> {
   const attempt = await deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('bot_recordings')
-      .selectAll()
-      .where('id', '=', recordingId)
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const row = await lockRecording(trx, recordingId);
     if (!row || row.status !== 'pending' || row.bot_id !== null) return null;
     // A bot sent to a meeting link after the meeting ended would record whatever meets there next.
     if (row.ends_at.getTime() <= Date.now()) return null;
@@ -152,25 +155,12 @@ export async function scheduleRecording(
     // A new attempt: the marker and the key are durable before the provider hears of it. The key is
     // the inputs' hash, so the same inputs inside the provider's retention can only ever replay.
     const key = hash;
-    await trx
-      .updateTable('bot_recordings')
-      .set({
-        schedule_attempted_at: sql<Date>`now()`,
-        idempotency_key: key,
-        schedule_inputs_hash: hash,
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', recordingId)
-      .execute();
+    await markScheduleAttempt(trx, recordingId, key, hash);
     return { row, key };
   });
   if (!attempt) return null;
   // Revalidate right before the call: a cancel or a move since the attempt began wins.
-  const current = await deps.db
-    .selectFrom('bot_recordings')
-    .select(['status', 'bot_id', 'idempotency_key'])
-    .where('id', '=', recordingId)
-    .executeTakeFirst();
+  const current = await recordingById(deps.db, recordingId);
   if (
     !current ||
     current.status !== 'pending' ||
@@ -205,11 +195,7 @@ export async function scheduleRecording(
       return null;
     }
     // Out of credit, a bad key, an outage: the row stays pending and is retried; why is kept on it.
-    await deps.db
-      .updateTable('bot_recordings')
-      .set({ last_error: `${err.code}: ${err.message}`.slice(0, 500), last_error_at: sql<Date>`now()` })
-      .where('id', '=', recordingId)
-      .execute();
+    await noteRecordingError(deps.db, recordingId, `${err.code}: ${err.message}`);
     throw err;
   }
   if (!(await attach(deps, recordingId, bot.id))) {
@@ -237,11 +223,7 @@ async function attach(deps: BotSchedulingDeps, recordingId: string, botId: strin
   );
   if (done) return true;
   // The same bot attached already (a replayed create) counts as attached.
-  const row = await deps.db
-    .selectFrom('bot_recordings')
-    .select('bot_id')
-    .where('id', '=', recordingId)
-    .executeTakeFirst();
+  const row = await recordingById(deps.db, recordingId);
   return row?.bot_id === botId;
 }
 
@@ -261,19 +243,6 @@ function stepFor(deps: BotSchedulingDeps, row: RecordingRow, now: Date): RowStep
   return 'ask_provider';
 }
 
-const ROW_COLUMNS = [
-  'id',
-  'workspace_id',
-  'meeting_url',
-  'join_at',
-  'ends_at',
-  'status',
-  'bot_id',
-  'schedule_attempted_at',
-  'idempotency_key',
-  'schedule_inputs_hash',
-] as const;
-
 /**
  * R6/R9: the event path for one recording, run by its own `schedule-bot` job. A provider failure
  * is thrown, so the job's attempt fails and its backoff (honouring Retry-After) drives the next
@@ -282,13 +251,7 @@ const ROW_COLUMNS = [
  */
 export async function recoverRecording(deps: BotSchedulingDeps, recordingId: string): Promise<void> {
   const now = (deps.now ?? (() => new Date()))();
-  const row: RecordingRow | undefined = await deps.db
-    .selectFrom('bot_recordings')
-    .select(ROW_COLUMNS)
-    .where('id', '=', recordingId)
-    .where('status', '=', 'pending')
-    .where('bot_id', 'is', null)
-    .executeTakeFirst();
+  const row: RecordingRow | undefined = await pendingWithoutBot(deps.db, recordingId);
   if (!row) return;
   switch (stepFor(deps, row, now)) {
     case 'give_up_never':
@@ -374,26 +337,7 @@ export async function recoverWorkspace(
   const now = (deps.now ?? (() => new Date()))();
   const report = emptyReport();
   // A row with a scheduling job of its own is that job's: two runs must never send one key at once.
-  const rows = (await deps.db
-    .selectFrom('bot_recordings as r')
-    .select(ROW_COLUMNS.map((c) => `r.${c}` as const))
-    .where('r.workspace_id', '=', workspaceId)
-    .where('r.status', '=', 'pending')
-    .where('r.bot_id', 'is', null)
-    .where((eb) =>
-      eb.not(
-        eb.exists(
-          eb
-            .selectFrom('jobs as j')
-            .select('j.id')
-            .whereRef('j.subject_id', '=', 'r.id')
-            .where('j.kind', '=', 'schedule-bot')
-            .where('j.status', 'in', ACTIVE_JOB_STATUSES),
-        ),
-      ),
-    )
-    .orderBy('r.join_at')
-    .execute()) as RecordingRow[];
+  const rows: RecordingRow[] = await unscheduledRecordings(deps.db, workspaceId);
 
   const needList: RecordingRow[] = [];
   try {
@@ -459,22 +403,9 @@ export async function recoverWorkspace(
       }
       // Only rows still unsettled (the truncated list may have attached some), those whose meeting
       // is still to come or under way first, soonest first; then those over, latest first.
-      const open = new Set(
-        own.length === 0
-          ? []
-          : (
-              await deps.db
-                .selectFrom('bot_recordings')
-                .select('id')
-                .where(
-                  'id',
-                  'in',
-                  own.map((r) => r.id),
-                )
-                .where('status', '=', 'pending')
-                .where('bot_id', 'is', null)
-                .execute()
-            ).map((r) => r.id),
+      const open = await stillWithoutBot(
+        deps.db,
+        own.map((r) => r.id),
       );
       const over = (r: RecordingRow) => r.ends_at.getTime() <= listAt;
       own = own
@@ -558,11 +489,7 @@ async function settleFromList(
       if (await attachFound(deps, row.id, found[0]!)) report.attached++;
       // Whatever the row holds now is kept (this bot, or one another run attached first); every
       // other bot for it is surplus — all of them if the row was canceled meanwhile.
-      const held = await deps.db
-        .selectFrom('bot_recordings')
-        .select(['bot_id', 'status'])
-        .where('id', '=', row.id)
-        .executeTakeFirst();
+      const held = await recordingById(deps.db, row.id);
       const keep = held && held.status !== 'canceled' ? held.bot_id : null;
       for (const extra of found.filter((b) => b.id !== keep)) {
         await deps.deleteLater(extra.id, row.id);

@@ -7,8 +7,6 @@ import importX from 'eslint-plugin-import-x';
 const SQL_OUTSIDE_STORES = [
   'src/bots/calendar-feeds.ts',
   'src/bots/recordings.ts',
-  'src/events/dispatcher.ts',
-  'src/events/webhooks.ts',
   'src/meetings/close-out.ts',
   'src/meetings/live.ts',
   'src/meetings/operator.ts',

@@ -1,11 +1,20 @@
-import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { sql } from 'kysely';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
 import type { OutboxEvent } from './dispatcher.ts';
+import {
+  deliveryRows,
+  disableEndpointRows,
+  endpointsOf,
+  insertEndpoint,
+  leaseDueDeliveries,
+  queueDeliveries,
+  recordDeliveryAttempt,
+  type DueDelivery,
+} from './webhook-store.ts';
 
 /**
  * O3: customer webhooks, in the Standard Webhooks style. Each event is an outbox row (written in
@@ -117,17 +126,12 @@ export async function createEndpoint(deps: WebhookDeps, workspaceId: string, inp
       `events must be a list drawn from ${WEBHOOK_EVENTS.join(', ')} (empty: all of them)`,
     );
   }
-  const row = await deps.db
-    .insertInto('webhook_endpoints')
-    .values({
-      id: randomUUID(),
-      workspace_id: workspaceId,
-      url: parsed.toString(),
-      secret: newWebhookSecret(),
-      events: events as string[],
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await insertEndpoint(deps.db, {
+    workspaceId,
+    url: parsed.toString(),
+    secret: newWebhookSecret(),
+    events: events as string[],
+  });
   // The only time the secret leaves the server.
   return { ...endpointView(row), secret: row.secret };
 }
@@ -156,49 +160,26 @@ export async function fanOutWebhook(deps: WebhookDeps, event: OutboxEvent): Prom
     timestamp: new Date().toISOString(),
     data: { ...event.payload, eventId: undefined, meetingId: event.subjectId },
   });
-  await sql`
-    insert into webhook_deliveries (id, workspace_id, endpoint_id, event_id, event_type, body, status)
-    select gen_random_uuid(), e.workspace_id, e.id, ${eventId}::uuid, ${event.eventType}, ${body}, 'pending'
-      from webhook_endpoints e
-     where e.workspace_id = ${event.workspaceId}::uuid and e.disabled_at is null
-       and (cardinality(e.events) = 0 or ${event.eventType} = any(e.events))
-    on conflict (endpoint_id, event_id) do nothing`.execute(deps.db);
+  await queueDeliveries(deps.db, {
+    workspaceId: event.workspaceId,
+    eventId,
+    eventType: event.eventType,
+    body,
+  });
 }
 
 /** Delivers every due webhook once (each worker's sweep runs this). Returns how many were sent. */
 export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 10): Promise<number> {
   const leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
-  const due = await sql<{
-    id: string;
-    event_id: string;
-    body: string;
-    attempts: number;
-    url: string;
-    secret: string;
-  }>`
-    update webhook_deliveries d
-       set lease_owner = ${owner}, lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
-      from webhook_endpoints e
-     where e.id = d.endpoint_id and e.disabled_at is null and d.id in (
-       select id from webhook_deliveries
-        where status = 'pending' and next_attempt_at <= now()
-          and (lease_expires_at is null or lease_expires_at < now())
-        order by next_attempt_at
-        limit ${limit}
-        for update skip locked)
-    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(deps.db);
+  const due = await leaseDueDeliveries(deps.db, owner, leaseMs, limit);
   // At once, so one slow receiver holds up the others by no more than its own timeout, well
   // inside the lease: twice the timeout and five seconds. A worker that dies holding deliveries
   // delays them by no more than that (they go again under the same id).
-  await Promise.all(due.rows.map((d) => attempt(deps, owner, d)));
-  return due.rows.length;
+  await Promise.all(due.map((d) => attempt(deps, owner, d)));
+  return due.length;
 }
 
-async function attempt(
-  deps: WebhookDeps,
-  owner: string,
-  d: { id: string; event_id: string; body: string; attempts: number; url: string; secret: string },
-): Promise<void> {
+async function attempt(deps: WebhookDeps, owner: string, d: DueDelivery): Promise<void> {
   const timestamp = Math.floor(Date.now() / 1000);
   const started = performance.now();
   let statusCode: number | null = null;
@@ -229,52 +210,14 @@ async function attempt(
   }
   const durationMs = Math.round(performance.now() - started);
   const attemptNo = d.attempts + 1;
-  await deps.db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('webhook_attempts')
-      .values({
-        delivery_id: d.id,
-        attempt: attemptNo,
-        status_code: statusCode,
-        error,
-        duration_ms: durationMs,
-      })
-      .execute();
-    if (error === null) {
-      await trx
-        .updateTable('webhook_deliveries')
-        .set({
-          status: 'delivered',
-          attempts: attemptNo,
-          delivered_at: sql<Date>`now()`,
-          last_error: null,
-          lease_owner: null,
-          lease_expires_at: null,
-        })
-        .where('id', '=', d.id)
-        .where('lease_owner', '=', owner)
-        .where('status', '=', 'pending')
-        .execute();
-      return;
-    }
-    const exhausted = attemptNo >= deps.config.webhookMaxAttempts;
-    const delay = Math.min(deps.config.webhookRetryCapMs, deps.config.webhookRetryMs * 2 ** (attemptNo - 1));
-    await trx
-      .updateTable('webhook_deliveries')
-      .set({
-        status: exhausted ? 'failed' : 'pending',
-        attempts: attemptNo,
-        last_error: error,
-        next_attempt_at: sql<Date>`now() + ${delay} * interval '1 millisecond'`,
-        failed_at: exhausted ? sql<Date>`now()` : null,
-        lease_owner: null,
-        lease_expires_at: null,
-      })
-      .where('id', '=', d.id)
-      // Only the holder of the lease settles the delivery: a late answer never undoes another's.
-      .where('lease_owner', '=', owner)
-      .where('status', '=', 'pending')
-      .execute();
+  await recordDeliveryAttempt(deps.db, owner, {
+    deliveryId: d.id,
+    attempt: attemptNo,
+    statusCode,
+    error,
+    durationMs,
+    exhausted: attemptNo >= deps.config.webhookMaxAttempts,
+    retryInMs: Math.min(deps.config.webhookRetryCapMs, deps.config.webhookRetryMs * 2 ** (attemptNo - 1)),
   });
   if (error !== null) {
     deps.log.warn({ deliveryId: d.id, attempt: attemptNo, error }, 'webhook delivery failed');
@@ -283,12 +226,7 @@ async function attempt(
 
 /** O3: a workspace's endpoints, oldest first, without their secrets. */
 export async function listEndpoints(deps: WebhookDeps, workspaceId: string) {
-  const rows = await deps.db
-    .selectFrom('webhook_endpoints')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .orderBy('created_at')
-    .execute();
+  const rows = await endpointsOf(deps.db, workspaceId);
   return rows.map(endpointView);
 }
 
@@ -301,54 +239,14 @@ export async function disableEndpoint(
   workspaceId: string,
   endpointId: string,
 ): Promise<boolean> {
-  return deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable('webhook_endpoints')
-      .set({ disabled_at: new Date() })
-      .where('id', '=', endpointId)
-      .where('workspace_id', '=', workspaceId)
-      .where('disabled_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst();
-    if (!row) return false;
-    await trx
-      .updateTable('webhook_deliveries')
-      .set({ status: 'failed', failed_at: new Date(), last_error: 'endpoint disabled' })
-      .where('endpoint_id', '=', row.id)
-      .where('status', '=', 'pending')
-      .execute();
-    return true;
-  });
+  return disableEndpointRows(deps.db, workspaceId, endpointId);
 }
 
 /** The delivery log of an endpoint, newest first, with every attempt. */
 export async function deliveryLog(deps: WebhookDeps, workspaceId: string, endpointId: string) {
-  const endpoint = await deps.db
-    .selectFrom('webhook_endpoints')
-    .selectAll()
-    .where('id', '=', endpointId)
-    .where('workspace_id', '=', workspaceId)
-    .executeTakeFirst();
-  if (!endpoint) throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${endpointId}`);
-  const deliveries = await deps.db
-    .selectFrom('webhook_deliveries')
-    .selectAll()
-    .where('endpoint_id', '=', endpointId)
-    .orderBy('created_at', 'desc')
-    .limit(100)
-    .execute();
-  const attempts = deliveries.length
-    ? await deps.db
-        .selectFrom('webhook_attempts')
-        .selectAll()
-        .where(
-          'delivery_id',
-          'in',
-          deliveries.map((d) => d.id),
-        )
-        .orderBy('id')
-        .execute()
-    : [];
+  const rows = await deliveryRows(deps.db, workspaceId, endpointId);
+  if (!rows) throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no webhook ${endpointId}`);
+  const { deliveries, attempts } = rows;
   return deliveries.map((d) => ({
     id: d.id,
     eventId: d.event_id,

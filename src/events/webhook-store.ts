@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
+
+/**
+ * O3: the webhook tables: endpoints, the deliveries queued for them (one per endpoint and event)
+ * and every attempt. src/events/webhooks.ts validates, signs and sends.
+ */
+
+export async function insertEndpoint(
+  db: Db,
+  endpoint: { workspaceId: string; url: string; secret: string; events: string[] },
+) {
+  return db
+    .insertInto('webhook_endpoints')
+    .values({
+      id: randomUUID(),
+      workspace_id: endpoint.workspaceId,
+      url: endpoint.url,
+      secret: endpoint.secret,
+      events: endpoint.events,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** One pending delivery per enabled endpoint of the workspace that takes this event type; once per event. */
+export async function queueDeliveries(
+  db: Db,
+  event: { workspaceId: string; eventId: string; eventType: string; body: string },
+): Promise<void> {
+  await sql`
+    insert into webhook_deliveries (id, workspace_id, endpoint_id, event_id, event_type, body, status)
+    select gen_random_uuid(), e.workspace_id, e.id, ${event.eventId}::uuid, ${event.eventType}, ${event.body}, 'pending'
+      from webhook_endpoints e
+     where e.workspace_id = ${event.workspaceId}::uuid and e.disabled_at is null
+       and (cardinality(e.events) = 0 or ${event.eventType} = any(e.events))
+    on conflict (endpoint_id, event_id) do nothing`.execute(db);
+}
+
+export interface DueDelivery {
+  id: string;
+  event_id: string;
+  body: string;
+  attempts: number;
+  url: string;
+  secret: string;
+}
+
+/** Up to `limit` due deliveries of enabled endpoints, leased to `owner` for `leaseMs`, with what sending needs. */
+export async function leaseDueDeliveries(
+  db: Db,
+  owner: string,
+  leaseMs: number,
+  limit: number,
+): Promise<DueDelivery[]> {
+  const due = await sql<DueDelivery>`
+    update webhook_deliveries d
+       set lease_owner = ${owner}, lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+      from webhook_endpoints e
+     where e.id = d.endpoint_id and e.disabled_at is null and d.id in (
+       select id from webhook_deliveries
+        where status = 'pending' and next_attempt_at <= now()
+          and (lease_expires_at is null or lease_expires_at < now())
+        order by next_attempt_at
+        limit ${limit}
+        for update skip locked)
+    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(db);
+  return due.rows;
+}
+
+/**
+ * One attempt, logged, and the delivery settled with it: delivered, or retried after `retryInMs`,
+ * or failed when `exhausted`. Only the holder of the lease settles it: a late answer never undoes
+ * another's.
+ */
+export async function recordDeliveryAttempt(
+  db: Db,
+  owner: string,
+  a: {
+    deliveryId: string;
+    attempt: number;
+    statusCode: number | null;
+    error: string | null;
+    durationMs: number;
+    exhausted: boolean;
+    retryInMs: number;
+  },
+): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('webhook_attempts')
+      .values({
+        delivery_id: a.deliveryId,
+        attempt: a.attempt,
+        status_code: a.statusCode,
+        error: a.error,
+        duration_ms: a.durationMs,
+      })
+      .execute();
+    const update = trx
+      .updateTable('webhook_deliveries')
+      .where('id', '=', a.deliveryId)
+      .where('lease_owner', '=', owner)
+      .where('status', '=', 'pending');
+    if (a.error === null) {
+      await update
+        .set({
+          status: 'delivered',
+          attempts: a.attempt,
+          delivered_at: sql<Date>`now()`,
+          last_error: null,
+          lease_owner: null,
+          lease_expires_at: null,
+        })
+        .execute();
+      return;
+    }
+    await update
+      .set({
+        status: a.exhausted ? 'failed' : 'pending',
+        attempts: a.attempt,
+        last_error: a.error,
+        next_attempt_at: sql<Date>`now() + ${a.retryInMs} * interval '1 millisecond'`,
+        failed_at: a.exhausted ? sql<Date>`now()` : null,
+        lease_owner: null,
+        lease_expires_at: null,
+      })
+      .execute();
+  });
+}
+
+/** A workspace's endpoints, oldest first. */
+export async function endpointsOf(db: Db, workspaceId: string) {
+  return db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at')
+    .execute();
+}
+
+/** Disables the endpoint and fails what was still to be sent to it; false when there is no such enabled endpoint. */
+export async function disableEndpointRows(db: Db, workspaceId: string, endpointId: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('webhook_endpoints')
+      .set({ disabled_at: new Date() })
+      .where('id', '=', endpointId)
+      .where('workspace_id', '=', workspaceId)
+      .where('disabled_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst();
+    if (!row) return false;
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'failed', failed_at: new Date(), last_error: 'endpoint disabled' })
+      .where('endpoint_id', '=', row.id)
+      .where('status', '=', 'pending')
+      .execute();
+    return true;
+  });
+}
+
+/** The endpoint's newest 100 deliveries with their attempts; null when the workspace has no such endpoint. */
+export async function deliveryRows(db: Db, workspaceId: string, endpointId: string) {
+  const endpoint = await db
+    .selectFrom('webhook_endpoints')
+    .select('id')
+    .where('id', '=', endpointId)
+    .where('workspace_id', '=', workspaceId)
+    .executeTakeFirst();
+  if (!endpoint) return null;
+  const deliveries = await db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('endpoint_id', '=', endpointId)
+    .orderBy('created_at', 'desc')
+    .limit(100)
+    .execute();
+  const attempts = deliveries.length
+    ? await db
+        .selectFrom('webhook_attempts')
+        .selectAll()
+        .where(
+          'delivery_id',
+          'in',
+          deliveries.map((d) => d.id),
+        )
+        .orderBy('id')
+        .execute()
+    : [];
+  return { deliveries, attempts };
+}

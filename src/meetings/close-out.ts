@@ -1,20 +1,11 @@
-import { sql } from 'kysely';
-import {
-  EventType,
-  JobKind,
-  JobStatus,
-  MeetingSource,
-  MinutesStatus,
-  WindowStatus,
-} from '../domain/status.ts';
-import type { Tx } from '../db/schema.ts';
+import { EventType, JobKind, MeetingSource } from '../domain/status.ts';
 import { closeOutStep, transcriptWait } from '../domain/close-out-plan.ts';
 import { emitEvent } from '../events/outbox-store.ts';
-import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
 import { advanceTimeline } from './frontier.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import { markPendingAtPublication } from './late-window-store.ts';
+import { markWindowMissing, unworkedWindows } from './window-rows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
@@ -33,16 +24,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobK
     kind: JobKind.closeOutMeeting,
     run: async (ctx) => {
       const meetingId = payloadOf(ctx.job, JobKind.closeOutMeeting).meetingId;
-      const meeting = await deps.db
-        .selectFrom('meetings')
-        .selectAll()
-        .select(
-          sql<string | null>`extract(epoch from now() - transcript_completed_at) * 1000`.as(
-            'minutes_waited_ms',
-          ),
-        )
-        .where('id', '=', meetingId)
-        .executeTakeFirstOrThrow();
+      const meeting = await deps.meetings.withMinutesWait(meetingId);
       const next = closeOutStep({
         status: meeting.status,
         transcriptPublished: meeting.transcript_completed_at !== null,
@@ -63,18 +45,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobK
           return;
         case 'close-without-minutes':
           ctx.log.error({ meetingId }, 'minutes never settled; closing the meeting without them');
-          await ctx.fenced((trx) =>
-            trx
-              .updateTable('meetings')
-              .set({
-                minutes_status: MinutesStatus.failed,
-                minutes_code: 'minutes.not_started',
-                minutes_message: 'The minutes were never written; use Regenerate.',
-              })
-              .where('id', '=', meetingId)
-              .where('minutes_status', '=', MinutesStatus.pending)
-              .execute(),
-          );
+          await ctx.fenced((trx) => deps.meetings.giveUpOnMinutes(trx, meetingId));
           break;
         case 'finish':
           break;
@@ -134,7 +105,7 @@ async function settleAndPublish(
     );
     await ctx.waitOutOutage(
       `speech provider unavailable for the last stretch: ${err.error.code}`,
-      (trx) => startCloseoutWait(trx, meetingId),
+      (trx) => deps.meetings.startCloseoutWait(trx, meetingId),
       err.retryAfterSeconds,
     );
     return;
@@ -146,18 +117,7 @@ async function settleAndPublish(
     const locked = await deps.meetings.lock(trx, meetingId);
     await markPendingAtPublication(trx, meetingId);
     const counts = await deps.meetings.windowCounts(meetingId, trx);
-    await trx
-      .updateTable('meetings')
-      .set({
-        transcript_completed_at: sql<Date>`now()`,
-        minutes_status: MinutesStatus.pending,
-        untranscribed_in_flight: counts.inFlight,
-        untranscribed_exhausted: counts.exhausted + counts.missing,
-        revision: sql<number>`revision + 1`,
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', meetingId)
-      .execute();
+    await deps.meetings.publishTranscript(trx, meetingId, counts);
     await emitEvent(trx, {
       workspaceId: locked.workspace_id,
       type: EventType.meetingTranscribed,
@@ -192,8 +152,8 @@ async function settleTranscript(
   // (2) L4/L5: only windows still being attempted are worth waiting for, and (L19) a repair
   // of late audio in progress.
   const counts = await deps.meetings.windowCounts(meetingId);
-  const repairing = await repairActive(deps, meetingId);
-  const waitedMs = await closeoutWaitedMs(deps, meetingId);
+  const repairing = await deps.jobs.hasActiveJob(deps.db, meetingId, JobKind.repairTimeline);
+  const waitedMs = await deps.meetings.closeoutWaitedMs(meetingId);
   const first = transcriptWait({
     windowsInRetry: counts.inFlight,
     repairing,
@@ -201,7 +161,9 @@ async function settleTranscript(
     waitCapMs: config.closeoutWaitCapMs,
   });
   if (first.wait) {
-    await ctx.requeue(config.closeoutPollMs, first.reason, (trx) => startCloseoutWait(trx, meetingId));
+    await ctx.requeue(config.closeoutPollMs, first.reason, (trx) =>
+      deps.meetings.startCloseoutWait(trx, meetingId),
+    );
     return true;
   }
   if (first.capReached) {
@@ -221,47 +183,17 @@ async function settleTranscript(
   // too (within the same cap), so the transcript published next already holds it.
   const late = transcriptWait({
     windowsInRetry: 0,
-    repairing: await repairActive(deps, meetingId),
-    waitedMs: await closeoutWaitedMs(deps, meetingId),
+    repairing: await deps.jobs.hasActiveJob(deps.db, meetingId, JobKind.repairTimeline),
+    waitedMs: await deps.meetings.closeoutWaitedMs(meetingId),
     waitCapMs: config.closeoutWaitCapMs,
   });
   if (late.wait) {
-    await ctx.requeue(config.closeoutPollMs, late.reason, (trx) => startCloseoutWait(trx, meetingId));
+    await ctx.requeue(config.closeoutPollMs, late.reason, (trx) =>
+      deps.meetings.startCloseoutWait(trx, meetingId),
+    );
     return true;
   }
   return false;
-}
-
-/** How long the close-out has been waiting for windows in retry or a repair (0 before it started). */
-async function closeoutWaitedMs(deps: MeetingDeps, meetingId: string): Promise<number> {
-  const row = await deps.db
-    .selectFrom('meetings')
-    .select(
-      sql<string>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'),
-    )
-    .where('id', '=', meetingId)
-    .executeTakeFirstOrThrow();
-  return Number(row.ms);
-}
-
-async function startCloseoutWait(trx: Tx, meetingId: string): Promise<void> {
-  await trx
-    .updateTable('meetings')
-    .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
-    .where('id', '=', meetingId)
-    .execute();
-}
-
-/** L19: a repair of late audio is queued or running for this meeting. */
-async function repairActive(deps: MeetingDeps, meetingId: string): Promise<boolean> {
-  const job = await deps.db
-    .selectFrom('jobs')
-    .select('id')
-    .where('subject_id', '=', meetingId)
-    .where('kind', '=', JobKind.repairTimeline)
-    .where('status', 'in', [JobStatus.pending, JobStatus.running])
-    .executeTakeFirst();
-  return job !== undefined;
 }
 
 /** Settles each pending window that has no active job: missing if it has no audio, else transcribed here. */
@@ -271,45 +203,14 @@ async function settleUnworkedWindows(
   meetingId: string,
   failPassing: boolean,
 ): Promise<void> {
-  const orphans = await deps.db
-    .selectFrom('windows as w')
-    .selectAll('w')
-    .where('w.meeting_id', '=', meetingId)
-    .where('w.status', '=', WindowStatus.pending)
-    .where((eb) =>
-      eb.not(
-        eb.exists(
-          eb
-            .selectFrom('jobs as j')
-            .select('j.id')
-            .whereRef('j.subject_id', '=', 'w.id')
-            .where('j.status', 'in', [JobStatus.pending, JobStatus.running]),
-        ),
-      ),
-    )
-    .orderBy('w.index')
-    .execute();
+  const orphans = await unworkedWindows(deps.db, meetingId);
   const toTranscribe: typeof orphans = [];
   for (const window of orphans) {
     // A live window reads its audio from the chunks; a window without audio has neither.
     if (!window.blob_id && window.start_samples === null) {
       await ctx.fenced(async (trx) => {
         await deps.meetings.lock(trx, meetingId);
-        await trx
-          .updateTable('windows')
-          .set({ status: WindowStatus.missing, missing_at: sql<Date>`now()` })
-          .where('id', '=', window.id)
-          .where('status', '=', WindowStatus.pending)
-          .execute();
-        await recordAudit(trx, {
-          workspaceId: window.workspace_id,
-          subjectType: 'window',
-          subjectId: window.id,
-          from: WindowStatus.pending,
-          to: WindowStatus.missing,
-          actor: ctx.actor,
-          reason: 'no audio arrived for this window',
-        });
+        await markWindowMissing(trx, window, ctx.actor);
       });
     } else {
       toTranscribe.push(window);

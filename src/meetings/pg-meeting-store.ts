@@ -227,6 +227,71 @@ export class PgMeetingStore {
       .execute();
   }
 
+  /** The meeting with how long its minutes have been awaited since the transcript was published (ms). */
+  async withMinutesWait(id: string): Promise<MeetingRow & { minutes_waited_ms: string | null }> {
+    return this.db
+      .selectFrom('meetings')
+      .selectAll()
+      .select(
+        sql<string | null>`extract(epoch from now() - transcript_completed_at) * 1000`.as(
+          'minutes_waited_ms',
+        ),
+      )
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+  }
+
+  /** L7: minutes still pending when the close-out stops waiting fail with a reason (Regenerate). */
+  async giveUpOnMinutes(trx: Tx, id: string): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({
+        minutes_status: MinutesStatus.failed,
+        minutes_code: 'minutes.not_started',
+        minutes_message: 'The minutes were never written; use Regenerate.',
+      })
+      .where('id', '=', id)
+      .where('minutes_status', '=', MinutesStatus.pending)
+      .execute();
+  }
+
+  /** L4 (4): the transcript is final: published now, the minutes pending, what it lacks counted. */
+  async publishTranscript(trx: Tx, id: string, counts: WindowCounts): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({
+        transcript_completed_at: sql<Date>`now()`,
+        minutes_status: MinutesStatus.pending,
+        untranscribed_in_flight: counts.inFlight,
+        untranscribed_exhausted: counts.exhausted + counts.missing,
+        revision: sql<number>`revision + 1`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** How long the close-out has waited for windows in retry or a repair (0 before it started). */
+  async closeoutWaitedMs(id: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('meetings')
+      .select(
+        sql<string>`extract(epoch from now() - coalesce(closeout_wait_started_at, now())) * 1000`.as('ms'),
+      )
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    return Number(row.ms);
+  }
+
+  /** The close-out's wait starts now, unless it started before. */
+  async startCloseoutWait(trx: Tx, id: string): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({ closeout_wait_started_at: sql<Date>`coalesce(closeout_wait_started_at, now())` })
+      .where('id', '=', id)
+      .execute();
+  }
+
   /** The split decoded the whole recording and cut its last window: its duration is known. */
   async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
     await trx

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder } from 'kysely';
 import type { Executor, Tx, WindowRow } from '../db/schema.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
-import { WindowStatus, WindowTransitions } from '../domain/status.ts';
+import { ACTIVE_JOB_STATUSES, WindowStatus, WindowTransitions } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import { referenceStaged, type StagedObject } from '../storage/objects.ts';
 
@@ -166,4 +166,45 @@ export async function cutWindows(
     .where('meeting_id', '=', meetingId)
     .orderBy('index')
     .execute();
+}
+
+/** L4: the meeting's pending windows that no job is working on, in order. */
+export async function unworkedWindows(db: Executor, meetingId: string): Promise<WindowRow[]> {
+  return db
+    .selectFrom('windows as w')
+    .selectAll('w')
+    .where('w.meeting_id', '=', meetingId)
+    .where('w.status', '=', WindowStatus.pending)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('jobs as j')
+            .select('j.id')
+            .whereRef('j.subject_id', '=', 'w.id')
+            .where('j.status', 'in', ACTIVE_JOB_STATUSES),
+        ),
+      ),
+    )
+    .orderBy('w.index')
+    .execute();
+}
+
+/** L4: a pending window no audio arrived for settles as missing, audited. */
+export async function markWindowMissing(trx: Tx, window: WindowRow, actor: string): Promise<void> {
+  await trx
+    .updateTable('windows')
+    .set({ status: WindowStatus.missing, missing_at: sql<Date>`now()` })
+    .where('id', '=', window.id)
+    .where('status', '=', WindowStatus.pending)
+    .execute();
+  await recordAudit(trx, {
+    workspaceId: window.workspace_id,
+    subjectType: 'window',
+    subjectId: window.id,
+    from: WindowStatus.pending,
+    to: WindowStatus.missing,
+    actor,
+    reason: 'no audio arrived for this window',
+  });
 }

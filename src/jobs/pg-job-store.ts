@@ -469,6 +469,23 @@ export class PgJobStore {
       .executeTakeFirst();
   }
 
+  /**
+   * The meeting's job of this kind that waits for a later time, locked unless another transaction
+   * holds it (then undefined: that one is acting on it).
+   */
+  async lockDelayedJob(trx: Tx, meetingId: string, kind: JobKind): Promise<{ id: string } | undefined> {
+    return trx
+      .selectFrom('jobs')
+      .select('id')
+      .where('meeting_id', '=', meetingId)
+      .where('kind', '=', kind)
+      .where('status', '=', JobStatus.pending)
+      .where('run_after', '>', sql<Date>`now()`)
+      .forNoKeyUpdate()
+      .skipLocked()
+      .executeTakeFirst();
+  }
+
   /** Whether a job of this kind and subject is waiting or running. */
   async hasActiveJob(db: Executor, subjectId: string, kind: JobKind): Promise<boolean> {
     const row = await db

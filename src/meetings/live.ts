@@ -1,5 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { createHash } from 'node:crypto';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { admitChunk, type ChunkAdmission, type ChunkFormat } from '../domain/chunk-admission.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
@@ -10,7 +9,16 @@ import { startsWebmStream } from '../domain/webm.ts';
 import { compensate, referenceStaged, stageAndPut } from '../storage/objects.ts';
 import type { MeetingDeps } from './deps.ts';
 import { advanceInTx, advanceTimeline, ensureRepairJob } from './frontier.ts';
-import { closedTimeline, gapHolding, highestSeq, insertGap } from './timeline-rows.ts';
+import {
+  closedTimeline,
+  countChunks,
+  gapHolding,
+  highestSeq,
+  insertChunk,
+  insertGap,
+  removeGapRun,
+  storedChunk,
+} from './timeline-rows.ts';
 import { createJob } from '../jobs/catalog.ts';
 import { ClientCode } from '../domain/client-codes.ts';
 
@@ -79,34 +87,23 @@ export async function storeChunk(
         kind: 'chunk',
         contentType: format === 'wav' ? 'audio/wav' : 'audio/webm',
       });
-      const inserted = await trx
-        .insertInto('chunks')
-        .values({
-          id: randomUUID(),
-          workspace_id: workspaceId,
-          meeting_id: meetingId,
-          seq,
-          blob_id: blobId,
-          sha256,
-          samples: audio?.samples ?? null,
-          energy: audio?.energy ?? null,
-          format,
-        })
-        .onConflict((oc) => oc.columns(['meeting_id', 'seq']).doNothing())
-        .returning('id')
-        .executeTakeFirst();
+      const inserted = await insertChunk(trx, {
+        workspaceId,
+        meetingId,
+        seq,
+        blobId,
+        sha256,
+        samples: audio?.samples ?? null,
+        energy: audio?.energy ?? null,
+        format,
+      });
       if (!inserted) throw new ChunkRace();
       const actor = `user:${workspaceId}`;
       if (locked.status === MeetingStatus.created) {
         locked = await deps.meetings.transition(trx, locked, 'startRecording', actor, 'first chunk');
       }
       if (locked.chunk_format === null) {
-        locked = await trx
-          .updateTable('meetings')
-          .set({ chunk_format: format })
-          .where('id', '=', meetingId)
-          .returningAll()
-          .executeTakeFirstOrThrow();
+        locked = await deps.meetings.setChunkFormat(trx, meetingId, format);
       }
       if (admission.kind === 'repair') {
         // Its stretch was reserved: it becomes a one-number gap marked arrived, for the repair.
@@ -142,28 +139,10 @@ class ChunkRace extends Error {}
 async function startCloseOutIfAllHere(deps: MeetingDeps, meetingId: string, actor: string): Promise<void> {
   try {
     await deps.db.transaction().execute(async (trx) => {
-      const meeting = await trx
-        .selectFrom('meetings')
-        .select(['status', 'declared_chunks'])
-        .where('id', '=', meetingId)
-        .executeTakeFirst();
+      const meeting = await deps.meetings.findById(meetingId, trx);
       if (meeting?.status !== MeetingStatus.finalizing || meeting.declared_chunks === null) return;
-      const stored = await trx
-        .selectFrom('chunks')
-        .select(sql<number>`count(*)::int`.as('n'))
-        .where('meeting_id', '=', meetingId)
-        .executeTakeFirstOrThrow();
-      if (stored.n !== meeting.declared_chunks) return;
-      const waiting = await trx
-        .selectFrom('jobs')
-        .select('id')
-        .where('meeting_id', '=', meetingId)
-        .where('kind', '=', JobKind.closeOutMeeting)
-        .where('status', '=', 'pending')
-        .where('run_after', '>', sql<Date>`now()`)
-        .forNoKeyUpdate()
-        .skipLocked()
-        .executeTakeFirst();
+      if ((await countChunks(trx, meetingId)) !== meeting.declared_chunks) return;
+      const waiting = await deps.jobs.lockDelayedJob(trx, meetingId, JobKind.closeOutMeeting);
       if (waiting) await deps.jobs.wakeJob(trx, waiting.id, actor, 'every declared chunk is here');
     });
   } catch (err) {
@@ -181,12 +160,7 @@ async function sameChunk(
   seq: number,
   sha256: string,
 ): Promise<{ placed: boolean } | null> {
-  const existing = await deps.db
-    .selectFrom('chunks')
-    .select(['sha256', 'start_samples'])
-    .where('meeting_id', '=', meetingId)
-    .where('seq', '=', seq)
-    .executeTakeFirst();
+  const existing = await storedChunk(deps.db, meetingId, seq);
   if (!existing) return null;
   if (existing.sha256 !== sha256) {
     throw new AppError(
@@ -273,11 +247,6 @@ async function markArrived(trx: Tx, meeting: MeetingRow, seq: number): Promise<v
   if (!run) throw new Error(`seq ${seq} is behind the frontier but in no reserved gap`);
   if (run.arrived_at !== null) return;
   // The run leaves the missing count; what is left of it before and after comes back in.
-  await trx
-    .updateTable('meetings')
-    .set({ missing_count: sql<number>`missing_count - ${run.end_seq - run.first_seq}::int` })
-    .where('id', '=', meeting.id)
-    .execute();
   const parts = splitGap(
     {
       firstSeq: run.first_seq,
@@ -287,7 +256,7 @@ async function markArrived(trx: Tx, meeting: MeetingRow, seq: number): Promise<v
     },
     seq,
   );
-  await trx.deleteFrom('timeline_gaps').where('id', '=', run.id).execute();
+  await removeGapRun(trx, meeting.id, run);
   if (parts.before) await insertGap(trx, meeting, parts.before, false);
   await insertGap(trx, meeting, parts.own, true);
   if (parts.after) await insertGap(trx, meeting, parts.after, false);
@@ -326,31 +295,16 @@ export async function endMeeting(
         );
       }
       if (declared !== null && meeting.declared_chunks === null && !meeting.timeline_closed_at) {
-        return trx
-          .updateTable('meetings')
-          .set({ declared_chunks: declared })
-          .where('id', '=', meetingId)
-          .returningAll()
-          .executeTakeFirstOrThrow();
+        return deps.meetings.declareChunks(trx, meetingId, declared);
       }
       return meeting;
     }
     let ended = await deps.meetings.transition(trx, meeting, 'startFinalizing', actor, 'meeting ended');
     if (declared !== null) {
-      ended = await trx
-        .updateTable('meetings')
-        .set({ declared_chunks: declared })
-        .where('id', '=', meetingId)
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      ended = await deps.meetings.declareChunks(trx, meetingId, declared);
     }
     // L24: every declared chunk is here, so there is nothing to wait for.
-    const stored = await trx
-      .selectFrom('chunks')
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('meeting_id', '=', meetingId)
-      .executeTakeFirstOrThrow();
-    const allHere = declared !== null && stored.n === declared;
+    const allHere = declared !== null && (await countChunks(trx, meetingId)) === declared;
     await createJob(
       deps,
       trx,

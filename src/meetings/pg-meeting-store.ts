@@ -292,6 +292,26 @@ export class PgMeetingStore {
       .execute();
   }
 
+  /** L19: the format of the meeting's chunks, fixed by its first one. */
+  async setChunkFormat(trx: Tx, id: string, format: 'wav' | 'webm'): Promise<MeetingRow> {
+    return trx
+      .updateTable('meetings')
+      .set({ chunk_format: format })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  /** L20: End said how many chunks the meeting has. */
+  async declareChunks(trx: Tx, id: string, chunks: number): Promise<MeetingRow> {
+    return trx
+      .updateTable('meetings')
+      .set({ declared_chunks: chunks })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
   /** The split decoded the whole recording and cut its last window: its duration is known. */
   async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
     await trx

@@ -443,3 +443,70 @@ export async function closeTimeline(trx: Tx, meetingId: string): Promise<Meeting
     .returningAll()
     .executeTakeFirstOrThrow();
 }
+
+/** Stores a chunk row; false when the meeting already has one under this seq (a racing twin). */
+export async function insertChunk(
+  trx: Tx,
+  c: {
+    workspaceId: string;
+    meetingId: string;
+    seq: number;
+    blobId: string;
+    sha256: string;
+    samples: number | null;
+    energy: Buffer | null;
+    format: 'wav' | 'webm';
+  },
+): Promise<boolean> {
+  const inserted = await trx
+    .insertInto('chunks')
+    .values({
+      id: randomUUID(),
+      workspace_id: c.workspaceId,
+      meeting_id: c.meetingId,
+      seq: c.seq,
+      blob_id: c.blobId,
+      sha256: c.sha256,
+      samples: c.samples,
+      energy: c.energy,
+      format: c.format,
+    })
+    .onConflict((oc) => oc.columns(['meeting_id', 'seq']).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** The chunk stored under this seq: its digest and whether it is placed; undefined if none. */
+export async function storedChunk(db: Executor, meetingId: string, seq: number) {
+  return db
+    .selectFrom('chunks')
+    .select(['sha256', 'start_samples'])
+    .where('meeting_id', '=', meetingId)
+    .where('seq', '=', seq)
+    .executeTakeFirst();
+}
+
+/** How many chunks the meeting has stored. */
+export async function countChunks(db: Executor, meetingId: string): Promise<number> {
+  const row = await db
+    .selectFrom('chunks')
+    .select(sql<number>`count(*)::int`.as('n'))
+    .where('meeting_id', '=', meetingId)
+    .executeTakeFirstOrThrow();
+  return row.n;
+}
+
+/** A reserved run leaves the timeline (to be split) and its numbers leave the meeting's missing count. */
+export async function removeGapRun(
+  trx: Tx,
+  meetingId: string,
+  run: { id: string; first_seq: number; end_seq: number },
+): Promise<void> {
+  await trx
+    .updateTable('meetings')
+    .set({ missing_count: sql<number>`missing_count - ${run.end_seq - run.first_seq}::int` })
+    .where('id', '=', meetingId)
+    .execute();
+  await trx.deleteFrom('timeline_gaps').where('id', '=', run.id).execute();
+}

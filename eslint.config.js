@@ -7,7 +7,6 @@ import importX from 'eslint-plugin-import-x';
 const SQL_OUTSIDE_STORES = [
   'src/bots/calendar-feeds.ts',
   'src/bots/recordings.ts',
-  'src/meetings/operator.ts',
   'src/meetings/repair-commit.ts',
   'src/storage/objects.ts',
 ];

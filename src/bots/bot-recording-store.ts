@@ -271,3 +271,12 @@ export async function stillWithoutBot(db: Executor, ids: string[]): Promise<Set<
     .execute();
   return new Set(rows.map((r) => r.id));
 }
+
+/** A deleted meeting's recordings point at nothing any more. */
+export async function unlinkMeetingFromRecordings(trx: Tx, meetingId: string): Promise<void> {
+  await trx
+    .updateTable('bot_recordings')
+    .set({ meeting_id: null, updated_at: sql<Date>`now()` })
+    .where('meeting_id', '=', meetingId)
+    .execute();
+}

@@ -120,3 +120,8 @@ export async function markEventUndelivered(
     .where('lease_owner', '=', owner)
     .execute();
 }
+
+/** Events about a deleted subject carry its content (minutes): they go with it. */
+export async function dropEventsAbout(trx: Tx, subjectId: string): Promise<void> {
+  await trx.deleteFrom('outbox').where('subject_id', '=', subjectId).execute();
+}

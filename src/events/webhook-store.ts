@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Db } from '../db/schema.ts';
+import type { Db, Tx } from '../db/schema.ts';
 
 /**
  * O3: the webhook tables: endpoints, the deliveries queued for them (one per endpoint and event)
@@ -191,4 +191,19 @@ export async function deliveryRows(db: Db, workspaceId: string, endpointId: stri
         .execute()
     : [];
   return { deliveries, attempts };
+}
+
+/**
+ * A deleted meeting's webhook deliveries lose their bodies; those not yet sent are closed as
+ * failed. What was sent stays in the log.
+ */
+export async function forgetDeliveriesAbout(trx: Tx, workspaceId: string, meetingId: string): Promise<void> {
+  await sql`
+    update webhook_deliveries
+       set body = '{}',
+           status = case when status = 'pending' then 'failed' else status end,
+           failed_at = case when status = 'pending' then now() else failed_at end,
+           last_error = case when status = 'pending' then 'meeting deleted' else last_error end
+     where workspace_id = ${workspaceId}::uuid
+       and body::jsonb -> 'data' ->> 'meetingId' = ${meetingId}`.execute(trx);
 }

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
@@ -10,7 +9,6 @@ import {
   MeetingStatus,
   MinutesStatus,
   WindowStatus,
-  WindowTransitions,
 } from '../domain/status.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
@@ -24,6 +22,18 @@ import { hasRepairWork } from './repair-rows.ts';
 import { createJob } from '../jobs/catalog.ts';
 import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
 import { ClientCode } from '../domain/client-codes.ts';
+import { unlinkMeetingFromRecordings } from '../bots/bot-recording-store.ts';
+import { dropEventsAbout } from '../events/outbox-store.ts';
+import { forgetDeliveriesAbout } from '../events/webhook-store.ts';
+import {
+  findBatch,
+  insertBatch,
+  lockBatch,
+  markBatchCanceled,
+  meetingIdsOfBatch,
+  meetingsOfBatch,
+} from './batch-store.ts';
+import { reopenFailedWindow, windowsOf } from './window-rows.ts';
 
 const ENDED: readonly string[] = [MeetingStatus.complete, MeetingStatus.failed];
 
@@ -45,12 +55,7 @@ export async function deleteMeeting(
     // Job rows before the meeting row, as everywhere else.
     await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
     // A concurrent delete may have removed it while this one waited for the lock: then it is gone.
-    const meeting = await trx
-      .selectFrom('meetings')
-      .selectAll()
-      .where('id', '=', meetingId)
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const meeting = await deps.meetings.lockIfExists(trx, meetingId);
     if (!meeting)
       throw new AppError(ErrorKind.notFound, ClientCode.meetingNotFound, `no meeting ${meetingId}`);
     // A writer that held the meeting's lock while this waited for it (a split committing its next
@@ -58,12 +63,7 @@ export async function deleteMeeting(
     // be added any more, and this pass ends those.
     await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
-    await trx.deleteFrom('segments').where('meeting_id', '=', meetingId).execute();
-    await trx.deleteFrom('windows').where('meeting_id', '=', meetingId).execute();
-    await trx.deleteFrom('chunks').where('meeting_id', '=', meetingId).execute();
-    await trx.deleteFrom('timeline_gaps').where('meeting_id', '=', meetingId).execute();
-    await trx.deleteFrom('blobs').where('meeting_id', '=', meetingId).execute();
-    await trx.deleteFrom('meetings').where('id', '=', meetingId).execute();
+    await deps.meetings.deleteRows(trx, meetingId);
     // A bot recording that brought this meeting in ends with it, saying why (not `processing`
     // for ever, pointing at nothing).
     for (const rec of await activeRecordingsOfMeeting(trx, meetingId)) {
@@ -73,22 +73,11 @@ export async function deleteMeeting(
         set: { failure_code: 'meeting.deleted', failure_message: 'its meeting was deleted' },
       });
     }
-    await trx
-      .updateTable('bot_recordings')
-      .set({ meeting_id: null, updated_at: sql<Date>`now()` })
-      .where('meeting_id', '=', meetingId)
-      .execute();
+    await unlinkMeetingFromRecordings(trx, meetingId);
     // Events about the meeting carry its content (minutes): they go with it, and webhook
     // deliveries not yet sent are closed; what was sent stays in the log without its body.
-    await trx.deleteFrom('outbox').where('subject_id', '=', meetingId).execute();
-    await sql`
-      update webhook_deliveries
-         set body = '{}',
-             status = case when status = 'pending' then 'failed' else status end,
-             failed_at = case when status = 'pending' then now() else failed_at end,
-             last_error = case when status = 'pending' then 'meeting deleted' else last_error end
-       where workspace_id = ${workspaceId}::uuid
-         and body::jsonb -> 'data' ->> 'meetingId' = ${meetingId}`.execute(trx);
+    await dropEventsAbout(trx, meetingId);
+    await forgetDeliveriesAbout(trx, workspaceId, meetingId);
     await recordAudit(trx, {
       workspaceId,
       subjectType: 'meeting',
@@ -104,27 +93,13 @@ export async function deleteMeeting(
 }
 
 export async function createBatch(deps: MeetingDeps, workspaceId: string, title: string) {
-  return deps.db
-    .insertInto('batches')
-    .values({ id: randomUUID(), workspace_id: workspaceId, title })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return insertBatch(deps.db, workspaceId, title);
 }
 
 export async function getBatch(deps: MeetingDeps, workspaceId: string, batchId: string) {
-  const batch = await deps.db
-    .selectFrom('batches')
-    .selectAll()
-    .where('id', '=', isUuid(batchId) ? batchId : '00000000-0000-0000-0000-000000000000')
-    .where('workspace_id', '=', workspaceId)
-    .executeTakeFirst();
+  const batch = isUuid(batchId) ? await findBatch(deps.db, workspaceId, batchId) : undefined;
   if (!batch) throw new AppError(ErrorKind.notFound, 'batch.not_found', `no batch ${batchId}`);
-  const meetings = await deps.db
-    .selectFrom('meetings')
-    .select(['id', 'title', 'status', 'failure_code'])
-    .where('batch_id', '=', batch.id)
-    .orderBy('created_at')
-    .execute();
+  const meetings = await meetingsOfBatch(deps.db, batch.id);
   return { batch, meetings };
 }
 
@@ -138,14 +113,8 @@ export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchI
   const { batch } = await getBatch(deps, workspaceId, batchId);
   const canceled = await deps.db.transaction().execute(async (trx) => {
     // The batch row first: meeting creation in this batch waits, then sees it canceled.
-    await trx.selectFrom('batches').select('id').where('id', '=', batch.id).forUpdate().execute();
-    const meetings = await trx
-      .selectFrom('meetings')
-      .select('id')
-      .where('batch_id', '=', batch.id)
-      .orderBy('id')
-      .execute();
-    const ids = meetings.map((m) => m.id);
+    await lockBatch(trx, batch.id);
+    const ids = await meetingIdsOfBatch(trx, batch.id);
     await deps.jobs.cancelMeetingJobs(trx, ids, actor, `batch ${batch.id} canceled`);
     const ended: string[] = [];
     for (const id of ids) {
@@ -161,11 +130,7 @@ export async function cancelBatch(deps: MeetingDeps, workspaceId: string, batchI
     // A split that held a meeting's lock while this waited for it (committing its next window,
     // J19) may have added a job the first pass could not see; with the locks held, this pass ends it.
     await deps.jobs.cancelMeetingJobs(trx, ids, actor, `batch ${batch.id} canceled`);
-    await trx
-      .updateTable('batches')
-      .set({ canceled_at: sql<Date>`coalesce(canceled_at, now())` })
-      .where('id', '=', batch.id)
-      .execute();
+    await markBatchCanceled(trx, batch.id);
     return ended;
   });
   for (const id of canceled) await deleteMeetingAudio(deps, id);
@@ -228,12 +193,7 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
 }
 
 async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, actor: string): Promise<number> {
-  const windows = await trx
-    .selectFrom('windows')
-    .select(['id', 'index', 'status', 'blob_id', 'start_samples'])
-    .where('meeting_id', '=', meeting.id)
-    .orderBy('index')
-    .execute();
+  const windows = await windowsOf(trx, meeting.id);
   if (meeting.status === MeetingStatus.finalizing) {
     await createJob(
       deps,
@@ -290,22 +250,7 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     // A window with no audio (no copy of its own, nor a stretch of a live timeline) has nothing to redo.
     if (w.blob_id === null && w.start_samples === null) continue;
     if (w.status === WindowStatus.failed) {
-      const t = WindowTransitions.retryWindow;
-      await trx
-        .updateTable('windows')
-        .set({ status: t.to, failed_at: null, failure_code: null, failure_message: null })
-        .where('id', '=', w.id)
-        .where('status', 'in', t.from)
-        .execute();
-      await recordAudit(trx, {
-        workspaceId: meeting.workspace_id,
-        subjectType: 'window',
-        subjectId: w.id,
-        from: w.status,
-        to: t.to,
-        actor,
-        reason: 'resubmitted',
-      });
+      await reopenFailedWindow(trx, meeting.workspace_id, w, actor);
     } else if (w.status !== WindowStatus.pending) {
       continue;
     }

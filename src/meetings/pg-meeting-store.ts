@@ -312,6 +312,16 @@ export class PgMeetingStore {
       .executeTakeFirstOrThrow();
   }
 
+  /** The meeting's rows and everything recorded under it (its objects were handed to cleanup first). */
+  async deleteRows(trx: Tx, id: string): Promise<void> {
+    await trx.deleteFrom('segments').where('meeting_id', '=', id).execute();
+    await trx.deleteFrom('windows').where('meeting_id', '=', id).execute();
+    await trx.deleteFrom('chunks').where('meeting_id', '=', id).execute();
+    await trx.deleteFrom('timeline_gaps').where('meeting_id', '=', id).execute();
+    await trx.deleteFrom('blobs').where('meeting_id', '=', id).execute();
+    await trx.deleteFrom('meetings').where('id', '=', id).execute();
+  }
+
   /** The split decoded the whole recording and cut its last window: its duration is known. */
   async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
     await trx

@@ -208,3 +208,38 @@ export async function markWindowMissing(trx: Tx, window: WindowRow, actor: strin
     reason: 'no audio arrived for this window',
   });
 }
+
+/** The meeting's windows as a resubmission goes through them, in order. */
+export async function windowsOf(db: Executor, meetingId: string) {
+  return db
+    .selectFrom('windows')
+    .select(['id', 'index', 'status', 'blob_id', 'start_samples'])
+    .where('meeting_id', '=', meetingId)
+    .orderBy('index')
+    .execute();
+}
+
+/** J13: a failed window is pending again (a resubmission), audited. */
+export async function reopenFailedWindow(
+  trx: Tx,
+  workspaceId: string,
+  window: { id: string; status: string },
+  actor: string,
+): Promise<void> {
+  const t = WindowTransitions.retryWindow;
+  await trx
+    .updateTable('windows')
+    .set({ status: t.to, failed_at: null, failure_code: null, failure_message: null })
+    .where('id', '=', window.id)
+    .where('status', 'in', t.from)
+    .execute();
+  await recordAudit(trx, {
+    workspaceId,
+    subjectType: 'window',
+    subjectId: window.id,
+    from: window.status,
+    to: t.to,
+    actor,
+    reason: 'resubmitted',
+  });
+}

@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { INVALID_CALENDAR, type CalendarOccurrence } from '../domain/ics.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
@@ -15,6 +13,22 @@ import {
   upsertRecording,
 } from './recordings.ts';
 import { parseIcsInThread } from './feed-parser.ts';
+import { lockRecording } from './bot-recording-store.ts';
+import {
+  deleteFeed,
+  eventsOfFeed,
+  feedById,
+  feedsOf,
+  forgetEvent,
+  leaseDueFeeds,
+  lockFeed,
+  lockWorkspaceFeed,
+  noteFeedPolled,
+  otherCopyHolds,
+  rememberEvent,
+  saveEvent,
+  upsertFeed,
+} from './calendar-store.ts';
 
 /**
  * R1: ICS feed subscriptions. Each poll fetches the feed, reads the next two weeks of events
@@ -53,12 +67,7 @@ export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, in
       `url must point at a public address: ${internal} (an operator may allow it with VERBATIM_EGRESS_ALLOW)`,
     );
   }
-  const row = await deps.db
-    .insertInto('calendar_feeds')
-    .values({ id: randomUUID(), workspace_id: workspaceId, url: url.toString() })
-    .onConflict((oc) => oc.columns(['workspace_id', 'url']).doUpdateSet({ next_poll_at: sql<Date>`now()` }))
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await upsertFeed(deps.db, workspaceId, url.toString());
   return feedView(row);
 }
 
@@ -97,13 +106,7 @@ function feedView(row: {
 
 /** X1: the workspace's feeds, each with when it was last read and why the last read failed. */
 export async function listCalendarFeeds(deps: MeetingDeps, workspaceId: string) {
-  const rows = await deps.db
-    .selectFrom('calendar_feeds')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .orderBy('created_at')
-    .execute();
-  return { feeds: rows.map(feedView) };
+  return { feeds: (await feedsOf(deps.db, workspaceId)).map(feedView) };
 }
 
 /**
@@ -112,51 +115,30 @@ export async function listCalendarFeeds(deps: MeetingDeps, workspaceId: string) 
  */
 export async function removeCalendarFeed(deps: MeetingDeps, workspaceId: string, feedId: string) {
   return deps.db.transaction().execute(async (trx) => {
-    const feed = isUuid(feedId)
-      ? await trx
-          .selectFrom('calendar_feeds')
-          .select('id')
-          .where('id', '=', feedId)
-          .where('workspace_id', '=', workspaceId)
-          .forUpdate()
-          .executeTakeFirst()
-      : undefined;
+    const feed = isUuid(feedId) ? await lockWorkspaceFeed(trx, workspaceId, feedId) : undefined;
     if (!feed) throw new AppError(ErrorKind.notFound, 'feed.not_found', `no calendar feed ${feedId}`);
-    const events = await trx
-      .selectFrom('calendar_events')
-      .selectAll()
-      .where('feed_id', '=', feedId)
-      .execute();
+    const events = await eventsOfFeed(trx, feedId);
     let canceled = 0;
     for (const k of events) {
       if (await dropCopy(deps, trx, feedId, k, `user:${workspaceId}`)) canceled++;
     }
-    await trx.deleteFrom('calendar_feeds').where('id', '=', feedId).execute();
+    await deleteFeed(trx, feedId);
     return { id: feedId, canceled };
   });
 }
 
 /** Polls every due feed once (each worker's sweep runs this). */
 export async function pollDueFeeds(deps: MeetingDeps, limit = 5): Promise<number> {
-  const due = await sql<{ id: string }>`
-    update calendar_feeds f set lease_expires_at = now() + interval '2 minutes'
-     where f.id in (select id from calendar_feeds
-                     where next_poll_at <= now() and (lease_expires_at is null or lease_expires_at < now())
-                     order by next_poll_at limit ${limit} for update skip locked)
-    returning f.id`.execute(deps.db);
-  for (const { id } of due.rows) await pollFeed(deps, id);
-  return due.rows.length;
+  const due = await leaseDueFeeds(deps.db, limit);
+  for (const id of due) await pollFeed(deps, id);
+  return due.length;
 }
 
 export async function pollFeed(
   deps: MeetingDeps,
   feedId: string,
 ): Promise<{ created: number; canceled: number }> {
-  const feed = await deps.db
-    .selectFrom('calendar_feeds')
-    .selectAll()
-    .where('id', '=', feedId)
-    .executeTakeFirstOrThrow();
+  const feed = await feedById(deps.db, feedId);
   const now = new Date();
   let events: CalendarOccurrence[];
   try {
@@ -166,15 +148,10 @@ export async function pollFeed(
     events = await parseIcsInThread(text, now, until, deps.config.bots.feedBudget, deps.log);
   } catch (err) {
     // A feed that cannot be read changes nothing: its events are not taken as deleted.
-    await deps.db
-      .updateTable('calendar_feeds')
-      .set({
-        last_error: feedErrorText(err).slice(0, 300),
-        next_poll_at: new Date(now.getTime() + FEED_POLL_MS),
-        lease_expires_at: null,
-      })
-      .where('id', '=', feedId)
-      .execute();
+    await noteFeedPolled(deps.db, feedId, {
+      error: feedErrorText(err),
+      nextPollAt: new Date(now.getTime() + FEED_POLL_MS),
+    });
     deps.log.warn({ feedId, err: String(err) }, 'calendar feed could not be read');
     return { created: 0, canceled: 0 };
   }
@@ -184,15 +161,10 @@ export async function pollFeed(
     let canceled = 0;
     // The feed row first: an unsubscribe (which locks it, then recordings) waits for this poll or
     // this poll for it, never each for the other.
-    const live = await trx
-      .selectFrom('calendar_feeds')
-      .select('id')
-      .where('id', '=', feedId)
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const live = await lockFeed(trx, feedId);
     if (!live) return { created: 0, canceled: 0 };
     const enabled = await botRecordingEnabled(trx, feed.workspace_id);
-    const known = await trx.selectFrom('calendar_events').selectAll().where('feed_id', '=', feedId).execute();
+    const known = await eventsOfFeed(trx, feedId);
     const byUid = new Map(known.map((k) => [k.uid, k]));
     const seen = new Set<string>();
     // Every link this poll may make, move or release a recording on — new, moved from and dropped —
@@ -244,23 +216,14 @@ export async function pollFeed(
         if (released === 'started') {
           // Its bot is in the call already: a second bot for the moved copy could join the same
           // call. The copy keeps its recording; only what the feed says is remembered.
-          await trx
-            .updateTable('calendar_events')
-            .set({ start_at: e.start, end_at: e.end, meeting_url: e.meetingUrl, seen_at: sql<Date>`now()` })
-            .where('feed_id', '=', feedId)
-            .where('uid', '=', e.uid)
-            .execute();
+          await rememberEvent(trx, feedId, e.uid, { start: e.start, end: e.end, meetingUrl: e.meetingUrl });
           continue;
         }
       }
       if (!enabled) {
         // Bot recording is off for the workspace: nothing is made, and nothing remembered, so the
         // first poll after it is switched on makes the recordings.
-        await trx
-          .deleteFrom('calendar_events')
-          .where('feed_id', '=', feedId)
-          .where('uid', '=', e.uid)
-          .execute();
+        await forgetEvent(trx, feedId, e.uid);
         continue;
       }
       const event = { title: e.title, start: e.start, end: e.end, meetingUrl: e.meetingUrl };
@@ -269,42 +232,14 @@ export async function pollFeed(
       const { recording, duplicate } =
         'kept' in overlap ? overlap.kept : await upsertRecording(deps, trx, feed.workspace_id, event, actor);
       if (!duplicate) created++;
-      await trx
-        .insertInto('calendar_events')
-        .values({
-          feed_id: feedId,
-          uid: e.uid,
-          recording_id: recording.id,
-          start_at: e.start,
-          end_at: e.end,
-          meeting_url: e.meetingUrl,
-        })
-        .onConflict((oc) =>
-          oc.columns(['feed_id', 'uid']).doUpdateSet({
-            recording_id: recording.id,
-            start_at: e.start,
-            end_at: e.end,
-            meeting_url: e.meetingUrl,
-            seen_at: sql<Date>`now()`,
-          }),
-        )
-        .execute();
+      await saveEvent(trx, feedId, e.uid, recording.id, event);
     }
     // Gone from the feed, or canceled in it, and still in the future: cancel its recording.
     for (const k of known) {
       if (seen.has(k.uid) || k.end_at <= now) continue;
       if (await dropCopy(deps, trx, feedId, k, actor)) canceled++;
     }
-    await trx
-      .updateTable('calendar_feeds')
-      .set({
-        last_polled_at: now,
-        last_error: null,
-        next_poll_at: new Date(now.getTime() + FEED_POLL_MS),
-        lease_expires_at: null,
-      })
-      .where('id', '=', feedId)
-      .execute();
+    await noteFeedPolled(trx, feedId, { polledAt: now, nextPollAt: new Date(now.getTime() + FEED_POLL_MS) });
     return { created, canceled };
   });
 }
@@ -321,22 +256,10 @@ async function releaseCopy(
   copy: { feedId: string; uid: string; recordingId: string },
   actor: string,
 ): Promise<'canceled' | 'held' | 'started'> {
-  const recording = await trx
-    .selectFrom('bot_recordings')
-    .select(['requested_by_api', 'status'])
-    .where('id', '=', copy.recordingId)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const recording = await lockRecording(trx, copy.recordingId);
   if (!recording || recording.requested_by_api) return 'held';
   if (STARTED.has(recording.status)) return 'started';
-  const others = await trx
-    .selectFrom('calendar_events')
-    .select('uid')
-    .where('recording_id', '=', copy.recordingId)
-    .where((eb) => eb.or([eb('feed_id', '<>', copy.feedId), eb('uid', '<>', copy.uid)]))
-    .limit(1)
-    .execute();
-  if (others.length > 0) return 'held';
+  if (await otherCopyHolds(trx, copy)) return 'held';
   return (await cancelRecordingInTx(deps, trx, copy.recordingId, actor)) !== null ? 'canceled' : 'held';
 }
 
@@ -351,7 +274,7 @@ async function dropCopy(
   const released = copy.recording_id
     ? await releaseCopy(deps, trx, { feedId, uid: copy.uid, recordingId: copy.recording_id }, actor)
     : 'held';
-  await trx.deleteFrom('calendar_events').where('feed_id', '=', feedId).where('uid', '=', copy.uid).execute();
+  await forgetEvent(trx, feedId, copy.uid);
   return released === 'canceled';
 }
 

@@ -486,6 +486,19 @@ export class PgJobStore {
       .executeTakeFirst();
   }
 
+  /** The active jobs of these subjects locked, in id order (lock order: job before window or meeting). */
+  async lockActiveJobsOf(trx: Tx, subjectIds: string[]): Promise<void> {
+    if (subjectIds.length === 0) return;
+    await trx
+      .selectFrom('jobs')
+      .select('id')
+      .where('subject_id', 'in', subjectIds)
+      .where('status', 'in', ACTIVE_JOB_STATUSES)
+      .orderBy('id')
+      .forNoKeyUpdate()
+      .execute();
+  }
+
   /** Whether a job of this kind and subject is waiting or running. */
   async hasActiveJob(db: Executor, subjectId: string, kind: JobKind): Promise<boolean> {
     const row = await db

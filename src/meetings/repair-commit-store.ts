@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Tx } from '../db/schema.ts';
-import { EventType, JobKind, JobStatus, WindowStatus, WindowTransitions } from '../domain/status.ts';
+import { EventType, JobKind, WindowStatus, WindowTransitions } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { newTranscriptRevision, publishSettledLateWindows } from './late-window-store.ts';
+import { retireBlob } from '../storage/blob-rows.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
 import { lateSeqs, loadRepair, Replan, type Prepared, type RepairSnapshot } from './repair-plan.ts';
 import { hasRepairWork } from './repair-rows.ts';
@@ -32,21 +33,9 @@ export async function commitRepair(
   const meetingId = snapshot.meeting.id;
   const { plan } = prepared;
   if (plan.supersede.length > 0) {
-    await trx
-      .selectFrom('jobs')
-      .select('id')
-      .where('subject_id', 'in', plan.supersede)
-      .where('status', 'in', [JobStatus.pending, JobStatus.running])
-      .orderBy('id')
-      .forNoKeyUpdate()
-      .execute();
+    await deps.jobs.lockActiveJobsOf(trx, plan.supersede);
   }
-  const meeting = await trx
-    .selectFrom('meetings')
-    .selectAll()
-    .where('id', '=', meetingId)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const meeting = await deps.meetings.lockIfExists(trx, meetingId);
   if (!meeting) throw new Replan();
   const gapIds = snapshot.chains.flatMap((c) => c.members.flatMap((m) => (m.gapId ? [m.gapId] : [])));
   const now = await loadRepair(deps, trx, meetingId, gapIds);
@@ -88,7 +77,7 @@ export async function commitRepair(
         .where('seq', '=', d.seq)
         .executeTakeFirstOrThrow();
       await applyDecoded(trx, meeting, d);
-      if (old.pcm_blob_id) await retireBlob(trx, old.pcm_blob_id);
+      if (old.pcm_blob_id) await retireBlob(trx, old.pcm_blob_id, 'replaced by a new decode');
     }
     await trx
       .updateTable('chunks')
@@ -289,29 +278,4 @@ async function shiftAfter(
       cut_samples = case when cut_samples >= ${at}::bigint then cut_samples + ${delta}::bigint else cut_samples end,
       placed_samples = case when placed_samples >= ${at}::bigint then placed_samples + ${delta}::bigint else placed_samples end
     where id = ${meetingId}::uuid`.execute(trx);
-}
-
-/** A decoded copy replaced by a new decode goes to the cleanup outbox like any deleted audio. */
-async function retireBlob(trx: Tx, blobId: string): Promise<void> {
-  const blob = await trx
-    .updateTable('blobs')
-    .set({ deleted_at: sql<Date>`now()` })
-    .where('id', '=', blobId)
-    .where('deleted_at', 'is', null)
-    .returning(['workspace_id', 'meeting_id', 'object_key', 'size_bytes'])
-    .executeTakeFirst();
-  if (!blob) return;
-  await trx
-    .insertInto('object_cleanups')
-    .values({
-      id: randomUUID(),
-      workspace_id: blob.workspace_id,
-      meeting_id: blob.meeting_id,
-      object_key: blob.object_key,
-      bytes: blob.size_bytes,
-      state: 'pending',
-      reason: 'replaced by a new decode',
-    })
-    .onConflict((oc) => oc.column('object_key').doNothing())
-    .execute();
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { sql, type Selectable } from 'kysely';
 import type { BotRecordingsTable, Executor, Tx } from '../db/schema.ts';
 import {
@@ -279,4 +280,185 @@ export async function unlinkMeetingFromRecordings(trx: Tx, meetingId: string): P
     .set({ meeting_id: null, updated_at: sql<Date>`now()` })
     .where('meeting_id', '=', meetingId)
     .execute();
+}
+
+/** R10: the recording that is not canceled at this link and start (a slot holds one), locked with `lock`. */
+export async function liveRecordingInSlot(
+  trx: Tx,
+  workspaceId: string,
+  meetingUrl: string,
+  start: Date,
+  lock = false,
+): Promise<BotRecordingRow | undefined> {
+  const q = trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', meetingUrl)
+    .where('join_at', '=', start)
+    .where('status', '<>', 'canceled');
+  return (lock ? q.forNoKeyUpdate() : q).executeTakeFirst();
+}
+
+/** Every recording at this link and start, canceled ones too, newest first. */
+export async function recordingsInSlot(
+  trx: Tx,
+  workspaceId: string,
+  meetingUrl: string,
+  start: Date,
+): Promise<BotRecordingRow[]> {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', meetingUrl)
+    .where('join_at', '=', start)
+    .orderBy('created_at', 'desc')
+    .execute();
+}
+
+/**
+ * R10: the recordings of this link at another start whose time overlaps [start, end) and whose
+ * status is not one of `finished`, locked, by join time.
+ */
+export async function lockOverlappingRecordings(
+  trx: Tx,
+  workspaceId: string,
+  e: { start: Date; end: Date; meetingUrl: string },
+  finished: BotRecordingStatus[],
+): Promise<BotRecordingRow[]> {
+  return trx
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('meeting_url', '=', e.meetingUrl)
+    .where('join_at', '<>', e.start)
+    .where('join_at', '<', e.end)
+    .where('ends_at', '>', e.start)
+    .where('status', 'not in', finished)
+    .orderBy('join_at')
+    .forNoKeyUpdate()
+    .execute();
+}
+
+/**
+ * A new pending recording in its slot (link and start), unless a recording that is not canceled
+ * holds the slot (the partial unique index of migration 0013): then undefined.
+ */
+export async function insertRecordingInSlot(
+  trx: Tx,
+  r: {
+    workspaceId: string;
+    meetingUrl: string;
+    start: Date;
+    end: Date;
+    title: string;
+    requestedByApi: boolean;
+  },
+): Promise<BotRecordingRow | undefined> {
+  return trx
+    .insertInto('bot_recordings')
+    .values({
+      id: randomUUID(),
+      workspace_id: r.workspaceId,
+      meeting_url: r.meetingUrl,
+      join_at: r.start,
+      ends_at: r.end,
+      title: r.title,
+      status: Status.pending,
+      state_times: sql<string>`jsonb_build_object('pending', now())`,
+      requested_by_api: r.requestedByApi,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['workspace_id', 'meeting_url', 'join_at'])
+        .where(sql<boolean>`status <> 'canceled'`)
+        .doNothing(),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function setRequestedByApi(trx: Tx, id: string, requested: boolean): Promise<void> {
+  await trx.updateTable('bot_recordings').set({ requested_by_api: requested }).where('id', '=', id).execute();
+}
+
+/** Only the end moved: the bot joins at the same time. */
+export async function setRecordingEnd(trx: Tx, id: string, end: Date): Promise<void> {
+  await trx
+    .updateTable('bot_recordings')
+    .set({ ends_at: end, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** The workspace's recordings that have not started (pending or scheduled). */
+export async function notStartedRecordings(trx: Tx, workspaceId: string): Promise<string[]> {
+  const rows = await trx
+    .selectFrom('bot_recordings')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('status', 'in', [Status.pending, Status.scheduled])
+    .execute();
+  return rows.map((r) => r.id);
+}
+
+/** The workspace's recording (read as the tenant by the caller). */
+export async function workspaceRecording(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+): Promise<BotRecordingRow | undefined> {
+  return db
+    .selectFrom('bot_recordings')
+    .selectAll()
+    .where('id', '=', id)
+    .where('workspace_id', '=', workspaceId)
+    .executeTakeFirst();
+}
+
+/** Whether another recording of the same call (link and start) is not canceled. */
+export async function hasLiveTwin(trx: Tx, recordingId: string): Promise<boolean> {
+  const twin = await sql<{ id: string }>`select o.id from bot_recordings r join bot_recordings o
+        on o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
+       and o.join_at = r.join_at and o.status <> 'canceled'
+     where r.id = ${recordingId}::uuid`.execute(trx);
+  return twin.rows.length > 0;
+}
+
+/** What GET /v1/bot-recordings filters by; `before` is the cursor (join time and id of the last one shown). */
+export interface RecordingFilter {
+  statuses?: BotRecordingStatus[];
+  /** A failure code, or its prefix before a colon (`bot.fatal` matches `bot.fatal:timeout`). */
+  failureCode?: string;
+  meetingId?: string;
+  from?: Date;
+  to?: Date;
+  before?: { at: Date; id: string };
+}
+
+/** A page of the workspace's recordings, newest meeting first. */
+export async function listRecordings(
+  db: Executor,
+  workspaceId: string,
+  f: RecordingFilter,
+  limit: number,
+): Promise<BotRecordingRow[]> {
+  let q = db.selectFrom('bot_recordings').selectAll().where('workspace_id', '=', workspaceId);
+  if (f.statuses) q = q.where('status', 'in', f.statuses);
+  const code = f.failureCode;
+  if (code !== undefined) {
+    q = q.where((eb) =>
+      eb.or([
+        eb('failure_code', '=', code),
+        eb('failure_code', 'like', `${code.replace(/[\\%_]/g, '\\$&')}:%`),
+      ]),
+    );
+  }
+  if (f.meetingId !== undefined) q = q.where('meeting_id', '=', f.meetingId);
+  if (f.from) q = q.where('join_at', '>=', f.from);
+  if (f.to) q = q.where('join_at', '<', f.to);
+  if (f.before)
+    q = q.where(sql<boolean>`(join_at, id) < (${f.before.at}::timestamptz, ${f.before.id}::uuid)`);
+  return q.orderBy('join_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
 }

@@ -5,14 +5,9 @@ import { canonicalMeetingUrl } from '../domain/meeting-url.ts';
 import { EgressError, egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
 import type { Tx } from '../db/schema.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
-import {
-  botRecordingEnabled,
-  cancelRecordingInTx,
-  lockMeetingLinks,
-  sameCallOverlap,
-  upsertRecording,
-} from './recordings.ts';
+import { cancelRecordingInTx, lockMeetingLinks, sameCallOverlap, upsertRecording } from './recordings.ts';
 import { parseIcsInThread } from './feed-parser.ts';
+import { botRecordingEnabled } from './bot-settings-store.ts';
 import { lockRecording } from './bot-recording-store.ts';
 import {
   deleteFeed,

@@ -155,3 +155,39 @@ export async function otherCopyHolds(
     .execute();
   return others.length > 0;
 }
+
+/** Whether a calendar feed's copy of the meeting holds this recording. */
+export async function feedCopyHolds(trx: Tx, recordingId: string): Promise<boolean> {
+  const copy = await trx
+    .selectFrom('calendar_events')
+    .select('uid')
+    .where('recording_id', '=', recordingId)
+    .limit(1)
+    .executeTakeFirst();
+  return copy !== undefined;
+}
+
+/** Of these recordings, those a calendar feed's copy holds. */
+export async function heldByFeeds(trx: Tx, recordingIds: string[]): Promise<Set<string | null>> {
+  if (recordingIds.length === 0) return new Set();
+  const rows = await trx
+    .selectFrom('calendar_events')
+    .select('recording_id')
+    .where('recording_id', 'in', recordingIds)
+    .execute();
+  return new Set(rows.map((c) => c.recording_id));
+}
+
+/** The feeds' copies of a canceled recording are forgotten, so a later poll can make it again. */
+export async function forgetEventsOfRecording(trx: Tx, recordingId: string): Promise<void> {
+  await trx.deleteFrom('calendar_events').where('recording_id', '=', recordingId).execute();
+}
+
+/** Every feed of the workspace is polled at once (bot recording was switched on). */
+export async function pollFeedsNow(trx: Tx, workspaceId: string): Promise<void> {
+  await trx
+    .updateTable('calendar_feeds')
+    .set({ next_poll_at: sql<Date>`now()` })
+    .where('workspace_id', '=', workspaceId)
+    .execute();
+}

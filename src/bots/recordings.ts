@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { BOT_RECORDING_FINISHED, BotRecordingStatus, JobKind } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -13,7 +11,31 @@ import type { BotDeps } from './provider.ts';
 import { requestBotScheduling } from './resume.ts';
 import { enqueueBotDelete } from './bot-jobs.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
-import { moveBotRecording, recordBotRecordingCreated } from './bot-recording-store.ts';
+import {
+  hasLiveTwin,
+  insertRecordingInSlot,
+  listRecordings,
+  liveRecordingInSlot,
+  lockOverlappingRecordings,
+  lockRecording,
+  moveBotRecording,
+  notStartedRecordings,
+  recordBotRecordingCreated,
+  recordingById,
+  recordingsInSlot,
+  setRecordingEnd,
+  setRequestedByApi,
+  workspaceRecording,
+  type RecordingFilter,
+} from './bot-recording-store.ts';
+import { forgetEventsOfRecording, feedCopyHolds, heldByFeeds, pollFeedsNow } from './calendar-store.ts';
+import {
+  apiEventRecording,
+  botRecordingEnabled,
+  lockKey,
+  saveApiEvent,
+  setBotRecordingFlag,
+} from './bot-settings-store.ts';
 
 /**
  * R1: a calendar event created through the API becomes one recording (two copies of one meeting,
@@ -106,13 +128,7 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
     let mapped: { recording_id: string; meeting_url: string } | undefined;
     if (typeof eventId === 'string') {
       await lockKey(trx, `event:${workspaceId}:${eventId}`);
-      mapped = await trx
-        .selectFrom('api_calendar_events as a')
-        .innerJoin('bot_recordings as r', 'r.id', 'a.recording_id')
-        .select(['a.recording_id', 'r.meeting_url'])
-        .where('a.workspace_id', '=', workspaceId)
-        .where('a.event_id', '=', eventId)
-        .executeTakeFirst();
+      mapped = await apiEventRecording(trx, workspaceId, eventId);
     }
     await lockMeetingLinks(trx, workspaceId, [meetingUrl, ...(mapped ? [mapped.meeting_url] : [])]);
     if (typeof eventId === 'string') {
@@ -131,15 +147,7 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       result = await upsertRecording(deps, trx, workspaceId, event, actor);
     }
     if (typeof eventId === 'string') {
-      await trx
-        .insertInto('api_calendar_events')
-        .values({ workspace_id: workspaceId, event_id: eventId, recording_id: result.recording.id })
-        .onConflict((oc) =>
-          oc
-            .columns(['workspace_id', 'event_id'])
-            .doUpdateSet({ recording_id: result.recording.id, updated_at: sql<Date>`now()` }),
-        )
-        .execute();
+      await saveApiEvent(trx, workspaceId, eventId, result.recording.id);
     }
     return { ...result, replaced, skipped: null };
   });
@@ -162,12 +170,7 @@ async function moveApiEvent(
   e: { start: Date; end: Date; meetingUrl: string },
   actor: string,
 ): Promise<Released | Kept> {
-  const old = await trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('id', '=', recordingId)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const old = await lockRecording(trx, recordingId);
   if (!old || old.status === 'canceled') return { released: null };
   if (old.meeting_url === e.meetingUrl && old.join_at.getTime() === e.start.getTime()) {
     return { kept: await holdExisting(trx, old, { end: e.end, requestedByApi: true }) };
@@ -182,19 +185,10 @@ async function moveApiEvent(
       old.join_at < e.end &&
       old.ends_at > e.start;
     if (sameCall) return { kept: { recording: old, duplicate: true } };
-    await trx
-      .updateTable('bot_recordings')
-      .set({ requested_by_api: false })
-      .where('id', '=', old.id)
-      .execute();
+    await setRequestedByApi(trx, old.id, false);
     return { released: null };
   }
   return { released: (await releaseApiRecording(deps, trx, old.id, actor)) ? old.id : null };
-}
-
-/** A transaction-scoped lock on one name (64-bit hash), released at commit or rollback. */
-async function lockKey(trx: Tx, name: string): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`verbatim-bots:${name}`}, 0))`.execute(trx);
 }
 
 /** Serializes everything that makes or moves a recording of one meeting link in a workspace. */
@@ -212,14 +206,8 @@ export async function lockMeetingLinks(trx: Tx, workspaceId: string, links: Iter
  * copy still holds it. True when it was canceled.
  */
 async function releaseApiRecording(deps: MeetingDeps, trx: Tx, id: string, actor: string): Promise<boolean> {
-  await trx.updateTable('bot_recordings').set({ requested_by_api: false }).where('id', '=', id).execute();
-  const feedCopy = await trx
-    .selectFrom('calendar_events')
-    .select('uid')
-    .where('recording_id', '=', id)
-    .limit(1)
-    .executeTakeFirst();
-  if (feedCopy) return false;
+  await setRequestedByApi(trx, id, false);
+  if (await feedCopyHolds(trx, id)) return false;
   return (await cancelRecordingInTx(deps, trx, id, actor)) !== null;
 }
 
@@ -243,41 +231,11 @@ export async function sameCallOverlap(
 ): Promise<Released | Kept> {
   // A recording at exactly this link and start is this event's own (the upsert finds it): an
   // unchanged copy, or one whose end moved, is never handed a neighbour.
-  const exact = await trx
-    .selectFrom('bot_recordings')
-    .select('id')
-    .where('workspace_id', '=', workspaceId)
-    .where('meeting_url', '=', e.meetingUrl)
-    .where('join_at', '=', e.start)
-    .where('status', '<>', 'canceled')
-    .executeTakeFirst();
-  if (exact) return { released: null };
-  const overlapping = await trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('meeting_url', '=', e.meetingUrl)
-    .where('join_at', '<>', e.start)
-    .where('join_at', '<', e.end)
-    .where('ends_at', '>', e.start)
-    .where('status', 'not in', FINISHED)
-    .orderBy('join_at')
-    .forNoKeyUpdate()
-    .execute();
-  const feedHeld = new Set(
-    overlapping.length === 0
-      ? []
-      : (
-          await trx
-            .selectFrom('calendar_events')
-            .select('recording_id')
-            .where(
-              'recording_id',
-              'in',
-              overlapping.map((r) => r.id),
-            )
-            .execute()
-        ).map((c) => c.recording_id),
+  if (await liveRecordingInSlot(trx, workspaceId, e.meetingUrl, e.start)) return { released: null };
+  const overlapping = await lockOverlappingRecordings(trx, workspaceId, e, FINISHED);
+  const feedHeld = await heldByFeeds(
+    trx,
+    overlapping.map((r) => r.id),
   );
   const held = overlapping.find(
     (r) =>
@@ -296,25 +254,9 @@ export async function sameCallOverlap(
   return { released };
 }
 
-/** R1: whether bots may record this workspace's meetings; read under a share lock on the workspace. */
-export async function botRecordingEnabled(trx: Tx, workspaceId: string): Promise<boolean> {
-  const ws = await trx
-    .selectFrom('workspaces')
-    .select('bot_recording_enabled')
-    .where('id', '=', workspaceId)
-    .forShare()
-    .executeTakeFirst();
-  return ws?.bot_recording_enabled ?? false;
-}
-
 /** R1: the workspace's bot setting, as GET /v1/bot-settings shows it. */
 export async function getBotSettings(deps: MeetingDeps, workspaceId: string): Promise<{ enabled: boolean }> {
-  const ws = await deps.db
-    .selectFrom('workspaces')
-    .select('bot_recording_enabled')
-    .where('id', '=', workspaceId)
-    .executeTakeFirstOrThrow();
-  return { enabled: ws.bot_recording_enabled };
+  return { enabled: await botRecordingEnabled(deps.db, workspaceId) };
 }
 
 /**
@@ -334,35 +276,15 @@ export async function setBotRecordingEnabled(
   const enabled = body.enabled;
   return deps.db.transaction().execute(async (trx) => {
     // Exclusive with the share lock event creation takes: no recording slips in while switching off.
-    await trx
-      .selectFrom('workspaces')
-      .select('id')
-      .where('id', '=', workspaceId)
-      .forUpdate()
-      .executeTakeFirstOrThrow();
-    await trx
-      .updateTable('workspaces')
-      .set({ bot_recording_enabled: enabled })
-      .where('id', '=', workspaceId)
-      .execute();
+    await setBotRecordingFlag(trx, workspaceId, enabled);
     let canceled = 0;
     if (!enabled) {
-      const open = await trx
-        .selectFrom('bot_recordings')
-        .select('id')
-        .where('workspace_id', '=', workspaceId)
-        .where('status', 'in', ['pending', 'scheduled'])
-        .execute();
-      for (const { id } of open) {
+      for (const id of await notStartedRecordings(trx, workspaceId)) {
         if (await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`)) canceled++;
-        await trx.deleteFrom('calendar_events').where('recording_id', '=', id).execute();
+        await forgetEventsOfRecording(trx, id);
       }
     } else {
-      await trx
-        .updateTable('calendar_feeds')
-        .set({ next_poll_at: sql<Date>`now()` })
-        .where('workspace_id', '=', workspaceId)
-        .execute();
+      await pollFeedsNow(trx, workspaceId);
     }
     return { enabled, canceled };
   });
@@ -371,14 +293,7 @@ export async function setBotRecordingEnabled(
 export async function getBotRecording(deps: MeetingDeps, workspaceId: string, id: string) {
   // S10: read as the tenant (src/db/tenant.ts), the second wall behind the workspace filter.
   const row = isUuid(id)
-    ? await withTenant(deps.db, workspaceId, (trx) =>
-        trx
-          .selectFrom('bot_recordings')
-          .selectAll()
-          .where('id', '=', id)
-          .where('workspace_id', '=', workspaceId)
-          .executeTakeFirst(),
-      )
+    ? await withTenant(deps.db, workspaceId, (trx) => workspaceRecording(trx, workspaceId, id))
     : undefined;
   if (!row) throw new AppError(ErrorKind.notFound, 'recording.not_found', `no bot recording ${id}`);
   return row;
@@ -413,25 +328,20 @@ export async function listBotRecordings(
   }
   const limit = query.limit === undefined ? 50 : Number(query.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw bad('limit', 'limit must be 1 to 200');
-  let q = deps.db.selectFrom('bot_recordings').selectAll().where('workspace_id', '=', workspaceId);
+  const filter: RecordingFilter = {};
   if (query.status !== undefined) {
     const statuses = query.status.split(',') as BotRecordingStatus[];
     if (statuses.some((st) => !RECORDING_STATUSES.includes(st)))
       throw bad('status', `status must be any of ${RECORDING_STATUSES.join(', ')}`);
-    q = q.where('status', 'in', statuses);
+    filter.statuses = statuses;
   }
   if (query.failureCode !== undefined) {
     const code = OLD_FAILURE_CODES[query.failureCode] ?? query.failureCode;
-    q = q.where((eb) =>
-      eb.or([
-        eb('failure_code', '=', code),
-        eb('failure_code', 'like', `${code.replace(/[\\%_]/g, '\\$&')}:%`),
-      ]),
-    );
+    filter.failureCode = code;
   }
   if (query.meetingId !== undefined) {
     if (!isUuid(query.meetingId)) throw bad('meetingId', 'meetingId must be a meeting id');
-    q = q.where('meeting_id', '=', query.meetingId);
+    filter.meetingId = query.meetingId;
   }
   for (const [field, op] of [
     ['from', '>='],
@@ -441,7 +351,7 @@ export async function listBotRecordings(
     if (text === undefined) continue;
     const at = new Date(text);
     if (Number.isNaN(at.getTime())) throw bad(field, `${field} must be an ISO time`);
-    q = q.where('join_at', op, at);
+    filter[op === '>=' ? 'from' : 'to'] = at;
   }
   if (query.cursor !== undefined) {
     let before: { at: Date; id: string };
@@ -455,11 +365,12 @@ export async function listBotRecordings(
     } catch {
       throw bad('cursor', 'cursor is not one this API returned');
     }
-    q = q.where(sql<boolean>`(join_at, id) < (${before.at}::timestamptz, ${before.id}::uuid)`);
+    filter.before = before;
   }
   // S10: run as the tenant (src/db/tenant.ts), the second wall behind the workspace filter.
-  const listing = q.orderBy('join_at', 'desc').orderBy('id', 'desc').limit(limit).compile();
-  const { rows } = await withTenant(deps.db, workspaceId, (trx) => trx.executeQuery(listing));
+  const rows = await withTenant(deps.db, workspaceId, (trx) =>
+    listRecordings(trx, workspaceId, filter, limit),
+  );
   const last = rows.length === limit ? rows.at(-1) : undefined;
   return {
     recordings: rows.map(recordingView),
@@ -475,11 +386,7 @@ export async function cancelBotRecording(deps: MeetingDeps, workspaceId: string,
   return deps.db.transaction().execute(async (trx) => {
     const row = await cancelRecordingInTx(deps, trx, id, `user:${workspaceId}`, true);
     if (!row) {
-      const now = await trx
-        .selectFrom('bot_recordings')
-        .select('status')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+      const now = (await recordingById(trx, id))!;
       throw new AppError(ErrorKind.conflict, 'recording.not_cancelable', `the recording is ${now.status}`);
     }
     return row;
@@ -500,12 +407,8 @@ export async function cancelRecordingInTx(
   actor: string,
   byUser = false,
 ) {
-  const row = await trx
-    .selectFrom('bot_recordings')
-    .selectAll()
-    .where('id', '=', id)
-    .forNoKeyUpdate()
-    .executeTakeFirstOrThrow();
+  const row = await lockRecording(trx, id);
+  if (!row) throw new Error(`no bot recording ${id}`);
   if (row.status !== 'pending' && row.status !== 'scheduled') return null;
   const updated = await moveBotRecording(trx, id, BotRecordingStatus.canceled, {
     actor,
@@ -544,14 +447,7 @@ export async function upsertRecording(
 ) {
   await lockMeetingLink(trx, workspaceId, e.meetingUrl);
   if (!e.overrideUserCancel) {
-    const slot = await trx
-      .selectFrom('bot_recordings')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('meeting_url', '=', e.meetingUrl)
-      .where('join_at', '=', e.start)
-      .orderBy('created_at', 'desc')
-      .execute();
+    const slot = await recordingsInSlot(trx, workspaceId, e.meetingUrl, e.start);
     const userCanceled = slot.find((r) => r.status === 'canceled' && r.failure_code === USER_CANCELED);
     if (userCanceled && !slot.some((r) => r.status !== 'canceled')) {
       return { recording: userCanceled, duplicate: true };
@@ -560,42 +456,20 @@ export async function upsertRecording(
   // The slot's holder can be canceled between our insert's conflict and our read of it: then the
   // slot is free again, and the insert is tried once more.
   for (let round = 0; ; round++) {
-    const inserted = await trx
-      .insertInto('bot_recordings')
-      .values({
-        id: randomUUID(),
-        workspace_id: workspaceId,
-        meeting_url: e.meetingUrl,
-        join_at: e.start,
-        ends_at: e.end,
-        title: e.title,
-        status: BotRecordingStatus.pending,
-        state_times: sql<string>`jsonb_build_object('pending', now())`,
-        requested_by_api: e.requestedByApi ?? false,
-      })
-      // The slot is held by a recording that is not canceled (partial unique index, migration 0013).
-      .onConflict((oc) =>
-        oc
-          .columns(['workspace_id', 'meeting_url', 'join_at'])
-          .where(sql<boolean>`status <> 'canceled'`)
-          .doNothing(),
-      )
-      .returningAll()
-      .executeTakeFirst();
+    const inserted = await insertRecordingInSlot(trx, {
+      workspaceId,
+      meetingUrl: e.meetingUrl,
+      start: e.start,
+      end: e.end,
+      title: e.title,
+      requestedByApi: e.requestedByApi ?? false,
+    });
     if (inserted) {
       await recordBotRecordingCreated(trx, inserted, actor);
       await requestBotScheduling(deps, trx, inserted, actor);
       return { recording: inserted, duplicate: false };
     }
-    const existing = await trx
-      .selectFrom('bot_recordings')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('meeting_url', '=', e.meetingUrl)
-      .where('join_at', '=', e.start)
-      .where('status', '<>', 'canceled')
-      .forNoKeyUpdate()
-      .executeTakeFirst();
+    const existing = await liveRecordingInSlot(trx, workspaceId, e.meetingUrl, e.start, true);
     if (existing) return holdExisting(trx, existing, e);
     if (round >= 2) {
       throw new AppError(ErrorKind.transient, 'recording.slot_contended', 'the meeting slot kept changing');
@@ -609,22 +483,14 @@ async function holdExisting(
   e: { end: Date; requestedByApi?: boolean },
 ) {
   if (e.requestedByApi && !existing.requested_by_api) {
-    await trx
-      .updateTable('bot_recordings')
-      .set({ requested_by_api: true })
-      .where('id', '=', existing.id)
-      .execute();
+    await setRequestedByApi(trx, existing.id, true);
   }
   if (
     existing.ends_at.getTime() !== e.end.getTime() &&
     (existing.status === 'pending' || existing.status === 'scheduled')
   ) {
     // Only the end moved: the bot joins at the same time; nothing to reschedule.
-    await trx
-      .updateTable('bot_recordings')
-      .set({ ends_at: e.end, updated_at: sql<Date>`now()` })
-      .where('id', '=', existing.id)
-      .execute();
+    await setRecordingEnd(trx, existing.id, e.end);
   }
   return { recording: existing, duplicate: true };
 }
@@ -662,11 +528,7 @@ export function deleteBotJob(
         // A create whose answer never came may still be committed at the provider after this
         // list: until that can no longer happen, the job looks again (a bot made later joins a
         // call nobody asked for).
-        const row = await deps.db
-          .selectFrom('bot_recordings')
-          .select('schedule_attempted_at')
-          .where('id', '=', recordingId)
-          .executeTakeFirst();
+        const row = await recordingById(deps.db, recordingId);
         settlesAt = (row?.schedule_attempted_at?.getTime() ?? 0) + CREATE_SETTLE_MS;
       }
       for (const botId of botIds) {
@@ -708,11 +570,7 @@ async function reopenForImport(deps: MeetingDeps, recordingId: string, botId: st
   // A bot never attached (its create's answer was lost before the cancel) becomes the recording's.
   await deps.db.transaction().execute(async (trx) => {
     // Unless another recording of the same call went on without it (a move made a new one).
-    const twin = await sql<{ id: string }>`select o.id from bot_recordings r join bot_recordings o
-          on o.workspace_id = r.workspace_id and o.meeting_url = r.meeting_url
-         and o.join_at = r.join_at and o.status <> 'canceled'
-       where r.id = ${recordingId}::uuid`.execute(trx);
-    if (twin.rows.length > 0) return;
+    if (await hasLiveTwin(trx, recordingId)) return;
     await moveBotRecording(trx, recordingId, BotRecordingStatus.joining, {
       actor: 'worker',
       reason: 'its bot got into the call after the cancel: what it records is imported',
@@ -733,11 +591,7 @@ export async function stopBotRecording(deps: MeetingDeps, workspaceId: string, i
   return deps.db.transaction().execute(async (trx) => {
     const canceled = await cancelRecordingInTx(deps, trx, id, actor, true);
     if (canceled) return { recording: canceled, leaving: false };
-    const row = await trx
-      .selectFrom('bot_recordings')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirstOrThrow();
+    const row = (await recordingById(trx, id))!;
     if (!['joining', 'in_call', 'recording'].includes(row.status) || !row.bot_id) {
       throw new AppError(ErrorKind.conflict, 'recording.not_running', `the recording is ${row.status}`);
     }

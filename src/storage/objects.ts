@@ -1,7 +1,6 @@
 import { systemInTx } from '../db/tenant.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
-import { sql } from 'kysely';
 import type { Checkpoints } from '../checkpoints.ts';
 import type { Config } from '../config.ts';
 import type { Db, Tx } from '../db/schema.ts';
@@ -9,6 +8,21 @@ import { AppError, ErrorKind, toErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { BlobStore } from '../ports.ts';
 import { ClientCode } from '../domain/client-codes.ts';
+import {
+  backOffCleanup,
+  claimDueCleanups,
+  fenceObject,
+  insertStagedRow,
+  markCompensated,
+  releaseCleanupLeases,
+  releaseStrayCleanupLeases,
+  removeCleanupRow,
+  storedBytes,
+  takeGuards,
+  updateStagedRow,
+} from './object-rows.ts';
+
+export { handOffMeetingObjects, referenceStaged, storedBytes } from './object-rows.ts';
 
 /**
  * The life of a stored object, from the first byte written to the last byte deleted (B1–B6).
@@ -57,34 +71,7 @@ export interface StagedObject {
   bytes: number;
 }
 
-const GLOBAL = 'global';
 const CLEANUP_LEASE_MS = 60_000;
-
-type GuardMode = 'share' | 'admit';
-
-async function takeGuards(trx: Tx, workspaceId: string, mode: GuardMode): Promise<void> {
-  const strength = mode === 'share' ? sql`for key share` : sql`for no key update`;
-  // Global first, then the workspace: one order everywhere, so guards never deadlock each other.
-  await sql`select scope from storage_guards where scope = ${GLOBAL} ${strength}`.execute(trx);
-  const lock = () =>
-    sql`select scope from storage_guards where scope = ${workspaceId} ${strength}`.execute(trx);
-  // The workspace's row is inserted only the first time: an insert, even one that finds the row,
-  // would wait on any open transaction that had inserted it.
-  if ((await lock()).rows.length > 0) return;
-  await sql`insert into storage_guards (scope) values (${workspaceId}) on conflict do nothing`.execute(trx);
-  await lock();
-}
-
-/** Bytes held for a workspace (or, with null, the whole installation): live blobs plus pending cleanups. */
-export async function storedBytes(db: Db | Tx, workspaceId: string | null): Promise<number> {
-  const row = await sql<{ bytes: string }>`
-    select
-      (select coalesce(sum(size_bytes), 0) from blobs
-        where deleted_at is null and (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid))
-      + (select coalesce(sum(bytes), 0) from object_cleanups
-        where (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid)) as bytes`.execute(db);
-  return Number(row.rows[0]!.bytes);
-}
 
 /**
  * B1, B2, B6: generates the object's identity, commits its staged cleanup row (admitting it against
@@ -163,12 +150,6 @@ export async function stageAndPutStream(
     body.failure ??= err;
     return body.failure;
   };
-  const stillStaged = () =>
-    db
-      .updateTable('object_cleanups')
-      .where('object_key', '=', staged.key)
-      .where('state', '=', 'staged')
-      .where('delete_fenced_at', 'is', null);
   // A body that keeps arriving keeps its reservation: the deadline moves on while bytes come, so
   // an upload may take as long as its request may, and an orphan of a process that died midway
   // is found one stage deadline after its last byte.
@@ -176,29 +157,20 @@ export async function stageAndPutStream(
   let extendedAt = Date.now();
   const extend = () => {
     extendedAt = Date.now();
-    stillStaged()
-      .set({ reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'` })
-      .execute()
-      .catch((err: unknown) =>
-        deps.log.warn({ err: toErrorRecord(err).code }, "could not extend an upload's reservation"),
-      );
+    updateStagedRow(db, staged.key, { stageDeadlineMs: deps.config.stageDeadlineMs }).catch((err: unknown) =>
+      deps.log.warn({ err: toErrorRecord(err).code }, "could not extend an upload's reservation"),
+    );
   };
   // A body past what it reserved reserves more (at least doubling), admitted against the quotas.
   const grow = async (needed: number) => {
     const next = Math.min(spec.maxBytes, Math.max(needed, reserved * 2, reserved + STREAM_RESERVE_STEP));
     await db.transaction().execute(async (trx) => {
       if (spec.admit) await admit(deps.config, trx, spec.workspaceId, next - reserved);
-      const updated = await trx
-        .updateTable('object_cleanups')
-        .set({
-          bytes: next,
-          reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
-        })
-        .where('object_key', '=', staged.key)
-        .where('state', '=', 'staged')
-        .where('delete_fenced_at', 'is', null)
-        .executeTakeFirst();
-      if (updated.numUpdatedRows === 0n) {
+      const updated = await updateStagedRow(trx, staged.key, {
+        bytes: next,
+        stageDeadlineMs: deps.config.stageDeadlineMs,
+      });
+      if (!updated) {
         throw new AppError(
           ErrorKind.transient,
           'storage.fenced',
@@ -247,7 +219,7 @@ export async function stageAndPutStream(
     if (bytes === 0) throw spec.empty();
     staged.sha256 = hash.digest('hex');
     staged.bytes = bytes;
-    if (bytes !== reserved) await stillStaged().set({ bytes }).execute();
+    if (bytes !== reserved) await updateStagedRow(db, staged.key, { bytes });
     await deps.checkpoints.hit('storage.written', { kind: spec.kind });
   } catch (err) {
     spec.source.unpipe(measure);
@@ -263,19 +235,7 @@ export async function stageAndPutStream(
 async function stage(deps: StorageDeps, staged: StagedObject, admitIt: boolean): Promise<void> {
   await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
     if (admitIt) await admit(deps.config, trx, staged.workspaceId, staged.bytes);
-    await trx
-      .insertInto('object_cleanups')
-      .values({
-        id: randomUUID(),
-        workspace_id: staged.workspaceId,
-        meeting_id: staged.meetingId,
-        object_key: staged.key,
-        bytes: staged.bytes,
-        state: 'staged',
-        reason: 'staged write',
-        reserve_until: sql<Date>`now() + ${deps.config.stageDeadlineMs} * interval '1 millisecond'`,
-      })
-      .execute();
+    await insertStagedRow(trx, staged, deps.config.stageDeadlineMs);
   });
 }
 
@@ -302,48 +262,6 @@ async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number
 }
 
 /**
- * B2, B4: inside the transaction that uses a staged object: takes the guards, refuses an object
- * already claimed for deletion, inserts its `blobs` row and retires the staged cleanup row.
- * Returns the blob's id.
- */
-export async function referenceStaged(
-  trx: Tx,
-  staged: StagedObject,
-  row: { kind: string; contentType: string },
-): Promise<string> {
-  await takeGuards(trx, staged.workspaceId, 'share');
-  const cleanup = await trx
-    .selectFrom('object_cleanups')
-    .select(['id', 'state', 'delete_fenced_at'])
-    .where('object_key', '=', staged.key)
-    .forUpdate()
-    .executeTakeFirst();
-  if (!cleanup || cleanup.state !== 'staged' || cleanup.delete_fenced_at !== null) {
-    throw new AppError(
-      ErrorKind.transient,
-      'storage.fenced',
-      'the stored object was claimed for deletion before it was used; send it again',
-    );
-  }
-  const blobId = randomUUID();
-  await trx
-    .insertInto('blobs')
-    .values({
-      id: blobId,
-      workspace_id: staged.workspaceId,
-      meeting_id: staged.meetingId,
-      kind: row.kind,
-      object_key: staged.key,
-      sha256: staged.sha256,
-      size_bytes: staged.bytes,
-      content_type: row.contentType,
-    })
-    .execute();
-  await trx.deleteFrom('object_cleanups').where('id', '=', cleanup.id).execute();
-  return blobId;
-}
-
-/**
  * B3: after a failure past staging, each object not referenced is moved from staged to pending
  * deletion (the durable record) and deleted at once; what cannot be deleted now stays for the
  * cleanup pass. Never throws: the caller is already handling the original failure.
@@ -355,31 +273,7 @@ export async function compensate(deps: StorageDeps, staged: StagedObject[], caus
     // Upserted, not only updated: the staged row may be gone already (a write that outlived its
     // deadline was reclaimed as an orphan before its bytes landed). An object that a committed
     // reference holds is safe all the same: the fenced delete checks for live references and keeps it.
-    await (deps.stagingDb ?? deps.db)
-      .insertInto('object_cleanups')
-      .values(
-        staged.map((s) => ({
-          id: randomUUID(),
-          workspace_id: s.workspaceId,
-          meeting_id: s.meetingId,
-          object_key: s.key,
-          bytes: s.bytes,
-          state: 'pending' as const,
-          reason,
-        })),
-      )
-      .onConflict((oc) =>
-        oc
-          .column('object_key')
-          .doUpdateSet({
-            state: 'pending',
-            reason,
-            next_attempt_at: sql<Date>`now()`,
-            updated_at: sql<Date>`now()`,
-          })
-          .where('object_cleanups.state', '=', 'staged'),
-      )
-      .execute();
+    await markCompensated(deps.stagingDb ?? deps.db, staged, reason);
     await deleteNow(
       deps,
       staged.map((s) => s.key),
@@ -387,43 +281,6 @@ export async function compensate(deps: StorageDeps, staged: StagedObject[], caus
   } catch (err) {
     deps.log.warn({ err: String(err), objects: staged.length }, 'compensation deferred to the cleanup pass');
   }
-}
-
-/**
- * B8, L16: hands every live object of a meeting (but those in `keep`) to the cleanup outbox, in the caller's
- * transaction: the blobs are marked deleted and a pending cleanup row carries each object's bytes.
- * Returns the keys, for `deleteNow` after the commit.
- */
-export async function handOffMeetingObjects(
-  trx: Tx,
-  meetingId: string,
-  reason: string,
-  keep: readonly string[] = [],
-): Promise<string[]> {
-  let q = trx
-    .updateTable('blobs')
-    .set({ deleted_at: sql<Date>`now()` })
-    .where('meeting_id', '=', meetingId)
-    .where('deleted_at', 'is', null);
-  if (keep.length > 0) q = q.where('id', 'not in', keep);
-  const blobs = await q.returning(['workspace_id', 'meeting_id', 'object_key', 'size_bytes']).execute();
-  if (blobs.length === 0) return [];
-  await trx
-    .insertInto('object_cleanups')
-    .values(
-      blobs.map((b) => ({
-        id: randomUUID(),
-        workspace_id: b.workspace_id,
-        meeting_id: b.meeting_id,
-        object_key: b.object_key,
-        bytes: b.size_bytes,
-        state: 'pending' as const,
-        reason,
-      })),
-    )
-    .onConflict((oc) => oc.column('object_key').doNothing())
-    .execute();
-  return blobs.map((b) => b.object_key);
 }
 
 /** Deletes handed-off objects now, each through the fenced path; failures stay for the cleanup pass. */
@@ -452,17 +309,10 @@ export async function deleteObject(
 ): Promise<CleanupOutcome> {
   let fenced: 'gone' | 'referenced' | 'fenced';
   try {
-    fenced = await fence(deps, key, owner);
+    fenced = await fenceObject(deps.db, key, owner, () => deps.checkpoints.hit('storage.fencing', {}));
   } catch (err) {
     if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
-    if (owner !== null) {
-      await deps.db
-        .updateTable('object_cleanups')
-        .set({ lease_owner: null, lease_expires_at: null })
-        .where('object_key', '=', key)
-        .where('lease_owner', '=', owner)
-        .execute();
-    }
+    if (owner !== null) await releaseCleanupLeases(deps.db, owner, [key]);
     deps.log.info({ objectKey: key }, 'deletion waited too long for the quota guard; the next pass retries');
     return 'busy';
   }
@@ -472,61 +322,6 @@ export async function deleteObject(
   }
   if (fenced === 'gone') return 'gone';
   return removeFenced(deps, key);
-}
-
-/** Commits the fence (B4) under the guards, or finds the object referenced or already handled. */
-function fence(
-  deps: StorageDeps,
-  key: string,
-  owner: string | null,
-): Promise<'gone' | 'referenced' | 'fenced'> {
-  return deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('object_cleanups')
-      .select(['id', 'workspace_id', 'state', 'lease_owner', 'lease_expires_at'])
-      .where('object_key', '=', key)
-      .executeTakeFirst();
-    if (!row || row.state !== 'pending') return 'gone' as const;
-    // A reference creator holds the object's row for the length of its transaction; rather than
-    // queue behind one that is slow or paused, give up after a while and let the next pass try again.
-    await sql`set local lock_timeout = '2s'`.execute(trx);
-    await takeGuards(trx, row.workspace_id, 'share');
-    const locked = await trx
-      .selectFrom('object_cleanups')
-      .select(['id', 'state', 'lease_owner', 'lease_expires_at'])
-      .where('id', '=', row.id)
-      .forUpdate()
-      .executeTakeFirst();
-    if (!locked || locked.state !== 'pending') return 'gone' as const;
-    const leasedByOther =
-      locked.lease_owner !== null &&
-      locked.lease_owner !== owner &&
-      locked.lease_expires_at !== null &&
-      locked.lease_expires_at.getTime() > Date.now();
-    if (leasedByOther) return 'gone' as const;
-    const refs = await trx
-      .selectFrom('blobs')
-      .select(['id', 'deleted_at'])
-      .where('object_key', '=', key)
-      .forUpdate()
-      .execute();
-    if (refs.some((r) => r.deleted_at === null)) {
-      await trx.deleteFrom('object_cleanups').where('id', '=', row.id).execute();
-      return 'referenced' as const;
-    }
-    await trx
-      .updateTable('object_cleanups')
-      .set({ delete_fenced_at: sql<Date>`coalesce(delete_fenced_at, now())`, updated_at: sql<Date>`now()` })
-      .where('id', '=', row.id)
-      .execute();
-    await trx
-      .updateTable('blobs')
-      .set({ delete_fenced_at: sql<Date>`coalesce(delete_fenced_at, now())` })
-      .where('object_key', '=', key)
-      .execute();
-    await deps.checkpoints.hit('storage.fencing', {});
-    return 'fenced' as const;
-  });
 }
 
 /** The physical delete of a fenced object; the row goes only once it succeeded (B5). */
@@ -542,22 +337,17 @@ async function removeFenced(deps: StorageDeps, key: string): Promise<CleanupOutc
     );
     return 'retry';
   }
-  await deps.db.deleteFrom('object_cleanups').where('object_key', '=', key).execute();
+  await removeCleanupRow(deps.db, key);
   return 'deleted';
 }
 
 /** A failed try at one object: counted, and the next one backed off exponentially (capped). */
 async function backOff(deps: StorageDeps, key: string, err: unknown): Promise<void> {
   const error = toErrorRecord(err);
-  const base = deps.config.cleanupBackoffMs;
-  const cap = deps.config.cleanupBackoffCapMs;
-  await sql`
-    update object_cleanups
-       set attempts = attempts + 1,
-           next_attempt_at = now() + least(${cap}::float8, ${base}::float8 * power(2, least(attempts, 40))) * interval '1 millisecond',
-           last_error = ${`${error.code}: ${error.message}`.slice(0, 500)},
-           lease_owner = null, lease_expires_at = null, updated_at = now()
-     where object_key = ${key}`.execute(deps.db);
+  await backOffCleanup(deps.db, key, `${error.code}: ${error.message}`, {
+    baseMs: deps.config.cleanupBackoffMs,
+    capMs: deps.config.cleanupBackoffCapMs,
+  });
 }
 
 /**
@@ -576,29 +366,9 @@ export async function cleanupPass(
   // A row leased to this owner that none of its passes is working on was left by a pass cut short
   // whose hand-back failed too (the database was restarting): it is taken back now, not after the
   // lease. Found by the simulation: a heal waited most of a minute on one such row.
-  await sql`
-    update object_cleanups
-       set lease_owner = null, lease_expires_at = null
-     where lease_owner = ${owner}
-       and lease_expires_at > now()
-       and not (object_key = any(${[...mine]}::text[]))`.execute(deps.db);
-  const claimed = await sql<{ object_key: string }>`
-    update object_cleanups c
-       set state = 'pending',
-           reason = case when c.state = 'staged' then 'orphan: staged write never referenced' else c.reason end,
-           lease_owner = ${owner},
-           lease_expires_at = now() + ${CLEANUP_LEASE_MS} * interval '1 millisecond',
-           updated_at = now()
-     where c.id in (
-       select id from object_cleanups
-        where ((state = 'staged' and reserve_until < now()) or (state = 'pending' and next_attempt_at <= now()))
-          and (lease_expires_at is null or lease_expires_at < now())
-        order by next_attempt_at
-        limit ${limit}
-        for update skip locked)
-    returning c.object_key`.execute(deps.db);
+  await releaseStrayCleanupLeases(deps.db, owner, [...mine]);
+  const keys = await claimDueCleanups(deps.db, owner, CLEANUP_LEASE_MS, limit);
   const outcomes: Record<CleanupOutcome, number> = { deleted: 0, referenced: 0, gone: 0, retry: 0, busy: 0 };
-  const keys = claimed.rows.map((r) => r.object_key);
   for (const key of keys) mine.add(key);
   let done = 0;
   try {
@@ -613,14 +383,7 @@ export async function cleanupPass(
     // the leases still end.
     await backOff(deps, keys[done]!, err).catch(() => undefined);
     const rest = keys.slice(done + 1);
-    if (rest.length > 0)
-      await deps.db
-        .updateTable('object_cleanups')
-        .set({ lease_owner: null, lease_expires_at: null })
-        .where('object_key', 'in', rest)
-        .where('lease_owner', '=', owner)
-        .execute()
-        .catch(() => undefined);
+    await releaseCleanupLeases(deps.db, owner, rest).catch(() => undefined);
     throw err;
   } finally {
     for (const key of keys) mine.delete(key);

@@ -25,6 +25,16 @@ export async function botRecordingEnabled(db: Executor, workspaceId: string): Pr
   return ws?.bot_recording_enabled ?? false;
 }
 
+/** The setting as GET /v1/bot-settings shows it: a plain read that never waits for a switch in progress. */
+export async function readBotRecordingEnabled(db: Executor, workspaceId: string): Promise<boolean> {
+  const ws = await db
+    .selectFrom('workspaces')
+    .select('bot_recording_enabled')
+    .where('id', '=', workspaceId)
+    .executeTakeFirstOrThrow();
+  return ws.bot_recording_enabled;
+}
+
 /** Switches the setting under an exclusive lock on the workspace: no recording slips in meanwhile. */
 export async function setBotRecordingFlag(trx: Tx, workspaceId: string, enabled: boolean): Promise<void> {
   await trx

@@ -33,6 +33,7 @@ import {
   apiEventRecording,
   botRecordingEnabled,
   lockKey,
+  readBotRecordingEnabled,
   saveApiEvent,
   setBotRecordingFlag,
 } from './bot-settings-store.ts';
@@ -256,7 +257,7 @@ export async function sameCallOverlap(
 
 /** R1: the workspace's bot setting, as GET /v1/bot-settings shows it. */
 export async function getBotSettings(deps: MeetingDeps, workspaceId: string): Promise<{ enabled: boolean }> {
-  return { enabled: await botRecordingEnabled(deps.db, workspaceId) };
+  return { enabled: await readBotRecordingEnabled(deps.db, workspaceId) };
 }
 
 /**

@@ -25,6 +25,7 @@ import { Consumer, JobKind } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
 import { PgJobSweeps } from './jobs/job-sweep-store.ts';
 import { PgJobStore } from './jobs/pg-job-store.ts';
+import { ISOLATE_ON_ERRORS } from './jobs/catalog.ts';
 import { createLogger, type Logger } from './log.ts';
 import { closeOutMeetingJob } from './meetings/close-out.ts';
 import type { MeetingDeps } from './meetings/deps.ts';
@@ -97,8 +98,13 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     retryStepMs: config.retryStepMs,
     rescueAfterMs: config.rescueAfterMs,
     importOutageMs: config.bots.importPatienceMs,
+    isolation: config.isolation,
   };
-  const jobs = new PgJobStore(database.db, timings, { checkpoints, log });
+  const jobs = new PgJobStore(database.db, timings, {
+    checkpoints,
+    log,
+    isolateOnErrors: ISOLATE_ON_ERRORS,
+  });
   const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });
   const deps: MeetingDeps = {
     db: database.db,

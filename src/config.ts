@@ -5,6 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parseEgressAllow } from './net/egress.ts';
+import type { JobKind } from './domain/status.ts';
 
 interface Setting {
   env: string;
@@ -159,7 +160,31 @@ export const SETTINGS = {
     default: '25',
     help: 'on SIGTERM, how long running jobs may finish before they are handed back (J11)',
   },
-  maxReclaims: { env: 'VERBATIM_MAX_RECLAIMS', default: '3', help: 'reclaims before quarantine (J7)' },
+  maxReclaims: {
+    env: 'VERBATIM_MAX_RECLAIMS',
+    default: '3',
+    help: 'reclaims (its worker lost while running it) before a job is isolated: run alone, in a process of its own (J7, J20)',
+  },
+  isolationBackoffSeconds: {
+    env: 'VERBATIM_ISOLATION_BACKOFF_SECONDS',
+    default: '60',
+    help: 'an isolated job whose run did not succeed runs again after this, doubled after each such run (J20)',
+  },
+  isolationBackoffCapSeconds: {
+    env: 'VERBATIM_ISOLATION_BACKOFF_CAP_SECONDS',
+    default: '3600',
+    help: 'the longest wait between two runs of an isolated job (J20)',
+  },
+  poisonRunnerDeaths: {
+    env: 'VERBATIM_POISON_RUNNER_DEATHS',
+    default: '3',
+    help: 'an isolated job whose runner process dies this many runs in a row is declared poison (J20)',
+  },
+  heldAudioDays: {
+    env: 'VERBATIM_HELD_AUDIO_DAYS',
+    default: '7',
+    help: 'days after a meeting ended that the audio of a stretch with no transcript is kept for it (J20, L16)',
+  },
   transcribeMaxErrors: {
     env: 'VERBATIM_TRANSCRIBE_MAX_ERRORS',
     default: '5',
@@ -383,6 +408,11 @@ export const SETTINGS = {
   apiKey: { env: 'VERBATIM_API_KEY', default: '', help: 'for `verbatim transcribe`: its API key' },
   faults: { env: 'VERBATIM_FAULTS', default: '', help: 'test-only fault injection (JSON list)' },
   faultStateDir: { env: 'VERBATIM_FAULT_STATE_DIR', default: '', help: 'test-only fault counters' },
+  isolatedRun: {
+    env: 'VERBATIM_ISOLATED_RUN',
+    default: '',
+    help: 'internal: the one job a `verbatim isolated-run` process runs, set by the worker that starts it (J20)',
+  },
 } as const satisfies Record<string, Setting>;
 
 export interface Config {
@@ -423,6 +453,9 @@ export interface Config {
   jobTimeoutMs: number;
   drainMs: number;
   maxReclaims: number;
+  /** J20: the isolated lane. */
+  isolation: { backoffMs: number; backoffCapMs: number; poisonRunnerDeaths: number };
+  heldAudioMs: number;
   transcribeMaxErrors: number;
   retryStepMs: number;
   closeoutGraceMs: number;
@@ -475,6 +508,33 @@ export interface Config {
   client: { url: string; apiKey: string };
   faults: string;
   faultStateDir: string;
+  /**
+   * The settings as they were given (each variable of SETTINGS that was set), so that a process
+   * this one starts for a job (J20's isolated runner) runs with the same installation settings.
+   */
+  givenSettings: Readonly<Record<string, string>>;
+  /** J20: in an isolated runner process, the job it runs. */
+  isolatedRun: IsolatedRun | null;
+}
+
+/** J20: what a worker tells the runner process it starts for one isolated job. */
+export interface IsolatedRun {
+  kind: JobKind;
+  jobId: string;
+  deliveryId: string;
+  /** The attempt's owner: the worker's id and the runner's, so that the worker knows its runner's attempt. */
+  owner: string;
+}
+
+/**
+ * The environment of a process this one starts to run part of its work (J20's isolated runner):
+ * this one's, with exactly the settings this process was given (none read from elsewhere), and
+ * `extra` over them.
+ */
+export function childProcessEnv(config: Config, extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const setting of Object.values(SETTINGS)) delete env[setting.env];
+  return { ...env, ...config.givenSettings, ...extra };
 }
 
 export interface RequestLimits {
@@ -514,6 +574,29 @@ export function transcriptionConcurrency(
 }
 
 type Env = Record<string, string | undefined>;
+
+function isolatedRunOf(text: string): IsolatedRun | null {
+  if (text === '') return null;
+  const run = JSON.parse(text) as Partial<IsolatedRun>;
+  if (
+    typeof run.kind !== 'string' ||
+    typeof run.jobId !== 'string' ||
+    typeof run.deliveryId !== 'string' ||
+    typeof run.owner !== 'string'
+  ) {
+    throw new ConfigError('VERBATIM_ISOLATED_RUN is not a run a worker wrote');
+  }
+  return run as IsolatedRun;
+}
+
+function givenSettingsOf(env: Env): Record<string, string> {
+  const given: Record<string, string> = {};
+  for (const setting of Object.values(SETTINGS)) {
+    const value = env[setting.env];
+    if (value !== undefined) given[setting.env] = value;
+  }
+  return given;
+}
 
 export function loadConfig(env: Env = process.env): Config {
   const raw = (key: keyof typeof SETTINGS): string => {
@@ -584,6 +667,12 @@ export function loadConfig(env: Env = process.env): Config {
     jobTimeoutMs: ms('jobTimeoutSeconds', 1),
     drainMs: ms('drainSeconds'),
     maxReclaims: int('maxReclaims', 0),
+    isolation: {
+      backoffMs: ms('isolationBackoffSeconds', 0.05),
+      backoffCapMs: ms('isolationBackoffCapSeconds', 0.05),
+      poisonRunnerDeaths: int('poisonRunnerDeaths', 1),
+    },
+    heldAudioMs: ms('heldAudioDays') * 86_400,
     transcribeMaxErrors: int('transcribeMaxErrors', 1),
     retryStepMs: ms('retryStepSeconds'),
     closeoutGraceMs: ms('closeoutGraceSeconds'),
@@ -662,6 +751,8 @@ export function loadConfig(env: Env = process.env): Config {
     client: { url: raw('apiUrl'), apiKey: raw('apiKey') },
     faults: raw('faults'),
     faultStateDir: raw('faultStateDir'),
+    givenSettings: givenSettingsOf(env),
+    isolatedRun: isolatedRunOf(raw('isolatedRun')),
   };
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError('VERBATIM_HEARTBEAT_SECONDS must be shorter than VERBATIM_LEASE_SECONDS');

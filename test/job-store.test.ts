@@ -13,7 +13,7 @@ import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
 import { PgJobSweeps } from '../src/jobs/job-sweep-store.ts';
 import { OUTAGE_WAITS, PgJobStore, specJson } from '../src/jobs/pg-job-store.ts';
-import { workspacelessSpec } from '../src/jobs/catalog.ts';
+import { ISOLATE_ON_ERRORS, workspacelessSpec } from '../src/jobs/catalog.ts';
 import type { Config } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
@@ -57,6 +57,10 @@ void describe('job store', () => {
       );
       return job!;
     });
+  }
+
+  async function jobRow(jobId: string) {
+    return handle.db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirstOrThrow();
   }
 
   async function expire(jobId: string) {
@@ -365,50 +369,184 @@ void describe('job store', () => {
     );
   });
 
-  void it('J7/J8: the sweep reclaims expired leases and quarantines past the cap with reclaim_cap_exceeded', async () => {
+  void it('J7/J8/J20: the sweep reclaims expired leases, and past the cap isolates the job instead of failing it', async () => {
     const job = await newJob(3, 1);
     await store.claimJob(job.id, 'w1');
     await expire(job.id);
     // Other tests' jobs may expire in the same sweep on a slow machine; this test looks at its own.
-    const first = (await sweeps.reclaimExpiredLeases('sweep:test', {})).filter((r) => r.jobId === job.id);
+    const first = (await sweeps.reclaimExpiredLeases('sweep:test')).filter((r) => r.jobId === job.id);
     assert.deepEqual(
       first.map((r) => [r.jobId, r.quarantined]),
       [[job.id, false]],
     );
     await store.claimJob(job.id, 'w2');
     await expire(job.id);
-    let hookRan = false;
-    const second = (
-      await sweeps.reclaimExpiredLeases('sweep:test', {
-        [JobKind.writeMinutes]: (_trx, failed) => {
-          if (failed.id === job.id) hookRan = true;
-          return Promise.resolve(null);
-        },
-      })
-    ).filter((r) => r.jobId === job.id);
+    const second = (await sweeps.reclaimExpiredLeases('sweep:test')).filter((r) => r.jobId === job.id);
     assert.deepEqual(
       second.map((r) => [r.jobId, r.quarantined]),
       [[job.id, true]],
     );
-    assert.ok(hookRan, "the kind's terminal hook settled its subject");
-    const row = await handle.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('id', '=', job.id)
-      .executeTakeFirstOrThrow();
-    assert.equal(row.status, 'failed');
-    assert.equal(row.last_error_code, 'reclaim_cap_exceeded');
+    const row = await jobRow(job.id);
+    assert.equal(row.status, 'pending', 'not failed: isolated, its input kept');
+    assert.ok(row.isolated_at, 'in the isolated lane');
+    assert.equal(row.isolation_reason, 'reclaim_cap_exceeded');
+    assert.ok(row.run_after.getTime() <= Date.now() + 50, 'its first isolated run is at once');
+    // J20: an ordinary worker no longer takes it; only an isolated runner does.
+    assert.equal(await store.claimJob(job.id, 'w3'), null, 'the ordinary lane refuses an isolated job');
+    const isolated = await store.claimJob(job.id, 'w3/isolated-1', {}, true);
+    assert.ok(isolated, 'an isolated runner claims it');
+    assert.equal((await jobRow(job.id)).isolated_runs, 1);
+    // Its lease running out (its worker died with it, say) is no reason to fail it now.
+    await expire(job.id);
+    const third = (await sweeps.reclaimExpiredLeases('sweep:test')).filter((r) => r.jobId === job.id);
+    assert.equal(third.length, 1);
+    const after = await jobRow(job.id);
+    assert.equal(after.status, 'pending');
+    assert.equal(after.runner_deaths, 0, 'a run lost with its worker is no runner death');
+    assert.ok(after.run_after.getTime() > Date.now() + 10_000, 'it runs again after its slow backoff');
     const audit = await handle.db
       .selectFrom('audit_events')
-      .select(['to_status', 'actor'])
+      .select(['to_status', 'actor', 'reason'])
       .where('subject_id', '=', job.id)
+      .where('subject_type', '=', 'job')
       .orderBy('id')
       .execute();
     assert.deepEqual(
       audit.map((a) => a.to_status),
-      ['pending', 'running', 'pending', 'running', 'failed'],
+      ['pending', 'running', 'pending', 'running', 'pending', 'running', 'pending'],
     );
+    assert.match(audit[4]!.reason ?? '', /isolated \(reclaim_cap_exceeded\)/);
     assert.equal(audit.at(-1)!.actor, 'sweep:test');
+  });
+
+  void it('J20: an isolated job whose runner dies several runs in a row is poison; a run that ends otherwise breaks the count', async () => {
+    const job = await newJob(3, 0);
+    await store.claimJob(job.id, 'w1');
+    await expire(job.id);
+    await sweeps.reclaimExpiredLeases('sweep:test');
+    assert.ok((await jobRow(job.id)).isolated_at);
+    let terminal: string | null = null;
+    const hooks = {
+      [JobKind.writeMinutes]: (_trx: unknown, failed: { id: string }, error: { code: string }) => {
+        if (failed.id === job.id) terminal = error.code;
+        return Promise.resolve(null);
+      },
+    };
+    const run = async (owner: string) => {
+      await sql`update jobs set run_after = now() where id = ${job.id}`.execute(handle.db);
+      const claimed = await store.claimJob(job.id, owner, {}, true);
+      assert.ok(claimed, `run ${owner} claims`);
+      return claimed;
+    };
+    const died = { died: true, detail: 'was killed by SIGKILL' };
+    await run('w/iso-a');
+    assert.equal(await store.endIsolatedRun(job.id, 'w/iso-a', died, hooks, 'worker:w'), 'retrying');
+    await run('w/iso-b');
+    assert.equal(await store.endIsolatedRun(job.id, 'w/iso-b', died, hooks, 'worker:w'), 'retrying');
+    assert.equal((await jobRow(job.id)).runner_deaths, 2);
+    // A run that fails with an error (its runner lived) breaks the row of deaths.
+    const errored = await run('w/iso-c');
+    const transient = { kind: ErrorKind.transient, code: 'asr.bad_gateway', message: 'x' };
+    assert.equal(
+      await store.failAttempt(errored.handle, 'w/iso-c', transient, undefined, undefined),
+      'retrying',
+    );
+    assert.equal((await jobRow(job.id)).runner_deaths, 0);
+    // A runner that only could not reach the database is no death either, and another runner's
+    // report about a run that is not its own changes nothing.
+    await run('w/iso-d');
+    assert.equal(await store.endIsolatedRun(job.id, 'w/iso-x', died, hooks, 'worker:w'), 'none');
+    assert.equal(
+      await store.endIsolatedRun(
+        job.id,
+        'w/iso-d',
+        { died: false, detail: 'no database' },
+        hooks,
+        'worker:w',
+      ),
+      'retrying',
+    );
+    assert.equal((await jobRow(job.id)).runner_deaths, 0);
+    for (const owner of ['w/iso-e', 'w/iso-f']) {
+      await run(owner);
+      assert.equal(await store.endIsolatedRun(job.id, owner, died, hooks, 'worker:w'), 'retrying');
+    }
+    await run('w/iso-g');
+    assert.equal(await store.endIsolatedRun(job.id, 'w/iso-g', died, hooks, 'worker:w'), 'poison');
+    const row = await jobRow(job.id);
+    assert.equal(row.status, 'failed');
+    assert.equal(row.last_error_code, 'poison');
+    assert.equal(row.runner_deaths, 3);
+    assert.equal(terminal, 'poison', "the kind's terminal hook settles its subject");
+    const attempts = await handle.db
+      .selectFrom('job_attempts')
+      .select(['status', 'error_code'])
+      .where('job_id', '=', job.id)
+      .orderBy('attempt_no')
+      .execute();
+    assert.deepEqual(
+      attempts.map((a) => `${a.status}:${a.error_code}`),
+      [
+        'lease_expired:lease_expired',
+        'lease_expired:runner_died',
+        'lease_expired:runner_died',
+        'retryable_failed:asr.bad_gateway',
+        'lease_expired:runner_lost',
+        'lease_expired:runner_died',
+        'lease_expired:runner_died',
+        'lease_expired:runner_died',
+      ],
+    );
+  });
+
+  void it('J20: a window whose error budget runs out on errors that may pass is isolated and keeps trying; other kinds fail as before', async () => {
+    const windowStore = new PgJobStore(
+      handle.db,
+      { leaseMs: 300, leaseGraceMs: 0, retryStepMs: 100, rescueAfterMs: 1000 },
+      { checkpoints: Checkpoints.none(), log, isolateOnErrors: ISOLATE_ON_ERRORS },
+    );
+    const make = (kind: typeof JobKind.transcribeWindow | typeof JobKind.writeMinutes) =>
+      handle.db.transaction().execute(async (trx) =>
+        windowStore.createJob(
+          trx,
+          {
+            workspaceId,
+            kind,
+            subjectType: kind === JobKind.transcribeWindow ? 'window' : 'meeting',
+            subjectId: randomUUID(),
+            meetingId: null,
+            maxErrors: 2,
+            maxReclaims: 3,
+          },
+          'test',
+        ),
+      );
+    const unclassified = { kind: ErrorKind.unclassified, code: 'internal.error', message: 'boom' };
+    const spend = async (jobId: string, owner: string, isolated: boolean) => {
+      await sql`update jobs set run_after = now() where id = ${jobId}`.execute(handle.db);
+      const claimed = await windowStore.claimJob(jobId, owner, {}, isolated);
+      assert.ok(claimed);
+      return windowStore.failAttempt(claimed.handle, owner, unclassified, undefined, undefined);
+    };
+    const win = (await make(JobKind.transcribeWindow))!;
+    assert.equal(await spend(win.id, 'w1', false), 'retrying');
+    assert.equal(await spend(win.id, 'w1', false), 'retrying', 'the budget is spent: isolated, not failed');
+    let row = await jobRow(win.id);
+    assert.equal(row.status, 'pending');
+    assert.equal(row.isolation_reason, 'error_budget_spent');
+    assert.ok(row.run_after.getTime() > Date.now() + 30_000, 'after the slow backoff (a minute)');
+    assert.equal(await spend(win.id, 'w1/iso', true), 'retrying', 'isolated, it keeps trying');
+    row = await jobRow(win.id);
+    assert.equal(row.status, 'pending');
+    assert.equal(row.error_count, 3);
+    const minutes = (await make(JobKind.writeMinutes))!;
+    assert.equal(await spend(minutes.id, 'w1', false), 'retrying');
+    assert.equal(await spend(minutes.id, 'w1', false), 'failed', 'minutes have their own path (L8, L9)');
+    // A permanent error still fails a window at once (its audio is then held: J20, audio tests).
+    const win2 = (await make(JobKind.transcribeWindow))!;
+    const claimed = (await windowStore.claimJob(win2.id, 'w1'))!;
+    const bad = { kind: ErrorKind.permanent, code: 'asr.bad_input', message: 'not audio' };
+    assert.equal(await windowStore.failAttempt(claimed.handle, 'w1', bad, undefined, undefined), 'failed');
   });
 
   void it('J13: a new request supersedes the active job and closes its running attempt, keeping the audit trail', async () => {

@@ -88,7 +88,7 @@ void it('X2: each figure of /metrics follows the state it counts: reclaimed leas
       assert.ok(job);
       assert.ok(await jobs.claimJob(job.id, 'silent-worker'));
       await waitFor('the lease to expire and be reclaimed', async () =>
-        (await h.app.sweeps.reclaimExpiredLeases('sweep:test', {})).some((r) => r.jobId === job.id),
+        (await h.app.sweeps.reclaimExpiredLeases('sweep:test')).some((r) => r.jobId === job.id),
       );
     };
     await silent(null);

@@ -4,7 +4,7 @@ import type { Executor, MeetingRow } from '../db/schema.ts';
 import { readAsTenant, withTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
-import { meetingProgress, plainReason } from '../domain/meeting-progress.ts';
+import { heldStretchesMessage, meetingProgress, plainReason } from '../domain/meeting-progress.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
@@ -29,7 +29,7 @@ const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
 
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
-  const graceMs = deps.config.closeoutGraceMs;
+  const timings = viewTimings(deps);
   // S10: every meeting read here runs as the tenant (src/db/tenant.ts), so a read that forgot its
   // workspace filter finds nothing of another workspace; the writes stay on the system path.
   const viewIn = (trx: Executor, m: MeetingRow) => meetingViewIn(deps, trx, m);
@@ -88,7 +88,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     const fields = { source, title: title.trim(), language, windowMs: deps.config.windowMs, batchId };
     if (key === null) {
       const meeting = await deps.meetings.create(workspaceOf(req), fields);
-      return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
+      return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, timings));
     }
     const { meeting, replayed } = earlier
       ? { meeting: earlier.meeting, replayed: true }
@@ -100,7 +100,7 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
         `the meeting Idempotency-Key ${key} made was deleted; use a new key for a new meeting`,
       );
     }
-    if (!replayed) return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, graceMs));
+    if (!replayed) return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, timings));
     if (
       meeting.source !== fields.source ||
       meeting.title !== fields.title ||
@@ -335,7 +335,7 @@ function invalid(code: string, message: string): AppError {
 }
 
 function emptyCounts(): WindowCounts {
-  return { total: 0, transcribed: 0, inFlight: 0, exhausted: 0, missing: 0 };
+  return { total: 0, transcribed: 0, inFlight: 0, held: 0, exhausted: 0, exhaustedAudioKept: 0, missing: 0 };
 }
 
 function encodeCursor(m: MeetingRow): string {
@@ -360,18 +360,35 @@ export async function meetingViewIn(deps: MeetingDeps, trx: Executor, m: Meeting
     m,
     await deps.meetings.windowCounts(m.id, trx),
     await liveState(trx, m),
-    deps.config.closeoutGraceMs,
+    viewTimings(deps),
   );
 }
 
-export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState, graceMs: number) {
+/** The settings a meeting's view reads: the close-out's grace (L3), how long held audio is kept (J20). */
+export interface ViewTimings {
+  graceMs: number;
+  heldAudioMs: number;
+}
+
+export function viewTimings(deps: { config: { closeoutGraceMs: number; heldAudioMs: number } }): ViewTimings {
+  return { graceMs: deps.config.closeoutGraceMs, heldAudioMs: deps.config.heldAudioMs };
+}
+
+export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState, timings: ViewTimings) {
   const windows = {
     total: counts.total,
     done: counts.transcribed,
     inFlight: counts.inFlight,
+    held: counts.held,
     exhausted: counts.exhausted,
     missing: counts.missing,
   };
+  const endedAt = m.completed_at ?? m.failed_at;
+  const heldMessage = heldStretchesMessage(
+    counts.held,
+    counts.exhaustedAudioKept,
+    endedAt ? new Date(endedAt.getTime() + timings.heldAudioMs) : null,
+  );
   const repairFailure = m.repair_failure_code
     ? {
         code: m.repair_failure_code,
@@ -398,7 +415,7 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState
         windows,
       },
       new Date(),
-      graceMs,
+      timings.graceMs,
     ),
     transcriptComplete: m.transcript_completed_at !== null,
     // L19: how many times the published transcript changed since (late audio spliced in).
@@ -438,6 +455,15 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState
     },
     // L22: draft captions skipped because the drafts queue had fallen behind real time.
     drafts: { shed: m.drafts_shed },
+    // J20: stretches with no transcript whose audio is held (the gap a completed meeting shows).
+    heldAudio: heldMessage
+      ? {
+          awaiting: counts.held,
+          failed: counts.exhaustedAudioKept,
+          keptUntil: endedAt ? new Date(endedAt.getTime() + timings.heldAudioMs) : null,
+          message: heldMessage,
+        }
+      : null,
     audioDeletedAt: m.audio_deleted_at,
     untranscribedWhenAudioDeleted:
       m.audio_deleted_at && m.untranscribed_exhausted !== null

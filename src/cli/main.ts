@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 import { inspect as describeValue, parseArgs } from 'node:util';
-import { buildAppApi, openApp, startAppWorker, type App } from '../app.ts';
+import { buildAppApi, jobDefinitions, openApp, startAppWorker, type App } from '../app.ts';
+import { runIsolatedJob } from '../worker/isolated-runner.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { installProcessGuards } from './process-guards.ts';
-import { deadLetters, inspect, resubmit, status } from './ops.ts';
+import { deadLetters, inspect, release, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 import { searchCommand } from './search.ts';
 import { UsageError } from './usage-error.ts';
@@ -24,7 +25,9 @@ const USAGE = `verbatim — meeting transcription that never loses a word
                               meetings that said it: title, date, id, each hit's time and words
                               (against VERBATIM_URL with VERBATIM_API_KEY when set)
   verbatim dead-letters       failed jobs with their attempt history
-  verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish)
+  verbatim resubmit JOB_ID    a new request for a failed job's work (never a republish); for an
+                              ended meeting, another run of each held stretch (J20)
+  verbatim release MEETING_ID give up a meeting's held stretches: their audio is deleted now (J20)
   verbatim keys create [--workspace NAME] [--label TEXT] [--expires-in-days N]
                               create an API key (shown once), optionally expiring
   verbatim keys list [--workspace NAME]   keys with their state (never a secret)
@@ -56,6 +59,18 @@ async function main(argv: string[]): Promise<number> {
     case 'api':
     case 'worker':
       return serve(command, await openAppPatiently(config, log), log);
+    case 'isolated-run': {
+      // J20: started by a worker for one isolated job (src/worker/isolated-runner.ts), not by hand.
+      const run = config.isolatedRun;
+      if (!run) throw new UsageError('isolated-run is started by a worker, with VERBATIM_ISOLATED_RUN');
+      const runLog = log.child({ runner: run.owner });
+      const app = await openAppPatiently(config, runLog);
+      try {
+        return await runIsolatedJob(app.deps, jobDefinitions(app.deps), run, runLog);
+      } finally {
+        await app.close();
+      }
+    }
     case 'migrate': {
       const app = await openApp(config, { logger: log });
       await app.close();
@@ -104,6 +119,11 @@ async function main(argv: string[]): Promise<number> {
       const id = rest[0];
       if (!id) throw new UsageError('resubmit needs a JOB_ID (see verbatim dead-letters)');
       return withApp(config, log, (app) => resubmit(app, id));
+    }
+    case 'release': {
+      const id = rest[0];
+      if (!id) throw new UsageError('release needs a MEETING_ID (see verbatim status and inspect)');
+      return withApp(config, log, (app) => release(app, id));
     }
     default:
       throw new UsageError(`unknown command "${command}"`);

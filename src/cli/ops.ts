@@ -2,7 +2,7 @@ import type { App } from '../app.ts';
 import { AppError } from '../domain/errors.ts';
 import { JobKind } from '../domain/status.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
-import { resubmitMeeting } from '../meetings/operator.ts';
+import { releaseHeldAudio, resubmitMeeting } from '../meetings/operator.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
 import {
   deadLetters as listDeadLetters,
@@ -28,7 +28,10 @@ export async function status(app: App): Promise<number> {
   const h = await healthFigures(app.database.db);
   out();
   out(
-    `dead letters ${h.jobsFailed} (quarantined ${h.jobsQuarantined}), leases reclaimed ${h.leasesReclaimed}`,
+    `dead letters ${h.jobsFailed} (poison ${h.jobsPoison}), leases reclaimed ${h.leasesReclaimed}, isolated now ${h.jobsIsolated} (ever ${h.jobsQuarantined})`,
+  );
+  out(
+    `held stretches ${h.heldStretches} (oldest ${h.heldStretchOldestSeconds.toFixed(1)} s): audio kept for windows with no transcript; verbatim inspect MEETING, resubmit JOB or release MEETING`,
   );
   out(`minutes outages in progress ${h.minutesOutagesInProgress}, workers alive ${h.workersAlive}`);
   out(
@@ -74,7 +77,7 @@ export async function inspect(app: App, id: string): Promise<number> {
     out(`windows (${windows.length}):`);
     for (const w of windows) {
       out(
-        `  #${w.index} ${(w.start_ms / 1000).toFixed(1)}-${(w.end_ms / 1000).toFixed(1)}s ${w.status}${w.failure_code ? ` ${w.failure_code}` : ''}`,
+        `  #${w.index} ${(w.start_ms / 1000).toFixed(1)}-${(w.end_ms / 1000).toFixed(1)}s ${w.status}${w.failure_code ? ` ${w.failure_code}` : ''}${heldNote(w, found.jobs)}`,
       );
     }
   } else if (found.kind === 'bot-recording') {
@@ -99,11 +102,30 @@ export async function inspect(app: App, id: string): Promise<number> {
   return 0;
 }
 
+/** J20: a window with no transcript whose audio is held, said as such. */
+function heldNote(
+  w: { id: string; status: string; audio_released_at: Date | null; failure_code: string | null },
+  jobs: JobDetail[],
+): string {
+  if (w.audio_released_at) return ` (held audio released ${ts(w.audio_released_at)})`;
+  const isolated = jobs.find(
+    (d) => d.job.subject_id === w.id && d.job.isolated_at && ['pending', 'running'].includes(d.job.status),
+  );
+  if (w.status === 'pending' && isolated)
+    return ` HELD: isolated (${isolated.job.isolation_reason}), next run ${ts(isolated.job.run_after)}`;
+  if (w.status === 'failed' && !['audio.deleted', 'audio.missing'].includes(w.failure_code ?? ''))
+    return ' HELD: audio kept for a resubmit';
+  return '';
+}
+
 function printJob({ job, attempts }: JobDetail): void {
   const index = job.payload.windowIndex;
   const subject = typeof index === 'number' ? ` window #${index}` : '';
+  const isolated = job.isolated_at
+    ? ` isolated=${job.isolation_reason} since ${ts(job.isolated_at)} runs=${job.isolated_runs} runner_deaths=${job.runner_deaths}`
+    : '';
   out(
-    `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count} outage_waits=${job.outage_waits}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
+    `job ${job.id} ${job.kind}${subject} status=${job.status} errors=${job.error_count}/${job.max_errors} reclaims=${job.reclaim_count}/${job.max_reclaims} waits=${job.wait_count} outage_waits=${job.outage_waits}${isolated}${job.last_error_code ? ` last_error=${job.last_error_code}` : ''}`,
   );
   for (const a of attempts) {
     out(
@@ -160,5 +182,28 @@ export async function resubmit(app: App, jobId: string): Promise<number> {
     }
     throw err;
   }
+  return 0;
+}
+
+/**
+ * J20: gives up a meeting's held stretches: windows with no transcript whose audio was held for
+ * another try. Their jobs end, and the audio is deleted now instead of at the retention bound.
+ */
+export async function release(app: App, meetingId: string): Promise<number> {
+  if (!isUuid(meetingId)) {
+    out(`not a meeting id: ${meetingId}`);
+    return 2;
+  }
+  const found = await inspection(app.database.db, meetingId);
+  if (!found || found.kind !== 'meeting') {
+    out(`no meeting ${meetingId}`);
+    return 1;
+  }
+  const released = await releaseHeldAudio(app.deps, meetingId, 'operator:cli');
+  out(
+    released === 0
+      ? `meeting ${meetingId} holds no audio for untranscribed stretches`
+      : `meeting ${meetingId}: ${released} held stretch(es) given up; their audio is being deleted`,
+  );
   return 0;
 }

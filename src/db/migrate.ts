@@ -33,6 +33,7 @@ import * as m0029 from './migrations/0029-meeting-stream-compaction.ts';
 import * as m0030 from './migrations/0030-one-job-insert.ts';
 import * as m0031 from './migrations/0031-search-index.ts';
 import * as m0032 from './migrations/0032-search-phrase-pairs.ts';
+import * as m0033 from './migrations/0033-isolated-lane.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -67,6 +68,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0030-one-job-insert': m0030,
   '0031-search-index': m0031,
   '0032-search-phrase-pairs': m0032,
+  '0033-isolated-lane': m0033,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

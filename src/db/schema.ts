@@ -308,6 +308,8 @@ export interface WindowsTable {
   end_samples: number | null;
   superseded_at: NullableTimestamp;
   pending_at_publication: Generated<boolean>;
+  /** J20: the held audio of this untranscribed window was released (operator, or its retention bound). */
+  audio_released_at: NullableTimestamp;
 }
 
 export interface SegmentsTable {
@@ -364,6 +366,13 @@ export interface JobsTable {
   wait_count: Generated<number>;
   /** The outside outages among those waits (bounded by OUTAGE_WAITS). */
   outage_waits: Generated<number>;
+  /** J20: when the job entered the isolated lane (runs alone, in a process of its own); null: never. */
+  isolated_at: NullableTimestamp;
+  isolation_reason: string | null;
+  /** J20: runs it has had in the isolated lane (its backoff grows with them). */
+  isolated_runs: Generated<number>;
+  /** J20: the last isolated runs in a row whose runner process died: the poison count. */
+  runner_deaths: Generated<number>;
   max_errors: number;
   max_reclaims: number;
   run_after: Timestamp;

@@ -116,3 +116,31 @@ export function plainReason(code: string, message: string | null): string {
   }
   return message ? `${message} (${code})` : `It stopped with the code ${code}.`;
 }
+
+/**
+ * J20: the gap a completed meeting may show: stretches with no transcript whose audio is held.
+ * `awaiting`: still being tried, alone, on a slow backoff (their words are added when they come);
+ * `failed`: given up (poison, or an error that will not pass), their audio kept for a resubmission
+ * until `keptUntil`. Null when there is no such stretch.
+ */
+export function heldStretchesMessage(
+  awaiting: number,
+  failed: number,
+  keptUntil: Date | null,
+): string | null {
+  if (awaiting + failed === 0) return null;
+  const n = (k: number) => `${k} ${k === 1 ? 'stretch' : 'stretches'}`;
+  const until = keptUntil ? ` until ${keptUntil.toISOString().slice(0, 10)}` : '';
+  const parts: string[] = [];
+  if (awaiting > 0) {
+    parts.push(
+      `${n(awaiting)} awaiting transcription: ${awaiting === 1 ? 'it is' : 'they are'} being tried again on ${awaiting === 1 ? 'its' : 'their'} own, and the words are added to the transcript when they come.`,
+    );
+  }
+  if (failed > 0) {
+    parts.push(
+      `${n(failed)} could not be transcribed; the audio is kept${until} so that an operator can try again (verbatim resubmit).`,
+    );
+  }
+  return parts.join(' ');
+}

@@ -12,6 +12,15 @@ export function exponentialBackoffMs(baseMs: number, attempt: number, capMs = ON
   return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), capMs);
 }
 
+/** Errors that may pass on another try: they spend a job's error budget rather than failing it at once (J6). */
+export function mayPass(error: ErrorRecord): boolean {
+  return (
+    error.kind === ErrorKind.transient ||
+    error.kind === ErrorKind.unclassified ||
+    error.kind === ErrorKind.quotaExhausted
+  );
+}
+
 export type FailureDecision =
   { type: 'retry'; delayMs: number } | { type: 'fail'; code: string; message: string };
 

@@ -43,6 +43,11 @@ interface JobKindRules<K extends JobKind> {
    */
   dedupeKey: ((payload: JobPayloads[K], variant?: string) => string) | null;
   parse(raw: Record<string, unknown>): JobPayloads[K];
+  /**
+   * J20: once its error budget is spent on errors that may pass, the job is isolated and keeps
+   * trying on a slow backoff instead of failing: failing it would lose a window's words.
+   */
+  isolateOnErrors?: true;
 }
 
 /** Minutes: an LLM provider that fails three times is not going to succeed on the fourth (O3). */
@@ -84,6 +89,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     meetingId: (p) => p.meetingId,
     budget: standard,
     dedupeKey: null,
+    isolateOnErrors: true,
     parse: (raw) => ({
       meetingId: text(raw, 'meetingId'),
       windowId: text(raw, 'windowId'),
@@ -139,8 +145,15 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     queue: QUEUE_OF[JobKind.repairTimeline],
     budget: standard,
     dedupeKey: null,
+    // It recognises late audio: given up, that audio's words would be lost.
+    isolateOnErrors: true,
   },
 };
+
+/** J20: the kinds whose spent error budget isolates them instead of failing them. */
+export const ISOLATE_ON_ERRORS: ReadonlySet<string> = new Set(
+  (Object.keys(JOB_CATALOG) as JobKind[]).filter((k) => JOB_CATALOG[k].isolateOnErrors),
+);
 
 export interface CreateJobOptions {
   workspaceId: string;

@@ -25,7 +25,20 @@ export interface JobTimings {
    * without spending retries (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS); unset: an hour.
    */
   importOutageMs?: number;
+  /** J20: the isolated lane's backoff and poison count; unset: the defaults (1 min to 1 h, 3 deaths). */
+  isolation?: { backoffMs: number; backoffCapMs: number; poisonRunnerDeaths: number };
 }
+
+/** J20: why a job runs in the isolated lane. */
+export const IsolationReason = {
+  /** Its worker was lost too often while it ran: it may be killing its workers (J7). */
+  reclaimCap: 'reclaim_cap_exceeded',
+  /** A window's error budget ran out on errors that may pass. */
+  errorBudget: 'error_budget_spent',
+} as const;
+
+/** J20: the error a job is failed with when its isolated runner died too many runs in a row. */
+export const POISON = 'poison';
 
 export type AfterCommit = () => Promise<void>;
 
@@ -37,7 +50,7 @@ export type AfterCommit = () => Promise<void>;
 export type TerminalFailureHook = (trx: Tx, job: JobRow, error: ErrorRecord) => Promise<AfterCommit | null>;
 export type TerminalFailureHooks = Partial<Record<JobKind, TerminalFailureHook>>;
 
-export const RECLAIM_CAP_EXCEEDED = 'reclaim_cap_exceeded';
+export const RECLAIM_CAP_EXCEEDED = IsolationReason.reclaimCap;
 
 /**
  * The guarded row moves that claims, fenced writes and sweeps share: close an attempt with its
@@ -58,8 +71,7 @@ export class JobRows {
     trx: Tx,
     job: JobRow,
     actor: string,
-    hooks: TerminalFailureHooks = {},
-  ): Promise<{ status: string; report: ReclaimReport; after: AfterCommit | null } | null> {
+  ): Promise<{ status: string; report: ReclaimReport } | null> {
     if (!job.current_attempt_id) return null;
     const attempt = await trx
       .selectFrom('job_attempts')
@@ -77,20 +89,29 @@ export class JobRows {
     await this.closeAttempt(trx, job, attempt.id, AttemptOutcome.leaseExpired, actor, expiredError);
     const reclaims = job.reclaim_count + 1;
     const report: ReclaimReport = { jobId: job.id, kind: job.kind, reclaims, quarantined: false };
-    if (reclaims > job.max_reclaims) {
-      const reason: ErrorRecord = {
-        kind: ErrorKind.permanent,
-        code: RECLAIM_CAP_EXCEEDED,
-        message: `worker lost ${reclaims} times while running this job`,
-      };
-      const after = await this.failJobRow(
+    if (job.isolated_at) {
+      // J20: an isolated run whose runner vanished without its worker seeing it die (the worker
+      // died too, or the whole host): nothing says the job did it, so it is no runner death; it
+      // runs again after its backoff, and its reclaims are not capped any more.
+      const delayMs = this.isolationDelayMs(job.isolated_runs);
+      await this.returnToPending(trx, job, delayMs, { reclaim_count: reclaims });
+      await this.auditJob(
         trx,
-        { ...job, reclaim_count: reclaims },
-        reason,
+        job,
+        JobStatus.pending,
         actor,
-        hooks[job.kind as JobKind],
+        `isolated run lost with its worker (lease expired); runs again in ${delayMs} ms`,
       );
-      return { status: JobStatus.failed, report: { ...report, quarantined: true }, after };
+      return { status: JobStatus.pending, report };
+    }
+    if (reclaims > job.max_reclaims) {
+      // J7 as amended by J20: the quarantine isolates. Its workers died while it ran, but so may
+      // any job's under a crash loop or a kill: run alone, in a process of its own, its death (if
+      // it comes) says something about it. Its first isolated run is at once.
+      await this.isolate(trx, job, IsolationReason.reclaimCap, 0, actor, {
+        reclaim_count: reclaims,
+      });
+      return { status: JobStatus.pending, report: { ...report, quarantined: true } };
     }
     await this.returnToPending(trx, job, 0, { reclaim_count: reclaims });
     await this.auditJob(
@@ -100,7 +121,51 @@ export class JobRows {
       actor,
       `lease expired; reclaim ${reclaims} of ${job.max_reclaims}`,
     );
-    return { status: JobStatus.pending, report, after: null };
+    return { status: JobStatus.pending, report };
+  }
+
+  /**
+   * J20: the wait before an isolated job's next run, after `runs` isolated runs that did not
+   * succeed: none before the first, then the backoff step doubling up to its cap.
+   */
+  isolationDelayMs(runs: number): number {
+    if (runs <= 0) return 0;
+    const { backoffMs, backoffCapMs } = this.isolation();
+    return Math.min(backoffMs * 2 ** Math.min(runs - 1, 30), backoffCapMs);
+  }
+
+  isolation(): { backoffMs: number; backoffCapMs: number; poisonRunnerDeaths: number } {
+    return this.timings.isolation ?? { backoffMs: 60_000, backoffCapMs: 3_600_000, poisonRunnerDeaths: 3 };
+  }
+
+  /**
+   * J20: the job leaves the ordinary lane for the isolated one: it runs alone, in a process of its
+   * own, from its next run on (src/worker/isolated-runner.ts), after `delayMs`. Its input is kept.
+   */
+  async isolate(
+    trx: Tx,
+    job: JobRow,
+    reason: (typeof IsolationReason)[keyof typeof IsolationReason],
+    delayMs: number,
+    actor: string,
+    extra: Parameters<JobRows['returnToPending']>[3],
+  ): Promise<void> {
+    await trx
+      .updateTable('jobs')
+      .set({ isolated_at: sql<Date>`now()`, isolation_reason: reason, runner_deaths: 0 })
+      .where('id', '=', job.id)
+      .execute();
+    await this.returnToPending(trx, job, delayMs, extra);
+    await this.auditJob(
+      trx,
+      job,
+      JobStatus.pending,
+      actor,
+      `isolated (${reason}): it runs alone in a process of its own from now on, ${
+        delayMs > 0 ? `first in ${delayMs} ms` : 'at once'
+      }; its input is kept`,
+    );
+    this.deps.log.warn({ jobId: job.id, kind: job.kind, reason }, 'job isolated');
   }
 
   async returnToPending(
@@ -112,6 +177,7 @@ export class JobRows {
       reclaim_count?: number;
       wait_count?: number;
       outage_waits?: number;
+      runner_deaths?: number;
     } & Partial<Pick<JobRow, 'last_error_kind' | 'last_error_code' | 'last_error_message'>>,
   ): Promise<void> {
     const updated = await trx

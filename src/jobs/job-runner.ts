@@ -16,6 +16,8 @@ export interface RunnerDeps {
   maxRunMs: number;
   /** Aborts every running job when the worker drains past its deadline (J11). */
   shutdownSignal: AbortSignal;
+  /** J20: this runner is an isolated one: it claims only isolated jobs. */
+  isolated?: boolean;
 }
 
 class Shutdown extends Error {}
@@ -36,7 +38,12 @@ export async function runDelivery(
   deps: RunnerDeps,
 ): Promise<void> {
   const actor = `worker:${deps.workerId}`;
-  const claimed = await deps.jobs.claimJob(payload.jobId, deps.workerId, { deliveryId: payload.deliveryId });
+  const claimed = await deps.jobs.claimJob(
+    payload.jobId,
+    deps.workerId,
+    { deliveryId: payload.deliveryId, ...(deps.isolated ? { isolated: true } : {}) },
+    deps.isolated ?? false,
+  );
   if (!claimed) return;
   const { job, handle } = claimed;
   const log = deps.log.child({ jobId: job.id, kind: job.kind, attempt: handle.attemptNo });

@@ -5,15 +5,7 @@ import { ATTEMPT_RUNNING, JobStatus } from '../domain/status.ts';
 import type { Logger } from '../log.ts';
 import { recordAudit } from './audit-store.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery-store.ts';
-import {
-  JobRows,
-  RECLAIM_CAP_EXCEEDED,
-  runAfterCommit,
-  type AfterCommit,
-  type JobTimings,
-  type ReclaimReport,
-  type TerminalFailureHooks,
-} from './job-rows.ts';
+import { JobRows, RECLAIM_CAP_EXCEEDED, type JobTimings, type ReclaimReport } from './job-rows.ts';
 
 /**
  * The recovery passes over job rows (J7, J8, J9). Each repair is a compare-and-swap under the job
@@ -32,10 +24,10 @@ export class PgJobSweeps {
 
   /**
    * J2/J7/J8: the stale-lease sweep. Each expired attempt is closed as lease_expired and its job is
-   * returned to the queue (same job, new delivery) or, past the reclaim cap, quarantined as failed.
+   * returned to the queue (same job, new delivery), past the reclaim cap in the isolated lane (J20).
    * Safe on many replicas at once: each reclaim locks the job and re-checks the attempt.
    */
-  async reclaimExpiredLeases(actor: string, hooks: TerminalFailureHooks): Promise<ReclaimReport[]> {
+  async reclaimExpiredLeases(actor: string): Promise<ReclaimReport[]> {
     const expired = await this.db
       .selectFrom('job_attempts')
       .select(['job_id'])
@@ -45,7 +37,6 @@ export class PgJobSweeps {
       .execute();
     const reports: ReclaimReport[] = [];
     for (const { job_id } of expired) {
-      let after: AfterCommit | null = null;
       // One job that cannot be reclaimed (a throwing hook, a deadlock) must not stall the others.
       const report = await this.db
         .transaction()
@@ -57,10 +48,8 @@ export class PgJobSweeps {
             .forNoKeyUpdate()
             .executeTakeFirst();
           if (!job || job.status !== JobStatus.running) return null;
-          const outcome = await this.rows.closeExpiredAttempt(trx, job, actor, hooks);
-          if (!outcome) return null;
-          after = outcome.after;
-          return outcome.report;
+          const outcome = await this.rows.closeExpiredAttempt(trx, job, actor);
+          return outcome?.report ?? null;
         })
         .catch((err: unknown) => {
           this.deps.log.error(
@@ -69,7 +58,6 @@ export class PgJobSweeps {
           );
           return null;
         });
-      if (after) await runAfterCommit(after, this.deps.log);
       if (report) {
         reports.push(report);
         const level = report.quarantined ? 'error' : 'warn';
@@ -81,7 +69,7 @@ export class PgJobSweeps {
             quarantined: report.quarantined,
           },
           report.quarantined
-            ? `job quarantined: ${RECLAIM_CAP_EXCEEDED}`
+            ? `job quarantined: ${RECLAIM_CAP_EXCEEDED}; isolated, not failed (J20)`
             : 'expired lease reclaimed; job returned to the queue',
         );
       }

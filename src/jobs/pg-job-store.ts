@@ -5,7 +5,7 @@ import type { Database, Db, Executor, JobRow, Tx } from '../db/schema.ts';
 
 type ActiveJobQuery = SelectQueryBuilder<Database, 'jobs', JobRow>;
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
-import { decideFailure } from '../domain/retry-policy.ts';
+import { decideFailure, mayPass } from '../domain/retry-policy.ts';
 import {
   ACTIVE_JOB_STATUSES,
   ATTEMPT_RUNNING,
@@ -20,15 +20,20 @@ import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
 import { flushAudit, withAuditBuffer } from './audit-store.ts';
 import { enqueueDelivery, newDeliveryId } from './delivery-store.ts';
 import {
+  IsolationReason,
   JobRows,
   lastError,
+  POISON,
   runAfterCommit,
   type AfterCommit,
   type JobTimings,
   type TerminalFailureHook,
+  type TerminalFailureHooks,
 } from './job-rows.ts';
 
 export {
+  IsolationReason,
+  POISON,
   RECLAIM_CAP_EXCEEDED,
   type AfterCommit,
   type JobTimings,
@@ -132,9 +137,27 @@ export class PgJobStore {
   constructor(
     private readonly db: Db,
     private readonly timings: JobTimings,
-    private readonly deps: { checkpoints: Checkpoints; log: Logger },
+    private readonly deps: {
+      checkpoints: Checkpoints;
+      log: Logger;
+      /**
+       * J20: the kinds whose error budget, once spent on errors that may pass, isolates the job
+       * instead of failing it (a window's: failing it would lose its words). From the catalog.
+       */
+      isolateOnErrors?: ReadonlySet<string>;
+    },
   ) {
     this.rows = new JobRows(timings, deps);
+  }
+
+  /** J20: whether the job runs in the isolated lane (its deliveries then start a process of their own). */
+  async isIsolated(jobId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('jobs')
+      .select('isolated_at')
+      .where('id', '=', jobId)
+      .executeTakeFirst();
+    return row?.isolated_at != null;
   }
 
   /**
@@ -162,8 +185,10 @@ export class PgJobStore {
     jobId: string,
     owner: string,
     context: Record<string, unknown> = {},
+    /** J20: true in an isolated runner, which claims only isolated jobs; ordinary workers never do. */
+    isolated = false,
   ): Promise<ClaimedJob | null> {
-    const fast = await this.openAttempt(this.db, jobId, owner, context, { dueOnly: true });
+    const fast = await this.openAttempt(this.db, jobId, owner, context, { dueOnly: true, isolated });
     if (fast) return fast;
     return this.db.transaction().execute(async (trx) => {
       const job = await trx
@@ -175,15 +200,17 @@ export class PgJobStore {
       if (!job) return null;
       if (job.status === JobStatus.pending) {
         // Claimed meanwhile and back again, or not due yet: the one statement decides.
-        return this.openAttempt(trx, jobId, owner, context, { dueOnly: true });
+        return this.openAttempt(trx, jobId, owner, context, { dueOnly: true, isolated });
       }
       if (job.status !== JobStatus.running) return null;
-      // Past the reclaim cap the sweep quarantines it, with the kind's terminal hook.
-      if (job.reclaim_count + 1 > job.max_reclaims) return null;
+      // Each lane takes over only its own jobs (J20).
+      if ((job.isolated_at !== null) !== isolated) return null;
+      // Past the reclaim cap the sweep isolates it.
+      if (!isolated && job.reclaim_count + 1 > job.max_reclaims) return null;
       const expired = await this.rows.closeExpiredAttempt(trx, job, `worker:${owner}`);
       if (!expired || expired.status !== JobStatus.pending) return null;
       // Taken over from a dead owner: claimed now, whatever its run_after.
-      return this.openAttempt(trx, jobId, owner, context, { dueOnly: false });
+      return this.openAttempt(trx, jobId, owner, context, { dueOnly: false, isolated });
     });
   }
 
@@ -197,7 +224,7 @@ export class PgJobStore {
     jobId: string,
     owner: string,
     context: Record<string, unknown>,
-    opts: { dueOnly: boolean },
+    opts: { dueOnly: boolean; isolated: boolean },
   ): Promise<ClaimedJob | null> {
     const token = randomUUID();
     const attemptId = randomUUID();
@@ -205,8 +232,10 @@ export class PgJobStore {
     const result = await sql<JobRow>`
       with j as (
         update jobs set status = 'running', attempt_count = attempt_count + 1, current_attempt_id = ${attemptId}::uuid,
+          isolated_runs = isolated_runs + (case when isolated_at is null then 0 else 1 end),
           running_at = now(), updated_at = now()
         where id = ${jobId}::uuid and status = 'pending' and (not ${opts.dueOnly}::boolean or run_after <= now())
+          and (isolated_at is not null) = ${opts.isolated}::boolean
         returning *
       ), a as (
         insert into job_attempts
@@ -393,6 +422,7 @@ export class PgJobStore {
         await this.rows.returnToPending(trx, job, delayMs, {
           wait_count: job.wait_count + 1,
           outage_waits: job.outage_waits + 1,
+          ...aliveRunner(job),
           ...lastError(error),
         });
         await this.rows.auditJob(
@@ -412,7 +442,12 @@ export class PgJobStore {
         this.timings.retryStepMs,
         retryAfterSeconds,
       );
-      if (decision.type === 'retry') {
+      // J20: a window whose error budget ran out on errors that may pass is not given up (its
+      // words would be lost): it goes to the isolated lane, or, already there, keeps trying on its
+      // slow backoff until its held audio's retention bound (the audio sweep ends it then).
+      const keepTrying =
+        decision.type === 'fail' && mayPass(error) && (this.deps.isolateOnErrors?.has(job.kind) ?? false);
+      if (keepTrying && !job.isolated_at) {
         await this.rows.closeAttempt(
           trx,
           job,
@@ -421,8 +456,29 @@ export class PgJobStore {
           actor,
           error,
         );
-        await this.rows.returnToPending(trx, job, decision.delayMs, {
+        await this.rows.isolate(trx, job, IsolationReason.errorBudget, this.rows.isolationDelayMs(1), actor, {
           error_count: errorCount,
+          ...lastError(error),
+        });
+        return 'retrying' as const;
+      }
+      if (decision.type === 'retry' || keepTrying) {
+        // An isolated job waits at least its slow backoff between runs.
+        const delayMs = Math.max(
+          decision.type === 'retry' ? decision.delayMs : 0,
+          job.isolated_at ? this.rows.isolationDelayMs(job.isolated_runs) : 0,
+        );
+        await this.rows.closeAttempt(
+          trx,
+          job,
+          handle.attemptId,
+          AttemptOutcome.retryableFailed,
+          actor,
+          error,
+        );
+        await this.rows.returnToPending(trx, job, delayMs, {
+          error_count: errorCount,
+          ...aliveRunner(job),
           ...lastError(error),
         });
         await this.rows.auditJob(
@@ -430,7 +486,7 @@ export class PgJobStore {
           job,
           JobStatus.pending,
           actor,
-          `${error.code}: retry in ${decision.delayMs} ms`,
+          `${error.code}: retry in ${delayMs} ms${job.isolated_at ? ' (isolated)' : ''}`,
         );
         return 'retrying' as const;
       }
@@ -455,6 +511,85 @@ export class PgJobStore {
       await this.rows.returnToPending(trx, job, 0, {});
       await this.rows.auditJob(trx, job, JobStatus.pending, actor, 'released by a stopping worker');
     });
+  }
+
+  /**
+   * J20: an isolated run ended and its runner process did not settle it. `died`: the runner was
+   * killed or crashed while running this job alone (a signal, a non-zero exit, past its time
+   * limit), which counts against the job: after `poisonRunnerDeaths` such runs in a row it is
+   * declared poison and fails, with its kind's terminal hook (a window keeps its audio, held).
+   * Otherwise (the runner could not reach the database to settle) it only runs again after its
+   * backoff. Nothing happens when the runner's attempt is no longer the job's running one.
+   */
+  async endIsolatedRun(
+    jobId: string,
+    owner: string,
+    outcome: { died: boolean; detail: string },
+    hooks: TerminalFailureHooks,
+    actor: string,
+  ): Promise<'none' | 'retrying' | 'poison'> {
+    let after: AfterCommit | null = null;
+    const result = await this.db.transaction().execute(async (trx) =>
+      withAuditBuffer(trx, async () => {
+        const job = await trx
+          .selectFrom('jobs')
+          .selectAll()
+          .where('id', '=', jobId)
+          .forNoKeyUpdate()
+          .executeTakeFirst();
+        if (!job || job.status !== JobStatus.running || !job.current_attempt_id) return 'none' as const;
+        const attempt = await trx
+          .selectFrom('job_attempts')
+          .select('id')
+          .where('id', '=', job.current_attempt_id)
+          .where('owner', '=', owner)
+          .where('status', '=', ATTEMPT_RUNNING)
+          .executeTakeFirst();
+        if (!attempt) return 'none' as const;
+        const error: ErrorRecord = {
+          kind: ErrorKind.transient,
+          code: outcome.died ? 'runner_died' : 'runner_lost',
+          message: `its isolated runner ${outcome.detail}`,
+        };
+        await this.rows.closeAttempt(trx, job, attempt.id, AttemptOutcome.leaseExpired, actor, error);
+        const deaths = outcome.died ? job.runner_deaths + 1 : job.runner_deaths;
+        if (outcome.died && deaths >= this.rows.isolation().poisonRunnerDeaths) {
+          const poison: ErrorRecord = {
+            kind: ErrorKind.permanent,
+            code: POISON,
+            message: `its runner died in ${deaths} isolated runs in a row (last: ${outcome.detail})`,
+          };
+          after = await this.rows.failJobRow(
+            trx,
+            { ...job, runner_deaths: deaths },
+            poison,
+            actor,
+            hooks[job.kind as JobKind],
+          );
+          await trx.updateTable('jobs').set({ runner_deaths: deaths }).where('id', '=', job.id).execute();
+          this.deps.log.error({ jobId, kind: job.kind, deaths }, 'job declared poison');
+          return 'poison' as const;
+        }
+        const delayMs = this.rows.isolationDelayMs(job.isolated_runs);
+        await this.rows.returnToPending(trx, job, delayMs, {
+          runner_deaths: deaths,
+          ...(outcome.died ? { reclaim_count: job.reclaim_count + 1 } : {}),
+          ...lastError(error),
+        });
+        await this.rows.auditJob(
+          trx,
+          job,
+          JobStatus.pending,
+          actor,
+          outcome.died
+            ? `isolated runner died (${outcome.detail}): death ${deaths} of ${this.rows.isolation().poisonRunnerDeaths} in a row; runs again in ${delayMs} ms`
+            : `isolated runner stopped without settling (${outcome.detail}); runs again in ${delayMs} ms`,
+        );
+        return 'retrying' as const;
+      }),
+    );
+    if (after) await runAfterCommit(after, this.deps.log);
+    return result;
   }
 
   /** The subject's pending job of this kind, locked (job rows before the meeting row, as everywhere). */
@@ -548,6 +683,24 @@ export class PgJobStore {
     );
   }
 
+  /** J20: these jobs, if still active, superseded by a resubmission (running attempts closed so). */
+  async supersedeJobsOf(trx: Tx, jobIds: string[], actor: string): Promise<number> {
+    if (jobIds.length === 0) return 0;
+    return this.endActiveJobs(
+      trx,
+      (q) => q.where('id', 'in', jobIds),
+      JobStatus.superseded,
+      actor,
+      'superseded by a resubmission',
+    );
+  }
+
+  /** J20: these jobs, if still active, canceled (running attempts closed as canceled), audited. */
+  async cancelJobsOf(trx: Tx, jobIds: string[], actor: string, reason: string): Promise<number> {
+    if (jobIds.length === 0) return 0;
+    return this.endActiveJobs(trx, (q) => q.where('id', 'in', jobIds), JobStatus.canceled, actor, reason);
+  }
+
   private async endActiveJobs(
     trx: Tx,
     filter: (q: ActiveJobQuery) => ActiveJobQuery,
@@ -610,6 +763,11 @@ export class PgJobStore {
     await this.rows.auditJob(trx, job, JobStatus.pending, actor, reason);
     await enqueueDelivery(trx, job, this.deps);
   }
+}
+
+/** J20: an isolated run that ended without killing its runner breaks the poison count. */
+function aliveRunner(job: JobRow): { runner_deaths?: number } {
+  return job.isolated_at ? { runner_deaths: 0 } : {};
 }
 
 const LOST_LEASE_SQLSTATE = 'VB001';

@@ -1,48 +1,62 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Executor, Tx } from '../db/schema.ts';
 import { MeetingStatus } from '../domain/status.ts';
+import { failedWithAudioKept } from './pg-meeting-store.ts';
 
 /**
  * The rows behind audio retention (src/meetings/audio-lifecycle.ts has the steps): which stored
  * audio an ended meeting still needs, and which ended meetings still hold audio to hand off.
  */
 
+/** Which of an ended meeting's kept audio is still kept: each kind has its own retention bound. */
+export interface KeptAudio {
+  /** L19: chunks not yet in the transcript (late, or waiting for a repair to cut them). */
+  late: boolean;
+  /** J20: the audio of windows with no transcript that may still get one (held stretches). */
+  held: boolean;
+}
+
 /**
- * L16, L19: the audio a meeting keeps after it ended: chunks not yet in the transcript (they arrived
- * late, or wait for a repair to cut them) and the original bytes of WebM pieces read without the
- * piece before them (so that piece, when it comes, lets them be read in full), and the audio of
- * windows still being attempted. Kept until their repair commits or their window settles, or until
- * the late-audio bound has passed.
+ * L16, L19, J20: the audio a meeting keeps after it ended: chunks not yet in the transcript (they
+ * arrived late, or wait for a repair to cut them) and the original bytes of WebM pieces read
+ * without the piece before them (so that piece, when it comes, lets them be read in full), until
+ * their repair commits or the late-audio bound has passed; and the audio under windows with no
+ * transcript that may still get one (held stretches), until they are transcribed, released, or the
+ * held-audio bound has passed.
  */
-export async function pinnedBlobIds(trx: Tx, meetingId: string): Promise<string[]> {
+export async function pinnedBlobIds(trx: Tx, meetingId: string, keep: KeptAudio): Promise<string[]> {
+  if (!keep.late && !keep.held) return [];
   const rows = await sql<{ id: string }>`
     select c.blob_id as id from chunks c join meetings m on m.id = c.meeting_id
-     where c.meeting_id = ${meetingId}::uuid
+     where ${keep.late} and c.meeting_id = ${meetingId}::uuid
        and (c.start_samples is null or c.decoded_after_gap
             or c.start_samples + coalesce(c.samples, 0) > m.cut_samples)
     union all
     select c.pcm_blob_id from chunks c join meetings m on m.id = c.meeting_id
-     where c.meeting_id = ${meetingId}::uuid and c.pcm_blob_id is not null
+     where ${keep.late} and c.meeting_id = ${meetingId}::uuid and c.pcm_blob_id is not null
        and c.start_samples + coalesce(c.samples, 0) > m.cut_samples
     union all
     select b.id from blobs b
-     where b.meeting_id = ${meetingId}::uuid and b.deleted_at is null
-       and ${heardByWindowInFlight(sql`b.id`, sql`${meetingId}::uuid`)}`.execute(trx);
+     where ${keep.held} and b.meeting_id = ${meetingId}::uuid and b.deleted_at is null
+       and ${heardByHeldWindow(sql`b.id`, sql`${meetingId}::uuid`)}`.execute(trx);
   return rows.rows.map((r) => r.id);
 }
 
 /**
- * L4, L16: the audio of a window whose own job is still at it (queued behind a backlog, or
- * waiting out a speech outage) when the close-out stopped waiting at its cap: that window's
- * stretch of the chunks (or the decoded stream), or an upload window's own object. Kept until the
- * window settles, so its words still reach the transcript. Before, it was deleted with the rest
- * and the window failed `audio.deleted` (found by the 30-minute simulation).
+ * L4, L16, J20: the audio of a window with no transcript that may still get one: its own job is
+ * still at it (queued behind a backlog, waiting out a speech outage, or isolated on its slow
+ * backoff), or it failed on the way (poison, an error that did not pass) and its audio was not
+ * released. That window's stretch of the chunks (or the decoded stream), or an upload window's
+ * own object. Before, it was deleted with the rest and the window's words were lost (found by the
+ * 30-minute simulation, and by a kill every 1.5–3 s with real recognition).
  */
-function heardByWindowInFlight(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknown>) {
+function heardByHeldWindow(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknown>) {
   return sql<boolean>`exists (
     select 1 from windows w
-     where w.meeting_id = ${meetingId} and w.status = 'pending'
-       and exists (select 1 from jobs j where j.subject_id = w.id and j.status in ('pending', 'running'))
+     where w.meeting_id = ${meetingId}
+       and ((w.status = 'pending'
+             and exists (select 1 from jobs j where j.subject_id = w.id and j.status in ('pending', 'running')))
+            or ${failedWithAudioKept(sql`w`)})
        and (w.blob_id = ${blobId}
             or exists (select 1 from chunks c
                         where c.meeting_id = w.meeting_id and (c.blob_id = ${blobId} or c.pcm_blob_id = ${blobId})
@@ -52,30 +66,66 @@ function heardByWindowInFlight(blobId: RawBuilder<unknown>, meetingId: RawBuilde
 }
 
 /**
- * Ended meetings that still hold audio to hand off: never handed off, past the late-audio bound
- * (`expired`: nothing is kept), or holding audio that no late chunk or window in flight needs any
- * more; never one whose repair is queued or running.
+ * Ended meetings that still hold audio to hand off: never handed off, holding audio that neither
+ * a late chunk nor a held window needs any more, or past a retention bound (`lateExpired`: late
+ * chunks are kept no longer; `heldExpired`: held stretches are given up); never one whose repair
+ * is queued or running.
  */
 export async function meetingsWithAudioToHandOff(
   db: Executor,
-  lateAudioMs: number,
+  bounds: { lateAudioMs: number; heldAudioMs: number },
   limit: number,
-): Promise<Array<{ meeting_id: string; expired: boolean }>> {
-  const rows = await sql<{ meeting_id: string; expired: boolean }>`
-    select distinct b.meeting_id,
-           coalesce(m.completed_at, m.failed_at) < now() - ${lateAudioMs} * interval '1 millisecond' as expired
-      from blobs b join meetings m on m.id = b.meeting_id
-     where b.deleted_at is null and m.status in (${MeetingStatus.complete}, ${MeetingStatus.failed})
-       and (m.audio_deleted_at is null
-            or coalesce(m.completed_at, m.failed_at) < now() - ${lateAudioMs} * interval '1 millisecond'
-            or not (exists (
-              select 1 from chunks c
-               where c.meeting_id = m.id and (c.blob_id = b.id or c.pcm_blob_id = b.id)
-                 and (c.start_samples is null or c.decoded_after_gap
-                      or c.start_samples + coalesce(c.samples, 0) > m.cut_samples))
-              or ${heardByWindowInFlight(sql`b.id`, sql`m.id`)}))
-       and not exists (select 1 from jobs j where j.meeting_id = m.id and j.kind = 'repair-timeline'
-                        and j.status in ('pending', 'running'))
+): Promise<Array<{ meeting_id: string; late_expired: boolean; held_expired: boolean }>> {
+  const rows = await sql<{ meeting_id: string; late_expired: boolean; held_expired: boolean }>`
+    select q.meeting_id, bool_or(q.late_expired) as late_expired, bool_or(q.held_expired) as held_expired
+      from (
+        select b.meeting_id,
+               coalesce(m.completed_at, m.failed_at) < now() - ${bounds.lateAudioMs} * interval '1 millisecond' as late_expired,
+               coalesce(m.completed_at, m.failed_at) < now() - ${bounds.heldAudioMs} * interval '1 millisecond' as held_expired,
+               m.audio_deleted_at is null
+                 or not exists (
+                   select 1 from chunks c
+                    where c.meeting_id = m.id and (c.blob_id = b.id or c.pcm_blob_id = b.id)
+                      and (c.start_samples is null or c.decoded_after_gap
+                           or c.start_samples + coalesce(c.samples, 0) > m.cut_samples)) as late_free,
+               m.audio_deleted_at is null or not ${heardByHeldWindow(sql`b.id`, sql`m.id`)} as held_free
+          from blobs b join meetings m on m.id = b.meeting_id
+         where b.deleted_at is null and m.status in (${MeetingStatus.complete}, ${MeetingStatus.failed})
+           and not exists (select 1 from jobs j where j.meeting_id = m.id and j.kind = 'repair-timeline'
+                            and j.status in ('pending', 'running'))
+      ) q
+     where (q.late_free or q.late_expired) and (q.held_free or q.held_expired)
+     group by q.meeting_id
      limit ${limit}`.execute(db);
   return rows.rows;
+}
+
+/**
+ * J20: the meeting's windows with no transcript whose audio is held, and the active jobs of those
+ * still being tried, for an operator's release or the retention bound.
+ */
+export async function heldWindowsOf(
+  trx: Tx,
+  meetingId: string,
+): Promise<Array<{ id: string; status: string; job_ids: string[] }>> {
+  const rows = await sql<{ id: string; status: string; job_ids: string[] | null }>`
+    select w.id, w.status,
+           (select array_agg(j.id order by j.id) from jobs j
+             where j.subject_id = w.id and j.status in ('pending', 'running')) as job_ids
+      from windows w
+     where w.meeting_id = ${meetingId}::uuid and w.audio_released_at is null
+       and (w.status = 'pending' or ${failedWithAudioKept(sql`w`)})
+     order by w.index`.execute(trx);
+  return rows.rows.map((r) => ({ id: r.id, status: r.status, job_ids: r.job_ids ?? [] }));
+}
+
+/** J20: the held audio of these windows is released: no longer kept for them. */
+export async function markAudioReleased(trx: Tx, windowIds: string[]): Promise<void> {
+  if (windowIds.length === 0) return;
+  await trx
+    .updateTable('windows')
+    .set({ audio_released_at: sql<Date>`now()` })
+    .where('id', 'in', windowIds)
+    .where('audio_released_at', 'is', null)
+    .execute();
 }

@@ -60,12 +60,20 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobK
         ctx.log.warn({ meetingId, err: String(err) }, 'audio deletion failed; the audio sweep will retry it');
       }
       const counts = await deps.meetings.windowCounts(meetingId);
-      const untranscribed = counts.inFlight + counts.exhausted + counts.missing;
+      const untranscribed = counts.inFlight + counts.held + counts.exhausted + counts.missing;
       if (untranscribed > 0) {
-        // L5: the warning counts both windows still in retry and windows whose retries ran out.
+        // L5: the warning counts both windows still in retry and windows whose retries ran out;
+        // J20: the audio of those that could still be transcribed is held for them, not deleted.
         ctx.log.warn(
-          { meetingId, inFlight: counts.inFlight, exhausted: counts.exhausted, missing: counts.missing },
-          'audio deleted while some windows have no transcript',
+          {
+            meetingId,
+            inFlight: counts.inFlight,
+            held: counts.held,
+            exhausted: counts.exhausted,
+            exhaustedAudioKept: counts.exhaustedAudioKept,
+            missing: counts.missing,
+          },
+          'meeting completes with some windows untranscribed; the audio of those that may still be transcribed is held',
         );
       }
       await ctx.complete(async (trx) => {
@@ -73,7 +81,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobK
         // Counted again under the lock: a late window's publication may have counted since.
         const now = await deps.meetings.windowCounts(meetingId, trx);
         await deps.meetings.transition(trx, locked, 'completeMeeting', ctx.actor, 'close-out finished', {
-          untranscribed_in_flight: now.inFlight,
+          untranscribed_in_flight: now.inFlight + now.held,
           untranscribed_exhausted: now.exhausted + now.missing,
         });
       });

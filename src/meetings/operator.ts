@@ -11,7 +11,9 @@ import {
   WindowStatus,
 } from '../domain/status.ts';
 import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
-import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
+import { deleteMeetingAudio, failMeetingInTx, releaseHeldStretches } from './audio-lifecycle.ts';
+import { heldWindowsOf } from './audio-retention-rows.ts';
+import { markPendingAtPublication } from './late-window-store.ts';
 import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
@@ -148,10 +150,17 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
   const actor = `user:${workspaceId}`;
   return deps.db.transaction().execute(async (trx) => {
     const before = await deps.meetings.get(workspaceId, meetingId, trx);
-    // An ended meeting's jobs are left alone (minutes being written go on); only its late audio is
-    // tried again below. Job rows before the meeting row, as everywhere else.
+    // An ended meeting's jobs are left alone (minutes being written go on); only its late audio and
+    // its held stretches (J20) are tried again below. Job rows before the meeting row, as everywhere.
     const endedBefore = ENDED.includes(before.status) || before.audio_deleted_at !== null;
-    let superseded = endedBefore ? 0 : await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
+    const held = endedBefore ? await heldWindowsOf(trx, meetingId) : [];
+    let superseded = endedBefore
+      ? await deps.jobs.supersedeJobsOf(
+          trx,
+          held.flatMap((w) => w.job_ids),
+          actor,
+        )
+      : await deps.jobs.supersedeMeetingJobs(trx, meetingId, actor);
     const meeting = await deps.meetings.lock(trx, meetingId);
     // A split that held the meeting's lock while this waited for it (committing its next window,
     // J19) may have added a job the first pass could not see; with the lock held, this pass takes it.
@@ -160,7 +169,7 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
     // for a meeting that ended (its late audio is kept until repaired).
     const repair = meeting.source === MeetingSource.live && (await hasRepairWork(trx, meetingId));
     const ended = ENDED.includes(meeting.status) || meeting.audio_deleted_at !== null;
-    if (ended && !repair) {
+    if (ended && !repair && held.length === 0) {
       throw new AppError(
         ErrorKind.conflict,
         'meeting.audio_deleted',
@@ -178,7 +187,8 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
       );
     }
     if (repair) await ensureRepairJob(deps, trx, meeting, actor);
-    const created = (ended ? 0 : await recreateWork(deps, trx, meeting, actor)) + (repair ? 1 : 0);
+    const retried = ended ? await retryHeldStretches(deps, trx, meeting, held, actor) : 0;
+    const created = (ended ? retried : await recreateWork(deps, trx, meeting, actor)) + (repair ? 1 : 0);
     await recordAudit(trx, {
       workspaceId,
       subjectType: 'meeting',
@@ -190,6 +200,45 @@ export async function resubmitMeeting(deps: MeetingDeps, workspaceId: string, me
     });
     return { superseded, created };
   });
+}
+
+/**
+ * J20: an ended meeting's held stretches get a new run each, in the ordinary lane, at once: a
+ * failed window is pending again, and each gets a new job (its isolated one was superseded above).
+ * The transcript is published, so they are marked as such, and their words revise it (L19).
+ */
+async function retryHeldStretches(
+  deps: MeetingDeps,
+  trx: Tx,
+  meeting: MeetingRow,
+  held: Array<{ id: string; status: string }>,
+  actor: string,
+): Promise<number> {
+  const windows = new Map((await windowsOf(trx, meeting.id)).map((w) => [w.id, w]));
+  let created = 0;
+  for (const h of held) {
+    const w = windows.get(h.id);
+    if (!w || (w.blob_id === null && w.start_samples === null)) continue;
+    if (w.status === WindowStatus.failed) await reopenFailedWindow(trx, meeting.workspace_id, w, actor);
+    else if (w.status !== WindowStatus.pending) continue;
+    await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, w.id, w.index, actor);
+    created++;
+  }
+  if (meeting.transcript_completed_at) await markPendingAtPublication(trx, meeting.id);
+  return created;
+}
+
+/**
+ * J20: an operator gives up a meeting's held stretches (`verbatim release`): their jobs end, the
+ * windows still pending fail, and the audio held for them is deleted now. Audited.
+ */
+export async function releaseHeldAudio(deps: MeetingDeps, meetingId: string, actor: string): Promise<number> {
+  return releaseHeldStretches(
+    deps,
+    meetingId,
+    { kind: ErrorKind.permanent, code: 'audio.released', message: 'an operator released its held audio' },
+    actor,
+  );
 }
 
 async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, actor: string): Promise<number> {

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Executor, MeetingRow, MeetingsTable, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import {
   BotRecordingStatus,
   EventType,
-  JobStatus,
   MeetingStatus,
   MeetingTransitions,
   MinutesStatus,
@@ -32,8 +31,15 @@ export interface WindowCounts {
   transcribed: number;
   /** Pending windows whose job is still being attempted (L5: the only ones worth waiting for). */
   inFlight: number;
+  /**
+   * J20: pending windows whose job is isolated and waits out its slow backoff: awaiting
+   * transcription, their audio held; their meeting does not wait for them.
+   */
+  held: number;
   /** Windows whose retries ran out. */
   exhausted: number;
+  /** J20: of those, the ones whose audio is still held (a resubmission can still transcribe them). */
+  exhaustedAudioKept: number;
   /** Windows with no audio, or pending with no active job (never registered, or lost). */
   missing: number;
 }
@@ -262,7 +268,7 @@ export class PgMeetingStore {
       .set({
         transcript_completed_at: sql<Date>`now()`,
         minutes_status: MinutesStatus.pending,
-        untranscribed_in_flight: counts.inFlight,
+        untranscribed_in_flight: counts.inFlight + counts.held,
         untranscribed_exhausted: counts.exhausted + counts.missing,
         revision: sql<number>`revision + 1`,
         updated_at: sql<Date>`now()`,
@@ -458,13 +464,16 @@ export class PgMeetingStore {
       missing: number;
       pending: number;
       in_flight: number;
+      held: number;
+      failed_kept: number;
     }>`
       select coalesce(t.total, 0)::int as total, coalesce(t.transcribed, 0)::int as transcribed,
              coalesce(t.failed, 0)::int as failed, coalesce(t.missing, 0)::int as missing,
-             p.pending::int as pending, p.in_flight::int as in_flight
+             p.pending::int as pending, p.in_flight::int as in_flight, p.held::int as held,
+             (select count(*) from windows f where f.meeting_id = ${meetingId}::uuid and ${failedWithAudioKept(sql`f`)})::int as failed_kept
         from (select count(*) as pending,
-                     count(*) filter (where exists (select 1 from jobs j where j.subject_id = w.id
-                                                      and j.status in (${JobStatus.pending}, ${JobStatus.running}))) as in_flight
+                     count(*) filter (where verbatim_window_in_flight(w.id)) as in_flight,
+                     count(*) filter (where verbatim_window_held(w.id)) as held
                 from windows w where w.meeting_id = ${meetingId}::uuid and w.status = 'pending') p
         left join window_tallies t on t.meeting_id = ${meetingId}::uuid`.execute(db);
     const r = result.rows[0]!;
@@ -472,8 +481,10 @@ export class PgMeetingStore {
       total: r.total,
       transcribed: r.transcribed,
       exhausted: r.failed,
-      missing: r.missing + (r.pending - r.in_flight),
+      exhaustedAudioKept: r.failed_kept,
+      missing: r.missing + (r.pending - r.in_flight - r.held),
       inFlight: r.in_flight,
+      held: r.held,
     };
   }
 
@@ -487,6 +498,15 @@ export class PgMeetingStore {
       .execute();
     return rows.map((r) => ({ startMs: r.start_ms, endMs: r.end_ms, text: r.text }));
   }
+}
+
+/**
+ * J20: a failed window whose audio is held for it: it failed on the way (poison, an error), not for
+ * want of audio, and its audio was not released (by an operator, or at the retention bound).
+ */
+export function failedWithAudioKept(w: RawBuilder<unknown>): RawBuilder<boolean> {
+  return sql<boolean>`(${w}.status = 'failed' and ${w}.audio_released_at is null
+    and coalesce(${w}.failure_code, '') not in ('audio.deleted', 'audio.missing'))`;
 }
 
 export function isUuid(value: string): boolean {

@@ -11,6 +11,7 @@ import {
   completeWindowAttemptStatement,
   loadWindowSource,
   markWindowFailed,
+  processingMeetingsWithHeldWindows,
   startCloseOutIfSettled,
   windowById,
   type CloseOutStart,
@@ -197,6 +198,24 @@ export async function maybeStartCloseOut(
  */
 function closeOutSpec(deps: MeetingDeps, meetingId: string): string {
   return specJson(workspacelessSpec(deps.config, JobKind.closeOutMeeting, { meetingId }));
+}
+
+/**
+ * J20: a recording whose only windows left are held (isolated, on their slow backoff) completes
+ * meanwhile with the gap shown; their words are spliced in when they come (L19). The window's job
+ * going on its backoff settles nothing, so this sweep step asks the close-out gate again.
+ */
+export async function startCloseOutsPastHeldWindows(deps: MeetingDeps, actor: string): Promise<number> {
+  let started = 0;
+  for (const meetingId of await processingMeetingsWithHeldWindows(deps.db)) {
+    await deps.db.transaction().execute(async (trx) => {
+      await flushAudit(trx);
+      const outcome = await startCloseOutIfSettled(trx, meetingId, actor, closeOutSpec(deps, meetingId));
+      reportCloseOutStart(deps, meetingId, outcome);
+      if (outcome === 'started' || outcome === 'undelivered') started++;
+    });
+  }
+  return started;
 }
 
 export function reportCloseOutStart(

@@ -243,3 +243,16 @@ export async function reopenFailedWindow(
     reason: 'resubmitted',
   });
 }
+
+/**
+ * J20: processing recordings with a held window (its job isolated, waiting out its backoff): the
+ * close-out gate may now let them finalize, since a held window does not hold its meeting back.
+ */
+export async function processingMeetingsWithHeldWindows(db: Executor, limit = 20): Promise<string[]> {
+  const rows = await sql<{ meeting_id: string }>`
+    select distinct j.meeting_id from jobs j join meetings m on m.id = j.meeting_id
+     where j.isolated_at is not null and j.status = 'pending' and j.run_after > now()
+       and j.kind = 'transcribe-window' and m.status = 'processing'
+     limit ${limit}`.execute(db);
+  return rows.rows.map((r) => r.meeting_id);
+}

@@ -28,7 +28,31 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
   });
   const figures: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, string, string]> = [
     ['leasesReclaimed', 'verbatim_leases_reclaimed_total', 'Attempts closed as lease_expired'],
-    ['jobsQuarantined', 'verbatim_jobs_quarantined_total', 'Jobs failed with reclaim_cap_exceeded'],
+    [
+      'jobsQuarantined',
+      'verbatim_jobs_quarantined_total',
+      'Jobs ever isolated (J7/J20: past their reclaim cap, or a window past its error budget)',
+    ],
+    [
+      'jobsIsolated',
+      'verbatim_jobs_isolated',
+      'Jobs in the isolated lane now, running alone on a slow backoff (J20)',
+    ],
+    [
+      'jobsPoison',
+      'verbatim_jobs_poison_total',
+      'Jobs declared poison: their isolated runner died run after run (J20)',
+    ],
+    [
+      'heldStretches',
+      'verbatim_held_stretches',
+      'Windows with no transcript whose audio is held for them (J20: awaiting transcription, or failed and kept for a resubmit)',
+    ],
+    [
+      'heldStretchOldestSeconds',
+      'verbatim_held_stretch_oldest_seconds',
+      'How long the oldest held stretch has been held (J20)',
+    ],
     ['jobsFailed', 'verbatim_jobs_failed', 'Jobs that ended failed (dead letters)'],
     [
       'minutesOutagesInProgress',

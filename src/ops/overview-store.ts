@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { asSystem } from '../db/tenant.ts';
-import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
+import { POISON, RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
 import { storedBytes } from '../storage/objects.ts';
 import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats-store.ts';
 
@@ -129,7 +129,8 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
     queue: j.queue,
     meetingId: j.meeting_id,
     meetingTitle: j.title,
-    quarantined: j.last_error_code === RECLAIM_CAP_EXCEEDED,
+    // J20: a job is given up for killing its workers only once it killed its isolated runner too.
+    quarantined: j.last_error_code === POISON || j.last_error_code === RECLAIM_CAP_EXCEEDED,
     failedAt: j.failed_at,
     error: { code: j.last_error_code, message: j.last_error_message },
     counts: {
@@ -182,8 +183,7 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
 
   const counts = await sql<WorkspaceFigures>`select
       (count(*) filter (where status = 'failed'))::int as "jobsFailed",
-      (count(*) filter (where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED}))::int
-        as "jobsQuarantined",
+      (count(*) filter (where isolated_at is not null))::int as "jobsQuarantined",
       (count(*) filter (where kind = 'write-minutes' and status = 'pending' and wait_count > 0))::int
         as "minutesOutagesInProgress"
     from jobs where workspace_id = ${workspaceId}::uuid`.execute(db);

@@ -1,7 +1,8 @@
 import { SearchStore } from '../search/search-store.ts';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
+import { POISON } from '../jobs/pg-job-store.ts';
+import { failedWithAudioKept } from '../meetings/pg-meeting-store.ts';
 
 export interface QueueStats {
   queue: string;
@@ -33,6 +34,14 @@ export async function queueStats(db: Db): Promise<QueueStats[]> {
 export interface HealthFigures {
   leasesReclaimed: number;
   jobsQuarantined: number;
+  /** J20: jobs in the isolated lane now (pending or running alone). */
+  jobsIsolated: number;
+  /** J20: jobs that killed their isolated runner too many runs in a row. */
+  jobsPoison: number;
+  /** J20: windows with no transcript whose audio is held (awaiting transcription, or failed with audio kept). */
+  heldStretches: number;
+  /** J20: how long the oldest held stretch has been held (0 when none). */
+  heldStretchOldestSeconds: number;
   jobsFailed: number;
   minutesOutagesInProgress: number;
   outboxPending: number;
@@ -71,7 +80,18 @@ export async function storedBytesByWorkspace(db: Db): Promise<Array<{ workspaceI
 export async function healthFigures(db: Db): Promise<HealthFigures> {
   const result = await sql<Omit<HealthFigures, 'searchLedgerMeetings' | 'searchLedgerOldestSeconds'>>`select
       (select count(*) from job_attempts where status = 'lease_expired')::int as "leasesReclaimed",
-      (select count(*) from jobs where status = 'failed' and last_error_code = ${RECLAIM_CAP_EXCEEDED})::int as "jobsQuarantined",
+      -- J7 as amended by J20: a quarantine isolates; counted whether or not the job then succeeded.
+      (select count(*) from jobs where isolated_at is not null)::int as "jobsQuarantined",
+      (select count(*) from jobs where isolated_at is not null and status in ('pending', 'running'))::int
+        as "jobsIsolated",
+      (select count(*) from jobs where status = 'failed' and last_error_code = ${POISON})::int as "jobsPoison",
+      (select count(*) from windows w
+        where (w.status = 'pending' and verbatim_window_held(w.id)) or ${failedWithAudioKept(sql`w`)})::int
+        as "heldStretches",
+      coalesce((select extract(epoch from now() - min(coalesce(w.failed_at, j.isolated_at)))
+                  from windows w left join jobs j on j.subject_id = w.id and j.status = 'pending' and j.isolated_at is not null
+                 where (w.status = 'pending' and verbatim_window_held(w.id)) or ${failedWithAudioKept(sql`w`)}), 0)::float
+        as "heldStretchOldestSeconds",
       (select count(*) from jobs where status = 'failed')::int as "jobsFailed",
       (select count(*) from jobs where kind = 'write-minutes' and status = 'pending' and wait_count > 0)::int
         as "minutesOutagesInProgress",

@@ -20,6 +20,7 @@ import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { publishLateWindowsSweep } from '../meetings/late-window-store.ts';
+import { startCloseOutsPastHeldWindows } from '../meetings/transcription.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
@@ -28,6 +29,7 @@ import { pollDueFeeds } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
 import { declareWorkersWithFreeLocks } from './death-watch-store.ts';
+import { runIsolatedDelivery } from './isolated-runner.ts';
 import { LifeLock } from './life-lock.ts';
 import { TransportPool } from './transport-pool.ts';
 import { WorkerRegistry } from './worker-store.ts';
@@ -110,13 +112,14 @@ export async function startWorker(
   };
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
-      ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor, hooks)],
+      ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor)],
       ['reap-dead-workers', () => registry.reapDeadWorkers(config.leaseMs + config.leaseGraceMs, sweepActor)],
       ['rescue-pending-jobs', () => sweeps.rescuePendingJobs(sweepActor)],
       // A dispatch or backstop run lasting five leases is stuck, not slow.
       ['release-stale-transport-rows', () => sweeps.releaseStaleTransportRows(5 * config.leaseMs)],
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['publish-late-windows', () => publishLateWindowsSweep(deps, sweepActor, wlog)],
+      ['start-close-outs-past-held-windows', () => startCloseOutsPastHeldWindows(deps, sweepActor)],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['compact-meeting-streams', compactStreamsIfDue],
       ['redrive-search-index', redriveSearchIfDue],
@@ -189,7 +192,21 @@ export async function startWorker(
     const taskList: TaskList = {};
     for (const def of defs) {
       taskList[def.kind] = async (payload) => {
-        await runDelivery(def, payload as DeliveryPayload, {
+        const delivery = payload as DeliveryPayload;
+        // J20: an isolated job runs alone, in a process of its own that this worker watches.
+        if (await deps.jobs.isIsolated(delivery.jobId)) {
+          await runIsolatedDelivery(def.kind, delivery, {
+            jobs: deps.jobs,
+            log: wlog,
+            config,
+            workerId,
+            connectionString,
+            hooks,
+            shutdownSignal: shutdown.signal,
+          });
+          return;
+        }
+        await runDelivery(def, delivery, {
           jobs: deps.jobs,
           log: wlog,
           checkpoints: deps.checkpoints,
@@ -292,7 +309,7 @@ export async function startWorker(
         sweepActor,
         wlog,
       );
-      if (dead.length > 0) await sweeps.reclaimExpiredLeases(sweepActor, hooks);
+      if (dead.length > 0) await sweeps.reclaimExpiredLeases(sweepActor);
     })()
       .catch((err: unknown) => wlog.warn({ err: String(err) }, 'death watch failed'))
       .finally(() => {

@@ -63,19 +63,33 @@ void it('L10: a close-out worker killed after the last stretch is reclaimed as t
   }
 });
 
-void it('L10/L11: past the reclaim cap the close-out fails the meeting with its reason and the audio is still deleted', async () => {
-  const h = await startHarness({ env: { ...LIVE_ENV, VERBATIM_CLOSEOUT_MAX_RECLAIMS: '1' } });
+void it('L10/L11/J20: past the reclaim cap the close-out is isolated; one that kills its isolated runner every time is poison: the meeting fails with its reason and the audio is still deleted', async () => {
+  const h = await startHarness({
+    env: {
+      ...LIVE_ENV,
+      VERBATIM_CLOSEOUT_MAX_RECLAIMS: '1',
+      VERBATIM_ISOLATION_BACKOFF_SECONDS: '0.3',
+      VERBATIM_POISON_RUNNER_DEATHS: '2',
+    },
+  });
   try {
     const kill = [{ at: 'close-out-meeting.after-last-stretch', action: 'kill' }];
     const sup = supervise(h, { VERBATIM_FAULTS: JSON.stringify(kill) });
     const id = await streamAndEnd(h, chunksOf(SPEECH));
     const meeting = await waitForMeeting(h, id, 'failed');
-    assert.equal(meeting.failure.code, 'reclaim_cap_exceeded');
+    assert.equal(meeting.failure.code, 'poison');
     assert.match(meeting.failure.message, /^This meeting stopped before it finished: /);
+    assert.match(meeting.failure.plain, /stopped the process running it/);
     const { attempts } = await closeOutJob(h, id);
-    assert.deepEqual(attempts.slice(-2), ['lease_expired', 'lease_expired']);
+    // Two workers lost (one reclaim, then the cap), then two isolated runners killed.
+    assert.deepEqual(attempts.slice(-4), [
+      'lease_expired',
+      'lease_expired',
+      'lease_expired',
+      'lease_expired',
+    ]);
     assert.ok(
-      attempts.slice(0, -2).every((a) => a === 'completed'),
+      attempts.slice(0, -4).every((a) => a === 'completed'),
       'any earlier runs were waits',
     );
     await waitFor('the audio to be deleted', async () => {
@@ -155,7 +169,7 @@ void it('L6: when the last stretch cannot be transcribed only that window fails,
       .executeTakeFirstOrThrow();
     assert.equal(failed.index, lastIndex);
     assert.equal(failed.failure_code, 'asr.bad_request');
-    assert.match(h.logs(), /audio deleted while some windows have no transcript/);
+    assert.match(h.logs(), /meeting completes with some windows untranscribed/);
   } finally {
     await h.close();
   }
@@ -239,7 +253,7 @@ void it('L4/L5: a window whose job vanished is waited on only until the wall-clo
     assert.match(h.logs(), /close-out wait cap reached/);
     assert.match(
       h.logs(),
-      /"inFlight":1,"exhausted":0,"missing":0,"msg":"audio deleted while some windows have no transcript"/,
+      /"inFlight":1,"held":0,"exhausted":0,"exhaustedAudioKept":0,"missing":0,"msg":"meeting completes with some windows untranscribed/,
     );
     const row = await db
       .selectFrom('meetings')

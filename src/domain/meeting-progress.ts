@@ -97,6 +97,14 @@ export function plainReason(code: string, message: string | null): string {
     case 'reclaim_cap_exceeded':
       // No promise of a resubmit: a failed meeting's audio is deleted (L16), and resubmission needs it.
       return 'Verbatim gave up: the worker doing this work stopped again and again (it may have crashed), so it was not started again rather than loop. What was transcribed is kept.';
+    case 'poison':
+      // J20: declared only after it ran alone, in a process of its own, and that process died
+      // run after run: the work itself is what kills it.
+      return 'Verbatim gave up: this step stopped the process running it each time it ran, even alone, so it is not started again rather than loop. What was transcribed is kept.';
+    case 'audio.released':
+      return 'An operator released the audio kept for this stretch; it will not be transcribed.';
+    case 'audio.retention_expired':
+      return 'The audio kept for this stretch passed its retention period before it could be transcribed.';
     case 'meeting.canceled':
       return 'This meeting was canceled before it finished (its upload batch was canceled).';
     default:

@@ -145,6 +145,8 @@ export async function startHarness(
     },
     close: async () => {
       await Promise.all(workers.map((w) => w.stop()));
+      // J20: isolated runners outlive their worker by design; this test's are ended with it.
+      killIsolatedRunners(db.url);
       await api.close();
       await app.close();
       await db.drop();
@@ -158,6 +160,29 @@ export async function startHarness(
       }
     },
   };
+}
+
+/**
+ * SIGKILLs every isolated runner (`verbatim isolated-run`, J20) working on this database: they run
+ * in a session of their own and outlive their worker, and one still writing to a worker's output
+ * pipe would keep the test process waiting for it.
+ */
+export function killIsolatedRunners(databaseUrl: string): number {
+  let killed = 0;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (!cmdline.includes('isolated-run')) continue;
+      const environ = fs.readFileSync(`/proc/${entry}/environ`, 'utf8');
+      if (!environ.split('\0').includes(`DATABASE_URL=${databaseUrl}`)) continue;
+      process.kill(Number(entry), 'SIGKILL');
+      killed++;
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return killed;
 }
 
 /** Runs the real CLI entry point in a child process, capturing its output. */

@@ -63,15 +63,13 @@ async function startKillingWhisper(kills: number, release: Promise<void>) {
         .update(body.subarray(riff, riff + wavLength))
         .digest('hex');
       const ok = (text: string) =>
-        res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(
-            JSON.stringify({
-              text,
-              duration: 2,
-              segments: [{ id: 0, start: 0.1, end: 1.5, text: ` ${text}` }],
-            }),
-          );
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            text,
+            duration: 2,
+            segments: [{ id: 0, start: 0.1, end: 1.5, text: ` ${text}` }],
+          }),
+        );
       target ??= key;
       if (key !== target) {
         ok(`window ${key.slice(0, 6)}`);

@@ -18,6 +18,7 @@ import {
   type Harness,
 } from './support/harness.ts';
 import { processOfClientPort } from './support/socket-owner.ts';
+import { LIVE_ENV, chunksOf, streamAndEnd } from './support/live.ts';
 
 /**
  * J20: no innocent window is given up. A window whose worker keeps dying is isolated (run alone,
@@ -346,6 +347,45 @@ void it('J20: a window that kills its runner every time is declared poison after
     await assertNoTokenLeaks(h);
   } finally {
     await sup.stop();
+    await h.close();
+  }
+});
+
+void it('J20/L6: a last stretch the close-out cannot transcribe for an error that may pass is not given up: it goes on in a job of its own and its words are spliced in', async () => {
+  const h = await startHarness({ env: LIVE_ENV });
+  try {
+    // A plain Error is unclassified: it may pass. Once, in the close-out's own recognition (the
+    // last stretch, cut at End, is the only audio the close-out transcribes itself here).
+    const fault = [{ at: 'close-out-meeting.transcribe-directly', action: 'throw', times: 1 }];
+    h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
+    const id = await streamAndEnd(h, chunksOf(`${SPEECH} ${SPEECH}`));
+    await waitForMeeting(h, id);
+    const meeting = await waitFor('every window transcribed, the last stretch after all', async () => {
+      const m = (await h.request('GET', `/v1/meetings/${id}`)).json;
+      return m.windows.done === m.windows.total ? m : null;
+    });
+    assert.equal(meeting.windows.exhausted, 0, 'no window was given up');
+    assert.match(h.logs(), /close-out could not transcribe a window; it goes on in a job of its own/);
+    const db = h.app.database.db;
+    const closeOut = await db
+      .selectFrom('jobs')
+      .select('created_at')
+      .where('meeting_id', '=', id)
+      .where('kind', '=', 'close-out-meeting')
+      .executeTakeFirstOrThrow();
+    // The job the close-out made for the stretch it could not transcribe: it has the words.
+    const handed = await db
+      .selectFrom('jobs')
+      .innerJoin('windows', 'windows.id', 'jobs.subject_id')
+      .select(['jobs.status', 'windows.status as window_status', 'windows.segment_count'])
+      .where('jobs.meeting_id', '=', id)
+      .where('jobs.kind', '=', 'transcribe-window')
+      .where('jobs.created_at', '>', closeOut.created_at)
+      .execute();
+    assert.equal(handed.length, 1);
+    assert.equal(handed[0]!.status, 'completed');
+    assert.equal(handed[0]!.window_status, 'transcribed');
+  } finally {
     await h.close();
   }
 });

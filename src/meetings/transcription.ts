@@ -1,5 +1,7 @@
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
+import { mayPass } from '../domain/retry-policy.ts';
+import { createTranscribeJob } from './transcribe-job.ts';
 import { JobKind, WindowStatus } from '../domain/status.ts';
 import { flushAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -160,6 +162,29 @@ export async function transcribeDirectly(
     const error = toErrorRecord(err, 'asr');
     if (!failPassing && (error.kind === ErrorKind.transient || error.kind === ErrorKind.quotaExhausted))
       throw new LastStretchOutage(error, err instanceof AppError ? err.retryAfterSeconds : undefined);
+    if (mayPass(error)) {
+      // J20: a window that may still be transcribed is not given up here (an unclassified error,
+      // or outages past the close-out's patience): it gets a job of its own, with its own error
+      // budget and then the isolated lane, and the close-out goes on. Its words revise the
+      // transcript if they come after its publication (L19); its audio is held meanwhile.
+      deps.log.warn(
+        { windowId: window.id, code: error.code },
+        'close-out could not transcribe a window; it goes on in a job of its own',
+      );
+      await fenced(async (trx) => {
+        await deps.meetings.lock(trx, window.meeting_id);
+        await createTranscribeJob(
+          deps,
+          trx,
+          window.workspace_id,
+          window.meeting_id,
+          window.id,
+          window.index,
+          actor,
+        );
+      });
+      return;
+    }
     deps.log.warn(
       { windowId: window.id, code: error.code },
       'close-out could not transcribe a window; marking it failed',

@@ -85,13 +85,26 @@ export function openApiDocument(maxUploadBytes: number) {
             durationMs: { type: ['integer', 'null'] },
             windows: {
               type: 'object',
-              description: 'done / still being attempted / retries exhausted / no audio or no job',
+              description:
+                'done / still being attempted / held (J20: isolated after its workers kept dying or its errors ran out, tried again alone on a slow backoff; the meeting does not wait for it) / retries exhausted / no audio or no job',
               properties: {
                 total: { type: 'integer' },
                 done: { type: 'integer' },
                 inFlight: { type: 'integer' },
+                held: { type: 'integer' },
                 exhausted: { type: 'integer' },
                 missing: { type: 'integer' },
+              },
+            },
+            heldAudio: {
+              type: ['object', 'null'],
+              description:
+                'J20: stretches with no transcript whose audio is kept for them (the gap a completed meeting shows): `awaiting` are still tried and their words are added when they come (a new revision, meeting.transcript_revised); `failed` were given up and are kept for an operator to resubmit until `keptUntil` (VERBATIM_HELD_AUDIO_DAYS after the meeting ended), then deleted. Null when there is none.',
+              properties: {
+                awaiting: { type: 'integer' },
+                failed: { type: 'integer' },
+                keptUntil: { type: ['string', 'null'], format: 'date-time' },
+                message: { type: 'string' },
               },
             },
             progress: {

@@ -80,7 +80,14 @@ export interface Meeting {
   source: MeetingSource;
   status: MeetingStatus;
   durationMs: number | null;
-  windows: { total: number; done: number; inFlight: number; exhausted: number; missing: number };
+  windows: {
+    total: number;
+    done: number;
+    inFlight: number;
+    held: number;
+    exhausted: number;
+    missing: number;
+  };
   progress: { stage: string; message: string } | null;
   transcriptComplete: boolean;
   /** How many times the published transcript was revised with late audio (L19). */
@@ -105,6 +112,8 @@ export interface Meeting {
     failure: Reason | null;
     message: string | null;
   };
+  /** J20: stretches with no transcript whose audio is held: the gap a completed meeting shows. */
+  heldAudio: { awaiting: number; failed: number; keptUntil: string | null; message: string } | null;
   untranscribedWhenAudioDeleted: { inFlight: number; exhausted: number } | null;
   createdAt: string;
   finalizingAt: string | null;

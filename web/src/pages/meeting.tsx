@@ -293,7 +293,15 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
         />
       )}
 
+      {meeting.heldAudio && (
+        // J20: the gap shown: stretches still being tried, or kept for an operator to retry.
+        <p role="status" class={meeting.heldAudio.failed > 0 ? 'warn' : 'muted'} data-testid="held-audio">
+          {meeting.heldAudio.message}
+        </p>
+      )}
+
       {meeting.status === 'complete' &&
+        !meeting.heldAudio &&
         meeting.untranscribedWhenAudioDeleted &&
         meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight >
           0 && (
@@ -337,7 +345,8 @@ function Finalizing({ meeting }: { meeting: Meeting }) {
       </p>
       <p class="muted">
         {meeting.windows.done} of {meeting.windows.total} windows transcribed
-        {meeting.windows.inFlight ? `, ${meeting.windows.inFlight} in progress` : ''}.
+        {meeting.windows.inFlight ? `, ${meeting.windows.inFlight} in progress` : ''}
+        {meeting.windows.held ? `, ${meeting.windows.held} awaiting another try` : ''}.
       </p>
       {meeting.status === 'finalizing' && (
         <ol class="steps">

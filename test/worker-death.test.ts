@@ -29,7 +29,7 @@ async function attemptsOf(h: Harness, meetingId: string, index: number) {
     .selectFrom('job_attempts as a')
     .innerJoin('jobs as j', 'j.id', 'a.job_id')
     .innerJoin('windows as w', 'w.id', 'j.subject_id')
-    .select(['a.status', 'a.owner', 'a.started_at', 'a.heartbeat_at', 'a.lease_expires_at'])
+    .select(['a.status', 'a.owner', 'a.started_at', 'a.heartbeat_at', 'a.lease_expires_at', 'a.ended_at'])
     .where('j.kind', '=', 'transcribe-window')
     .where('w.meeting_id', '=', meetingId)
     .where('w.index', '=', index)
@@ -73,6 +73,129 @@ void it('J18: a SIGKILLed worker is known dead by its free session lock, and its
     assert.equal(deaths[0]!.subject_id, first.owner);
     assert.match(deaths[0]!.reason ?? '', /session lock was released/);
     await Promise.all(workers.map((w) => w.stop()));
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J18: a SIGKILLed worker’s transport locks are released by the death watch within seconds, far inside its 30 s lease: its locked delivery is taken by the live worker and the job completes there', async (t) => {
+  // A lease of 30 s: neither the lease sweep, the silence reaper (no heartbeat for a lease) nor the
+  // stale-transport-row sweep (a lease, or five) may act within the bound; only the death watch.
+  const LEASE_MS = 30_000;
+  const BOUND_MS = 10_000;
+  const h = await startHarness({ env: { VERBATIM_LEASE_SECONDS: String(LEASE_MS / 1000) } });
+  try {
+    const db = h.app.database.db;
+    // Whichever worker claims window 1 stops itself there, holding the window's transport row; the
+    // test then SIGKILLs it, so the moment of death is known and the row is seen locked before it.
+    const faults = JSON.stringify([
+      { at: 'transcribe-window.after-claim', action: 'stop', times: 1, match: { windowIndex: 1 } },
+    ]);
+    const workers = [h.spawnWorker({ VERBATIM_FAULTS: faults }), h.spawnWorker({ VERBATIM_FAULTS: faults })];
+    const id = await uploadMeeting(h, wav);
+    const victim = await waitFor('a worker to stop at window 1', async () =>
+      workers.find((w) => processState(w.pid) === 'T'),
+    );
+    const survivor = workers.find((w) => w !== victim)!;
+    const row = await db
+      .selectFrom('workers')
+      .select(['id', 'pool_ids'])
+      .where('pid', '=', victim.pid)
+      .executeTakeFirstOrThrow();
+    const pools = row.pool_ids;
+    // The transport row of window 1's delivery, locked by one of the victim's pools.
+    const job = await db
+      .selectFrom('jobs as j')
+      .innerJoin('windows as w', 'w.id', 'j.subject_id')
+      .innerJoin('job_attempts as a', 'a.id', 'j.current_attempt_id')
+      .select(['j.id', 'j.delivery_id', 'a.owner'])
+      .where('j.kind', '=', 'transcribe-window')
+      .where('w.meeting_id', '=', id)
+      .where('w.index', '=', 1)
+      .executeTakeFirstOrThrow();
+    assert.equal(job.owner, row.id, 'window 1 is running on the stopped worker');
+    const transport = await sql<{ id: string; locked_by: string | null }>`
+      select id::text, locked_by from graphile_worker._private_jobs where key = ${job.delivery_id}::text`.execute(
+      db,
+    );
+    assert.equal(transport.rows.length, 1, `one transport row for window 1's delivery ${job.delivery_id}`);
+    const held = transport.rows[0]!;
+    assert.ok(
+      held.locked_by !== null && pools.includes(held.locked_by),
+      `window 1's transport row is locked by the victim's pool (${held.locked_by} in ${pools.join(', ')})`,
+    );
+    const lockedByVictim = async () =>
+      (
+        await sql<{ n: number }>`select count(*)::int as n from graphile_worker._private_jobs
+          where locked_by = any(${pools}::text[])`.execute(db)
+      ).rows[0]!.n;
+
+    const killedAt = Date.now();
+    process.kill(victim.pid, 'SIGKILL');
+    await victim.exited;
+    // Measured, not waited out: the first moment no transport row is locked by the dead worker.
+    let releasedAfter: number | null = null;
+    while (Date.now() - killedAt < BOUND_MS) {
+      if ((await lockedByVictim()) === 0) {
+        releasedAfter = Date.now() - killedAt;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(
+      releasedAfter !== null,
+      `the dead worker's pools still locked ${await lockedByVictim()} transport row(s) ` +
+        `${BOUND_MS} ms after it was SIGKILLed (its lease is ${LEASE_MS} ms)`,
+    );
+
+    // The death watch did it: the survivor declared the victim dead by its free session lock.
+    const deaths = await db
+      .selectFrom('audit_events')
+      .select(['subject_id', 'actor', 'reason'])
+      .where('subject_type', '=', 'worker')
+      .where('to_status', '=', 'dead')
+      .execute();
+    const survivorId = (
+      await db.selectFrom('workers').select('id').where('pid', '=', survivor.pid).executeTakeFirstOrThrow()
+    ).id;
+    assert.deepEqual(
+      deaths.map((d) => [d.subject_id, d.actor]),
+      [[row.id, `sweep:${survivorId}`]],
+      'one death, declared by the live worker’s death watch',
+    );
+    assert.match(deaths[0]!.reason ?? '', /session lock was released.*transport locks/);
+
+    // The released delivery is taken by the live worker (no other runner is left to settle it),
+    // and the window's job completes there, long before the dead worker's lease could have run out.
+    await waitFor(`window 1's old transport row to be taken and settled`, async () => {
+      const left =
+        await sql`select 1 from graphile_worker._private_jobs where id = ${held.id}::bigint`.execute(db);
+      return left.rows.length === 0;
+    });
+    await waitForMeeting(h, id);
+    const attempts = await attemptsOf(h, id, 1);
+    assert.deepEqual(
+      attempts.map((a) => [a.status, a.owner]),
+      [
+        ['lease_expired', row.id],
+        ['completed', survivorId],
+      ],
+    );
+    // Its attempt was reclaimed within the bound too; the live worker ran it again (when one of its
+    // transcription slots was free) long before the dead worker's lease would have run out.
+    const reclaimedAfter = attempts[0]!.ended_at!.getTime() - killedAt;
+    assert.ok(
+      reclaimedAfter < BOUND_MS,
+      `window 1's attempt was reclaimed ${reclaimedAfter} ms after the kill`,
+    );
+    const rerunAfter = attempts[1]!.started_at.getTime() - killedAt;
+    assert.ok(rerunAfter < LEASE_MS, `window 1 ran again ${rerunAfter} ms after the kill`);
+    assert.equal(await lockedByVictim(), 0);
+    t.diagnostic(
+      `after the kill: transport locks released in ${releasedAfter} ms, window 1's attempt reclaimed in ` +
+        `${reclaimedAfter} ms and run again in ${rerunAfter} ms`,
+    );
+    await survivor.stop();
   } finally {
     await h.close();
   }

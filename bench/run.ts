@@ -53,6 +53,7 @@ import os from 'node:os';
 import { max, median } from './fixtures.ts';
 import { botRecoveryCost } from './bot-recovery.ts';
 import { boundaryLoss } from './boundary.ts';
+import { killStorm } from './kill-storm.ts';
 import { closeOutLatency } from './closeout.ts';
 import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
@@ -223,6 +224,40 @@ async function main(): Promise<number> {
         `median ${fmt(med).padStart(4)} s  ` +
         `max ${fmt(worst).padStart(4)} s   max ≤ ${fmt(bound)} s (${how})  ${verdict(worst <= bound)}`;
       rows.push(line);
+    }
+  }
+
+  if (PARTS.includes('c')) {
+    const stormS = Number(process.env.BENCH_STORM_SECONDS ?? 60);
+    const everyMs = Number(process.env.BENCH_STORM_KILL_MS ?? 2000);
+    say(
+      `(c) kill storm: 1 api + 3 workers, defaults, PocketSphinx; a random one SIGKILLed every ${everyMs} ms for ${stormS} s…`,
+    );
+    try {
+      const r = await killStorm({
+        killEveryMs: everyMs,
+        stormMs: stormS * 1000,
+        uploads: 3,
+        lives: 2,
+        log: say,
+      });
+      say(
+        `    ${r.kills} kills; ${r.meetings} meetings, ${r.complete} complete; ${r.windows} windows, ` +
+          `${r.isolated} isolated, ${r.lost} lost; words kept ${r.wordsKept} of ${r.wordsGiven}; ` +
+          `quiet ${fmt(r.quietS)} s after the storm`,
+      );
+      const share = r.windows === 0 ? 0 : r.isolated / r.windows;
+      rows.push(
+        `(c) kill storm, isolated lane (J20)`.padEnd(43) +
+          `${r.isolated}/${r.windows} windows (${fmt(share * 100)} %) isolated; last transcribed ` +
+          `${r.lastIsolatedS === null ? '-' : fmt(r.lastIsolatedS)} s after the storm ` +
+          `(ordinary windows: ${r.lastOrdinaryS === null ? '-' : fmt(r.lastOrdinaryS)} s); ` +
+          `windows lost ${r.lost}  target 0  ${verdict(r.lost === 0)}`,
+      );
+      if (r.lost > 0) failed = true;
+    } catch (err) {
+      failed = true;
+      say(`(c) kill storm failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

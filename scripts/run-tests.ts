@@ -45,6 +45,8 @@ const LONG = [
   'test/bot-recovery.test.ts', // 45 s
   'test/delivery-recovery.test.ts', // 44 s
   'test/resumable-split.test.ts', // 41 s
+  'test/isolation.test.ts', // 40–60 s
+  'test/split-memory.test.ts', // 30–40 s beside other files
   'test/worker-death.test.ts', // 40 s
   'test/bot-workers.test.ts', // 39 s
   'test/cli.test.ts', // 39 s

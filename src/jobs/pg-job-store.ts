@@ -150,14 +150,23 @@ export class PgJobStore {
     this.rows = new JobRows(timings, deps);
   }
 
-  /** J20: whether the job runs in the isolated lane (its deliveries then start a process of their own). */
-  async isIsolated(jobId: string): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('jobs')
-      .select('isolated_at')
-      .where('id', '=', jobId)
-      .executeTakeFirst();
-    return row?.isolated_at != null;
+  /**
+   * J20: which lane a delivery's job runs in: `ordinary` (in the worker), `isolated` (a process of
+   * its own is started for it: it is due, or running on a lease that ran out), or `isolated-idle`
+   * (isolated, but nothing to run now: not due, or running alive in its runner; no process needed).
+   */
+  async laneOf(jobId: string): Promise<'ordinary' | 'isolated' | 'isolated-idle'> {
+    const row = await sql<{ isolated: boolean; runnable: boolean }>`
+      select j.isolated_at is not null as isolated,
+             (j.status = 'pending' and j.run_after <= now())
+             or (j.status = 'running' and exists (
+                   select 1 from job_attempts a where a.id = j.current_attempt_id
+                      and a.lease_expires_at + ${this.timings.leaseGraceMs} * interval '1 millisecond' < now()))
+               as runnable
+        from jobs j where j.id = ${jobId}::uuid`.execute(this.db);
+    const job = row.rows[0];
+    if (!job?.isolated) return 'ordinary';
+    return job.runnable ? 'isolated' : 'isolated-idle';
   }
 
   /**

@@ -194,7 +194,10 @@ export async function startWorker(
       taskList[def.kind] = async (payload) => {
         const delivery = payload as DeliveryPayload;
         // J20: an isolated job runs alone, in a process of its own that this worker watches.
-        if (await deps.jobs.isIsolated(delivery.jobId)) {
+        const lane = await deps.jobs.laneOf(delivery.jobId);
+        // Isolated but nothing to run now (a stale delivery, or its runner is at it): dropped.
+        if (lane === 'isolated-idle') return;
+        if (lane === 'isolated') {
           await runIsolatedDelivery(def.kind, delivery, {
             jobs: deps.jobs,
             log: wlog,

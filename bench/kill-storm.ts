@@ -202,7 +202,7 @@ export async function killStorm(opts: {
   );
   await probe.end();
   stopping = true;
-  await Promise.all(procs.map((p) => p?.stop()));
+  await Promise.all(procs.map((p) => (p ? p.stop() : Promise.resolve())));
   killIsolatedRunners(db.url);
   await db.drop();
   fs.rmSync(dataDir, { recursive: true, force: true });

@@ -86,14 +86,19 @@ export async function runIsolatedDelivery(
     return;
   }
   if (end.code === 0) return;
-  const died = end.code !== EXIT_DATABASE_LOST;
+  // A runner this worker asked to stop (its drain ran out) that could not hand its attempt back
+  // in time did not die of its job.
+  const stopped = deps.shutdownSignal.aborted && (end.signal === 'SIGTERM' || end.signal === null);
+  const died = overran || (end.code !== EXIT_DATABASE_LOST && !stopped);
   const detail = overran
     ? `ran past its time limit (${limitMs} ms) and was killed`
-    : end.signal
-      ? `was killed by ${end.signal}`
-      : died
-        ? `exited with code ${end.code}`
-        : 'could not reach the database to settle its run';
+    : stopped
+      ? 'was stopped with its worker before it could hand its run back'
+      : end.signal
+        ? `was killed by ${end.signal}`
+        : died
+          ? `exited with code ${end.code}`
+          : 'could not reach the database to settle its run';
   log.warn({ code: end.code, signal: end.signal, died }, `isolated job: its runner ${detail}`);
   try {
     const outcome = await deps.jobs.endIsolatedRun(

@@ -55,7 +55,7 @@ const CALM = { kill: 0.15, stop: 0.2, terminate: 12, queueLoss: 1 };
  */
 const HARSH = { killEveryMs: [1_500, 3_000] as const, stopPerSecond: 0.4 };
 /** Where the harsh stretch lies in the fault phase (fractions of it). */
-export const HARSH_PHASE = [0.3, 0.7] as const;
+export const HARSH_PHASE = [0.5, 0.9] as const;
 
 /** A process of the system under test, restarted whenever it exits. */
 export class Member {

@@ -156,6 +156,17 @@ export async function observe(ctx: {
           and exists (select 1 from job_attempts later where later.job_id = a.job_id
                        and later.attempt_no > a.attempt_no and later.started_at < a.ended_at)`,
     );
+    // A window's words committed by a worker that held no running attempt of the window's (or its
+    // meeting's) jobs at that moment: written under a stale token (J3), whether or not it doubled.
+    const staleWindows = await q<{ window_id: string; actor: string; at: Date }>(
+      `select e.subject_id as window_id, e.actor, e.at from audit_events e
+         join windows w on w.id::text = e.subject_id
+        where e.subject_type = 'window' and e.to_status = 'transcribed' and e.actor like 'worker:%'
+          and not exists (
+            select 1 from job_attempts a join jobs j on j.id = a.job_id
+             where a.owner = substr(e.actor, 8) and j.meeting_id = w.meeting_id
+               and a.started_at <= e.at and (a.ended_at is null or a.ended_at >= e.at))`,
+    );
     // Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and
     // what the provider says of its bot. Printed only when the run fails, so it can be read.
     const botTrails: string[] = [];
@@ -225,7 +236,12 @@ export async function observe(ctx: {
       webhooks: ctx.webhooks,
       stuck: Object.fromEntries(Object.entries(stuck ?? {}).map(([k, v]) => [k, Number(v)])),
       effects: {
-        staleCommits: stale.map((r) => r.id),
+        staleCommits: [
+          ...stale.map((r) => `attempt ${r.id}`),
+          ...staleWindows.map(
+            (w) => `window ${w.window_id} (${w.actor} at ${new Date(w.at).toISOString().slice(11, 23)})`,
+          ),
+        ],
         botsPerRecording: ctx.bots.botsPerRecording(),
       },
       providerCalls: ctx.bots.calls(),

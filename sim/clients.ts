@@ -368,10 +368,16 @@ export class SimClient {
         seq,
         promised: m.deleteSentAt === undefined ? why : null,
       });
+      const tries = this.history.findLast((r) => r.kind === 'chunk' && r.meetingId === m.id && r.seq === seq);
       if (res && (res.status === 200 || res.status === 201)) {
         m.accepted.set(seq, lengths[seq]!);
         m.unanswered.delete(seq);
-      } else if (!res && !m.accepted.has(seq)) m.unanswered.set(seq, lengths[seq]!);
+      } else if (
+        !m.accepted.has(seq) &&
+        (!res || tries?.answers.some((a) => a.status === null || a.status >= 500))
+      )
+        // A try without an answer may have stored it, whatever the last one said: indeterminate.
+        m.unanswered.set(seq, lengths[seq]!);
     };
     const end = async (withCount: boolean) => {
       ended = true;

@@ -156,8 +156,10 @@ export async function observe(ctx: {
           and exists (select 1 from job_attempts later where later.job_id = a.job_id
                        and later.attempt_no > a.attempt_no and later.started_at < a.ended_at)`,
     );
-    // A window's words committed by a worker that held no running attempt of the window's (or its
-    // meeting's) jobs at that moment: written under a stale token (J3), whether or not it doubled.
+    // A window's words committed by a worker that held no attempt of its meeting's jobs: neither
+    // one it closed in that same transaction (the audit row and the closed attempt share its xmin)
+    // nor one running at that moment (a close-out transcribing the last stretch itself). Written
+    // under a stale token (J3), whether or not it doubled anything.
     const staleWindows = await q<{ window_id: string; actor: string; at: Date }>(
       `select e.subject_id as window_id, e.actor, e.at from audit_events e
          join windows w on w.id::text = e.subject_id
@@ -165,7 +167,7 @@ export async function observe(ctx: {
           and not exists (
             select 1 from job_attempts a join jobs j on j.id = a.job_id
              where a.owner = substr(e.actor, 8) and j.meeting_id = w.meeting_id
-               and a.started_at <= e.at and (a.ended_at is null or a.ended_at >= e.at))`,
+               and (a.xmin = e.xmin or a.started_at <= e.at and (a.ended_at is null or a.ended_at >= e.at)))`,
     );
     // Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and
     // what the provider says of its bot. Printed only when the run fails, so it can be read.

@@ -4,6 +4,8 @@
  *
  *     Invariant: V9
  *     What: chunk admission refuses a chunk behind the timeline (409)
+ *     Expect: chunk       (optional: a pattern one such violation's subject and detail must match,
+ *                          when the invariant could also fire for a reason that is not the plant's)
  *     Seed: 1401          (optional: the seed it runs; default 1401)
  *     Minutes: 0.5        (optional: minutes of faults; default 0.5)
  *
@@ -25,6 +27,8 @@ export interface Plant {
   name: string;
   file: string;
   invariant: Invariant;
+  /** A pattern (case-insensitive) a caught violation's subject and detail must match; null: any. */
+  expect: string | null;
   what: string;
   seed: number;
   minutes: number;
@@ -43,6 +47,7 @@ export function parsePlant(name: string, text: string): Omit<Plant, 'file'> {
   return {
     name,
     invariant: invariant as Invariant,
+    expect: field('Expect') ?? null,
     what: field('What') ?? '',
     seed: Number(field('Seed') ?? '1401'),
     minutes: Number(field('Minutes') ?? '0.5'),
@@ -61,9 +66,19 @@ export function listPlants(): Plant[] {
     });
 }
 
-/** Whether a run's violations show the plant caught: at least one of the invariant it names. */
-export function plantCaught(expect: Invariant, violations: Array<{ invariant: Invariant }>): boolean {
-  return violations.some((v) => v.invariant === expect);
+/**
+ * Whether a run's violations show the plant caught: at least one of the invariant it names (whose
+ * subject and detail match the plant's pattern, when it has one).
+ */
+export function plantCaught(
+  expect: Invariant,
+  violations: Array<{ invariant: Invariant; subject?: string; detail?: string }>,
+  pattern: string | null = null,
+): boolean {
+  const re = pattern === null ? null : new RegExp(pattern, 'i');
+  return violations.some(
+    (v) => v.invariant === expect && (re === null || re.test(`${v.subject ?? ''}: ${v.detail ?? ''}`)),
+  );
 }
 
 export async function runPlant(name: string, argv: string[], say: (line: string) => void): Promise<number> {
@@ -109,6 +124,7 @@ export async function runPlant(name: string, argv: string[], say: (line: string)
       ...pass,
       '--expect',
       plant.invariant,
+      ...(plant.expect === null ? [] : ['--expect-match', plant.expect]),
     ];
     say(`plant ${name}: ${plant.what} (must be caught by ${plant.invariant}); running in ${copy}`);
     const started = Date.now();
@@ -130,7 +146,7 @@ export async function runPlant(name: string, argv: string[], say: (line: string)
 function stripPlantArgs(argv: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--plant' || argv[i] === '--expect') i++;
+    if (argv[i] === '--plant' || argv[i] === '--expect' || argv[i] === '--expect-match') i++;
     else out.push(argv[i]!);
   }
   return out;

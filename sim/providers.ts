@@ -16,8 +16,13 @@ import type { Rng } from './rng.ts';
 
 export type ProviderReply = 'ok' | '503' | '429' | 'quota' | 'reset' | 'hang';
 
-/** The Retry-After (seconds) of an injected 429: long enough that a retry sent too soon shows. */
-export const INJECTED_RETRY_AFTER_S = 2;
+/**
+ * The Retry-After (seconds) of a 429: past the limit, the time until a slot frees but at least
+ * MIN_RETRY_AFTER_S; injected, INJECTED_RETRY_AFTER_S. Longer than the service's own backoff plus
+ * graphile-worker's poll (about 2 s), so a retry that ignores it arrives inside it and shows (V6).
+ */
+export const MIN_RETRY_AFTER_S = 3;
+export const INJECTED_RETRY_AFTER_S = 5;
 
 /** One request a provider fake received, and how it was answered. */
 export interface ProviderCall {
@@ -105,7 +110,9 @@ async function serve(opts: {
       while (admitted.length > 0 && admitted[0]! <= now - opts.rate.windowMs) admitted.shift();
       if (admitted.length >= opts.rate.limit) {
         entry.outcome = 'limited';
-        return tooMany(Math.max(1, Math.ceil((admitted[0]! + opts.rate.windowMs - now) / 1000)));
+        return tooMany(
+          Math.max(MIN_RETRY_AFTER_S, Math.ceil((admitted[0]! + opts.rate.windowMs - now) / 1000)),
+        );
       }
       admitted.push(now);
       const reply = opts.decide();

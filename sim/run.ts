@@ -66,8 +66,10 @@ export interface Options {
   ci: boolean;
   /** V12: apply this plant to a copy of the repository and run the seed there (sim/plants.ts). */
   plant: string | null;
-  /** Set by the plant runner in the copy: exit 0 only when this invariant was violated. */
+  /** Set by the plant runner in the copy: exit 0 only when this invariant was violated… */
   expect: Invariant | null;
+  /** …by a violation whose subject and detail match this pattern (when set). */
+  expectMatch: string | null;
   listPlants: boolean;
   /** Write the whole observed history here as JSON. */
   dump: string | null;
@@ -106,6 +108,7 @@ export function parseArgs(argv: string[]): Options {
     ci: argv.includes('--ci'),
     plant,
     expect: expect as Invariant | null,
+    expectMatch: get('expect-match') ?? null,
     listPlants: argv.includes('--list-plants'),
     dump: get('dump') ?? null,
   };
@@ -611,12 +614,12 @@ async function main(opts: Options): Promise<number> {
   }
   if (opts.expect) {
     // In a plant's copy (V12): the run must have failed on the invariant the plant names.
-    const caught = results.some((r) => plantCaught(opts.expect!, r.violations));
+    const caught = results.some((r) => plantCaught(opts.expect!, r.violations, opts.expectMatch));
     const others = [...new Set(results.flatMap((r) => r.violations.map((v) => v.invariant)))];
     say(
       caught
         ? `PLANT CAUGHT by ${opts.expect}${others.length > 1 ? ` (also: ${others.filter((i) => i !== opts.expect).join(', ')})` : ''}`
-        : `PLANT NOT CAUGHT: no ${opts.expect} violation${others.length ? ` (violations of ${others.join(', ')} only)` : ''}`,
+        : `PLANT NOT CAUGHT: no ${opts.expect} violation${opts.expectMatch ? ` matching /${opts.expectMatch}/` : ''}${others.length ? ` (violations of ${others.join(', ')} only)` : ''}`,
     );
     return caught ? 0 : 1;
   }

@@ -560,10 +560,15 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.deepEqual(p, {
       name: 'refuse-late-chunks',
       invariant: 'V9',
+      expect: null,
       what: 'refuse late chunks',
       seed: 1401,
       minutes: 0.25,
     });
+    assert.equal(
+      parsePlant('x', 'Invariant: V6\nExpect: speech provider\ndiff --git a/a b/a\n').expect,
+      'speech provider',
+    );
     assert.throws(
       () => parsePlant('x', 'What: no invariant\ndiff --git a/a b/a\n'),
       /must name the invariant/,
@@ -577,5 +582,12 @@ void describe('the simulation oracle on crafted histories', () => {
       'caught, but not by its invariant',
     );
     assert.equal(plantCaught('V9', []), false);
+    // A plant whose invariant can also fire for another reason names what its own violation says.
+    const chat = [{ invariant: 'V6' as const, subject: 'chat provider', detail: '2 requests sent again…' }];
+    assert.equal(plantCaught('V6', chat, 'speech provider'), false, 'the chat provider’s, not the plant’s');
+    assert.equal(
+      plantCaught('V6', [...chat, { ...chat[0]!, subject: 'speech provider' }], 'speech provider'),
+      true,
+    );
   });
 });

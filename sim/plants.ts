@@ -114,6 +114,24 @@ export async function runPlant(name: string, argv: string[], say: (line: string)
       );
       return 3;
     }
+    // The patched service must at least load: a plant that no longer compiles is a failure of the
+    // plant, said as such, not a run whose processes all die at start.
+    try {
+      execFileSync(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', "await import('./src/app.ts')"],
+        {
+          cwd: copy,
+          stdio: 'pipe',
+        },
+      );
+    } catch (err) {
+      const stderr = (err as { stderr?: Buffer }).stderr?.toString() ?? String(err);
+      say(
+        `PLANT DOES NOT LOAD: ${name} applies, but the patched service does not load:\n${stderr.slice(-3000)}`,
+      );
+      return 3;
+    }
     const pass = stripPlantArgs(argv);
     const args = [
       '--import',

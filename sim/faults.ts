@@ -64,6 +64,8 @@ export class Member {
   stoppedUntil = 0;
   starts = 0;
   retired = false;
+  /** The output of its earlier starts (the last 200 kB), for `--logs`. */
+  earlier = '';
   constructor(
     readonly name: string,
     private readonly args: string[],
@@ -79,6 +81,10 @@ export class Member {
     // 'close', not 'exit': by then everything the process wrote has been read, so its last
     // words (a checkpoint saying it kills itself) are in its output.
     p.proc.once('close', (code, signal) => {
+      this.earlier =
+        `${this.earlier}\n--- start ${this.starts} ended (code ${code}, signal ${signal})\n${p.output()}`.slice(
+          -200_000,
+        );
       if (this.proc !== p || this.retired) return;
       if (!this.killedBySim) this.onUnexpected(this, code, signal);
       setTimeout(() => {
@@ -102,6 +108,8 @@ export async function runFaults(ctx: {
   count: (kind: string, n?: number) => void;
   note: (what: string) => void;
   say: (line: string) => void;
+  /** Called with the moment a process is killed or stopped (V6 forgives a retry it made too soon). */
+  disrupted: (at: number) => void;
   until: number;
 }): Promise<void> {
   const { faults, rng, members, cluster, count, note } = ctx;
@@ -125,6 +133,7 @@ export async function runFaults(ctx: {
     const m = rng.pick(members.filter((x) => x.alive()));
     if (!m) return;
     m.killedBySim = true;
+    ctx.disrupted(Date.now());
     process.kill(m.proc.pid, 'SIGCONT');
     m.proc.proc.kill('SIGKILL');
     note(`SIGKILL ${m.name}${kind}`);
@@ -134,6 +143,7 @@ export async function runFaults(ctx: {
     const m = rng.pick(members.filter((x) => x.alive() && !x.stoppedUntil));
     if (!m) return;
     m.stoppedUntil = Date.now() + ms;
+    ctx.disrupted(Date.now());
     process.kill(m.proc.pid, 'SIGSTOP');
     note(`SIGSTOP ${m.name} for ${ms} ms${kind}`);
     count(`process stop${kind}`);

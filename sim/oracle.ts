@@ -137,6 +137,11 @@ export interface History {
   unexpectedExits: Array<{ name: string; code: number | null; signal: string | null; tail: string }>;
   /** Every request the clients sent and the answer to each try (V9). */
   requests?: RequestRecord[];
+  /**
+   * When a process of the service was killed, stopped or died: a job whose worker died holding a
+   * 429's Retry-After is retried by another that never heard it (V6 forgives that retry).
+   */
+  disruptions?: number[];
   /** What the run achieved, and the floors it must reach (V10). */
   work?: { done: Work; floors: Floors };
   /** Unsettled bot recordings with their audit rows, webhooks and provider statuses (for reading). */
@@ -455,7 +460,7 @@ export function checkHistory(h: History): Violation[] {
     }
   }
   for (const p of h.providerLogs ?? []) {
-    const early = retriesTooSoon(p.calls);
+    const early = retriesTooSoon(p.calls, h.disruptions ?? []);
     if (early.length > 0)
       add(
         'V6',
@@ -513,17 +518,30 @@ export function checkHistory(h: History): Violation[] {
 
 /**
  * Requests a provider had refused with 429 and a Retry-After, sent again (the same audio or
- * messages) before that Retry-After ran out. 100 ms of slack for the trip between clocks.
+ * messages) before that Retry-After ran out. 100 ms of slack for the trip between clocks. A
+ * repeat after a process of the service was killed or stopped since the refusal is forgiven: the
+ * worker that heard the Retry-After may be the one that died, and the job's next worker never
+ * heard it.
  */
-export function retriesTooSoon(calls: ProviderCall[]): Array<{ call: number; soonerMs: number }> {
+export function retriesTooSoon(
+  calls: ProviderCall[],
+  disruptions: number[] = [],
+): Array<{ call: number; soonerMs: number }> {
   const out: Array<{ call: number; soonerMs: number }> = [];
-  const waitUntil = new Map<string, number>();
+  const waitUntil = new Map<string, { until: number; since: number }>();
   for (const c of [...calls].sort((a, b) => a.arrivedAt - b.arrivedAt)) {
-    const until = waitUntil.get(c.identity);
-    if (until !== undefined && c.arrivedAt < until - 100)
-      out.push({ call: c.call, soonerMs: until - c.arrivedAt });
+    const wait = waitUntil.get(c.identity);
+    if (
+      wait !== undefined &&
+      c.arrivedAt < wait.until - 100 &&
+      !disruptions.some((t) => t >= wait.since && t <= c.arrivedAt)
+    )
+      out.push({ call: c.call, soonerMs: wait.until - c.arrivedAt });
     if (c.retryAfterMs !== undefined && c.answeredAt !== null)
-      waitUntil.set(c.identity, Math.max(until ?? 0, c.answeredAt + c.retryAfterMs));
+      waitUntil.set(c.identity, {
+        until: Math.max(wait?.until ?? 0, c.answeredAt + c.retryAfterMs),
+        since: c.answeredAt,
+      });
   }
   return out;
 }

@@ -73,6 +73,8 @@ export interface Options {
   listPlants: boolean;
   /** Write the whole observed history here as JSON. */
   dump: string | null;
+  /** Write every process's output into this directory. */
+  logs: string | null;
 }
 
 export function parseArgs(argv: string[]): Options {
@@ -111,6 +113,7 @@ export function parseArgs(argv: string[]): Options {
     expectMatch: get('expect-match') ?? null,
     listPlants: argv.includes('--list-plants'),
     dump: get('dump') ?? null,
+    logs: get('logs') ?? null,
   };
 }
 
@@ -198,6 +201,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
   let app: App | null = null;
   let store: StoreWatcher | null = null;
   const unexpected: Array<{ name: string; code: number | null; signal: string | null; tail: string }> = [];
+  /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
+  const disruptions: number[] = [];
   try {
     const admin = new pg.Client({ connectionString: cluster.url });
     await admin.connect();
@@ -257,6 +262,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const onUnexpected = (m: Member, code: number | null, signal: string | null) => {
       // Anywhere in this start's output: its stdout and stderr are two pipes, so a log line may be
       // read after the checkpoint's own line (a process killed at a checkpoint dies right there).
+      disruptions.push(Date.now());
       const atCheckpoint = /checkpoint (\S+): SIGKILL/.exec(m.proc.output());
       if (signal === 'SIGKILL' && atCheckpoint) {
         count('killed at a checkpoint');
@@ -301,6 +307,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       count,
       note,
       say,
+      disrupted: (at) => disruptions.push(at),
       until: Date.now() + faultMs,
     });
     // Clients start across the first 80% of the fault phase.
@@ -364,6 +371,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       chat,
       store,
     });
+    history.disruptions = disruptions;
     const work = workOf(history, opts.minutes);
     history.work = { done: work, floors: FLOORS };
     const violations = checkHistory(history);
@@ -432,6 +440,15 @@ export async function simulate(opts: Options): Promise<RunResult> {
     return { failed: violations.length > 0, healS, counts, violations, work };
   } finally {
     store?.stop();
+    // --logs DIR: every process's output, its earlier starts included, to read a failure.
+    if (opts.logs) {
+      fs.mkdirSync(opts.logs, { recursive: true });
+      for (const m of members)
+        fs.writeFileSync(
+          path.join(opts.logs, `${opts.seed}-${m.name}.log`),
+          `${m.earlier}\n--- now\n${m.proc?.output() ?? ''}`,
+        );
+    }
     for (const m of members) {
       m.retired = true;
       if (m.alive()) {

@@ -94,7 +94,8 @@ export function parseArgs(argv: string[]): Options {
   if (seeds.some((n) => !Number.isInteger(n) || n < 0)) throw new Error('seeds must be whole numbers');
   const expect = get('expect') ?? null;
   if (expect !== null && !(expect in INVARIANTS)) throw new Error(`--expect: unknown invariant ${expect}`);
-  const meetings = Number(get('meetings') ?? String(Math.max(12, Math.round(minutes * 24))));
+  // At least 18: every scenario at least once (sim/clients.ts, drawScenarios), however short the run.
+  const meetings = Number(get('meetings') ?? String(Math.max(18, Math.round(minutes * 24))));
   if (meetings * 3 > MAX_MEETING_NUMBERS)
     throw new Error(`at most ${Math.floor(MAX_MEETING_NUMBERS / 3)} meetings`);
   return {

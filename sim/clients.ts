@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { markedWav, MARKS_PER_MEETING, toneSamples, wavOf } from './marks.ts';
-import { accepted, deletedBy, type RequestKind, type RequestRecord } from './oracle.ts';
+import { accepted, deletedBy, type RequestKind, type RequestRecord } from './history.ts';
 import type { Rng } from './rng.ts';
 
 export const SCENARIOS = [

@@ -9,7 +9,7 @@
 import pg from 'pg';
 import { BOT_MARK, type BotWorld } from './bots.ts';
 import type { ClientMeeting } from './clients.ts';
-import type { History, MeetingObservation, RequestRecord } from './oracle.ts';
+import type { History, MeetingObservation, RequestRecord } from './history.ts';
 import type { FakeProvider } from './providers.ts';
 import type { StoreWatcher } from './store.ts';
 

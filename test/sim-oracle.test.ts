@@ -4,14 +4,13 @@ import { drawScenarios, SCENARIOS } from '../sim/clients.ts';
 import { markedSamples, readAudio, toneSamples, wordOf } from '../sim/marks.ts';
 import {
   accepted,
-  checkHistory,
   deletedBy,
   emptyHistory,
-  workOf,
   type History,
   type MeetingObservation,
   type RequestRecord,
-} from '../sim/oracle.ts';
+} from '../sim/history.ts';
+import { checkHistory, workOf } from '../sim/oracle.ts';
 import { parsePlant, plantCaught } from '../sim/plants.ts';
 import type { ProviderCall } from '../sim/providers.ts';
 import { Rng } from '../sim/rng.ts';

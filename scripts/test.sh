@@ -46,4 +46,7 @@ npm test
 # The whole system under faults (docs/simulation.md): two fixed seeds, a minute of faults each, with
 # CI's minimums (1,000 faults, 50 kills or stops, 3 Postgres restarts) and every invariant at 0.
 npm run sim -- --seeds 1401,1402 --minutes 1 --ci
+# V12: two planted defects, each must be caught by the invariant it names (half a minute each).
+npm run sim -- --plant refuse-late-chunks
+npm run sim -- --plant leak-quota-bytes
 

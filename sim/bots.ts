@@ -7,7 +7,7 @@
  * provider's API fails a share of calls (5xx, cut connections, creates whose answer is lost after
  * the bot was made, 429s with Retry-After): the backstop must find what the webhooks did not say.
  */
-import { markedChunk } from '../test/support/chunk-recognizer.ts';
+import { markedWav } from './marks.ts';
 import {
   newRecallWebhookSecret,
   sendSignedWebhook,
@@ -19,7 +19,7 @@ import {
 import type { Rng } from './rng.ts';
 
 /** The mark every bot recording carries (a bot meeting is one recording, like an upload). */
-export const BOT_MARK = 300;
+export const BOT_MARK = 0;
 const META_RECORDING = 'verbatim_recording';
 const LIMITS: Record<RecallEndpoint, number> = {
   create: 6,
@@ -36,8 +36,11 @@ interface Driven {
 }
 
 export class BotWorld {
-  /** Samples of marked audio each recording's bot recorded (by recording id), once a bot finished. */
-  readonly recorded = new Map<string, number>();
+  /**
+   * What each recording's bot recorded (by recording id), once a bot finished: the number its
+   * audio is marked with and its samples (mark BOT_MARK).
+   */
+  readonly recorded = new Map<string, { number: number; samples: number }>();
   private readonly driven = new Map<string, Driven>();
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
@@ -51,11 +54,17 @@ export class BotWorld {
     private readonly apiPorts: () => number[],
     private readonly rng: Rng,
     private readonly faultsOn: () => boolean,
+    private readonly nextNumber: () => number,
   ) {}
 
-  static async start(apiPorts: () => number[], rng: Rng, faultsOn: () => boolean): Promise<BotWorld> {
+  static async start(
+    apiPorts: () => number[],
+    rng: Rng,
+    faultsOn: () => boolean,
+    nextNumber: () => number,
+  ): Promise<BotWorld> {
     const fake = await startFakeRecall({ limits: LIMITS, windowMs: WINDOW_MS });
-    return new BotWorld(fake, newRecallWebhookSecret(), apiPorts, rng, faultsOn);
+    return new BotWorld(fake, newRecallWebhookSecret(), apiPorts, rng, faultsOn, nextNumber);
   }
 
   /** What the service needs to reach this provider, with its limits over the same short window. */
@@ -138,8 +147,11 @@ export class BotWorld {
         d.nextAt = now + 2_000 + this.rng.int(4_000);
       } else {
         const samples = 16_000 * (6 + this.rng.int(20));
-        this.fake.setRecording(bot.id, markedChunk(BOT_MARK, samples));
-        if (recording) this.recorded.set(recording, samples);
+        // A bot with no recording of ours (a stray) still records: its audio is marked as one more meeting.
+        const known = recording ? this.recorded.get(recording) : undefined;
+        const number = known?.number ?? this.nextNumber();
+        this.fake.setRecording(bot.id, markedWav(number, [{ mark: BOT_MARK, samples }]));
+        if (recording) this.recorded.set(recording, { number, samples });
         await this.announce(bot.id, 'call_ended');
         await this.announce(bot.id, 'done');
         d.stage = 'done';

@@ -1,124 +1,142 @@
 /**
- * What the oracle needs, read after quiescence: the clients' view of what was accepted, the final
- * transcripts through the API, and the database's and the blob store's settled state.
+ * What the oracle needs, gathered after quiescence from witnesses outside the service (V11): what
+ * each client was answered, the meetings, recordings and transcripts as the API gives them to a
+ * client, what the provider fakes and the webhook receiver saw, and what is physically in the store.
+ * Only two things are read from the service's own tables, because nothing outside can show them:
+ * the queues a quiet system must have emptied (V3), and attempts that committed under a stale
+ * token without doubling any effect a witness could see (V5).
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import pg from 'pg';
-import { TEMP_PREFIX } from '../src/adapters/local-blob-store.ts';
 import { BOT_MARK, type BotWorld } from './bots.ts';
-import type { History, MeetingObservation } from './oracle.ts';
-import type { ClientMeeting } from './run.ts';
+import type { ClientMeeting } from './clients.ts';
+import type { History, MeetingObservation, RequestRecord } from './history.ts';
+import type { FakeProvider } from './providers.ts';
+import type { StoreWatcher } from './store.ts';
 
 export async function observe(ctx: {
   dbUrl: string;
-  dataDir: string;
   apiPorts: number[];
   apiKey: string;
+  metricsToken: string;
   meetings: ClientMeeting[];
+  requests: RequestRecord[];
   unexpected: History['unexpectedExits'];
   webhooks: History['webhooks'];
   bots: BotWorld;
+  speech: FakeProvider;
+  chat: FakeProvider;
+  store: StoreWatcher;
 }): Promise<History> {
+  const api = async (url: string, headers: Record<string, string> = {}) => {
+    // An answer after quiescence; a slow one is asked again on the other api process.
+    for (let i = 0; ; i++) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${ctx.apiPorts[i % ctx.apiPorts.length]}${url}`, {
+          headers: { authorization: `Bearer ${ctx.apiKey}`, ...headers },
+          signal: AbortSignal.timeout(10_000),
+        });
+        const text = await res.text();
+        if (res.status >= 500 && i < 5) continue;
+        let json: { [k: string]: unknown } | null = null;
+        try {
+          json = JSON.parse(text) as { [k: string]: unknown };
+        } catch {
+          json = null;
+        }
+        return { status: res.status, json, text };
+      } catch (err) {
+        if (i >= 5) return { status: 0, json: null, text: String(err) };
+      }
+    }
+  };
+
+  const meetings: MeetingObservation[] = [];
+  const botMeetings = new Set<string>();
+  for (const client of ctx.meetings) {
+    let id = client.id;
+    let number = client.number;
+    let accepted = client.accepted;
+    let status = 'lost';
+    let failureCode: string | null = null;
+    let noMeeting = false;
+    if (client.kind === 'bot') {
+      // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
+      const rec = await api(`/v1/bot-recordings/${client.id}`);
+      const recorded = ctx.bots.recorded.get(client.id);
+      number = recorded?.number ?? -1;
+      accepted = recorded ? new Map([[BOT_MARK, recorded.samples]]) : new Map();
+      const meetingId = typeof rec.json?.meetingId === 'string' ? rec.json.meetingId : null;
+      if (rec.status === 200 && meetingId) {
+        botMeetings.add(meetingId);
+        id = meetingId;
+      } else if (rec.status === 200) {
+        // No meeting: the recording's own end is the outcome (no audio, or a failure with its reason).
+        const s = String(rec.json?.status);
+        status = ['complete', 'failed', 'canceled', 'not_recorded'].includes(s)
+          ? s === 'complete'
+            ? 'complete'
+            : 'failed'
+          : s;
+        failureCode = (rec.json?.failure as { code?: string } | null)?.code ?? null;
+        noMeeting = true;
+      }
+    }
+    let segments: MeetingObservation['segments'] = null;
+    let transcriptError: string | undefined;
+    if (!noMeeting && !client.deleted) {
+      const view = await api(`/v1/meetings/${id}`);
+      if (view.status === 200) {
+        status = String(view.json?.status);
+        failureCode = (view.json?.failure as { code?: string } | null)?.code ?? null;
+        const t = await api(`/v1/meetings/${id}/transcript`);
+        if (t.status === 200 && Array.isArray(t.json?.segments))
+          segments = t.json.segments as NonNullable<MeetingObservation['segments']>;
+        else transcriptError = `${t.status}: ${t.text.slice(0, 200)}`;
+      } else if (view.status !== 404) status = `unreadable (${view.status})`;
+    }
+    meetings.push({
+      id,
+      number,
+      label: client.format ? `${client.scenario} ${client.format}` : client.scenario,
+      lossy: client.lossy,
+      noMeeting,
+      kind: client.kind,
+      deleted: client.deleted,
+      expectFailure: client.expectFailure,
+      accepted,
+      unanswered: client.unanswered,
+      canceled: client.canceled,
+      regenerations: client.regenerations,
+      status: client.deleted ? 'deleted' : status,
+      failureCode,
+      segments,
+      ...(transcriptError ? { transcriptError } : {}),
+    });
+  }
+
+  // Every meeting the API lists, to find one no client made.
+  const listed: string[] = [];
+  for (let cursor: string | null = null, pages = 0; pages < 100; pages++) {
+    const page = await api(`/v1/meetings?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    for (const m of (page.json?.meetings as Array<{ id: string }> | undefined) ?? []) listed.push(m.id);
+    cursor = typeof page.json?.nextCursor === 'string' ? page.json.nextCursor : null;
+    if (!cursor) break;
+  }
+  const known = new Set([...ctx.meetings.map((m) => m.id), ...botMeetings]);
+  const unknownMeetings = listed.filter((id) => !known.has(id));
+
+  // The ledger as an operator reads it (B9's gauge), against the bytes physically in the store.
+  const metrics = await api('/metrics', { authorization: `Bearer ${ctx.metricsToken}` });
+  const gauge = /^verbatim_stored_bytes(?:\{[^}]*\})? (\S+)$/m.exec(metrics.text);
+  const ledgerBytes = metrics.status === 200 && gauge ? Number(gauge[1]) : null;
+  ctx.store.present(); // a last scan, so every object that left is marked gone
+  const storeBytes = ctx.store.bytesNow();
+
   const db = new pg.Client({ connectionString: ctx.dbUrl });
   await db.connect();
   try {
     const q = async <T extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
       (await db.query<T>(text, values)).rows;
-    const meetings: MeetingObservation[] = [];
-    const botMeetings = new Set<string>();
-    for (const client of ctx.meetings) {
-      let c = client;
-      let row: { status: string; failure_code: string | null } | undefined;
-      if (c.kind === 'bot') {
-        // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
-        const [rec] = await q<{ status: string; failure_code: string | null; meeting_id: string | null }>(
-          'select status, failure_code, meeting_id from bot_recordings where id = $1',
-          [c.id],
-        );
-        const samples = ctx.bots.recorded.get(c.id);
-        c = { ...c, accepted: samples ? new Map([[BOT_MARK, samples]]) : new Map() };
-        if (rec?.meeting_id) {
-          botMeetings.add(rec.meeting_id);
-          c = { ...c, id: rec.meeting_id };
-        } else {
-          // No meeting: the recording's own end is the outcome (no audio, or a failure with its reason).
-          const ended = ['complete', 'failed', 'canceled', 'not_recorded'].includes(rec?.status ?? '');
-          row = {
-            status: !rec ? 'gone' : ended ? (rec.status === 'complete' ? 'complete' : 'failed') : rec.status,
-            failure_code: rec?.failure_code ?? null,
-          };
-          c = { ...c, noMeeting: true };
-        }
-      }
-      row ??= (
-        await q<{ status: string; failure_code: string | null }>(
-          'select status, failure_code from meetings where id = $1',
-          [c.id],
-        )
-      )[0];
-      let segments: MeetingObservation['segments'] = [];
-      if (row && !c.deleted) {
-        const res = await fetch(`http://127.0.0.1:${ctx.apiPorts[0]}/v1/meetings/${c.id}/transcript`, {
-          headers: { authorization: `Bearer ${ctx.apiKey}` },
-        });
-        if (res.ok) segments = ((await res.json()) as { segments: MeetingObservation['segments'] }).segments;
-      }
-      const [left] = await q<{ n: number }>(
-        `select (select count(*) from blobs where meeting_id = $1 and deleted_at is null)
-              + (select count(*) from object_cleanups where meeting_id = $1) as n`,
-        [c.id],
-      );
-      // The windows each deleted blob was heard in, and when each settled. A window that failed
-      // audio.deleted never settled (its words are lost: that is what V4 looks for). Positions are
-      // compared only for live windows: a superseded window keeps the positions it had before the
-      // repair moved the chunks, so comparing them with the chunks' final positions is meaningless
-      // (found by the soak: two false alarms).
-      const deletions = await q<{ blob: string; at: Date; settled: Array<Date | null> }>(
-        `select b.id as blob, b.deleted_at as at,
-                array(select case when w.failure_code = 'audio.deleted' then null
-                                  else coalesce(w.transcribed_at, w.failed_at, w.missing_at) end
-                       from windows w
-                       where w.meeting_id = b.meeting_id and w.created_at <= b.deleted_at
-                         and (w.blob_id = b.id
-                              or w.superseded_at is null and (w.blob_id is null or w.blob_id <> b.id) and exists (
-                                select 1 from chunks ch where (ch.blob_id = b.id or ch.pcm_blob_id = b.id)
-                                  and ch.start_samples is not null
-                                  and ch.start_samples < w.end_samples
-                                  and ch.start_samples + coalesce(ch.samples, 0) > w.start_samples)
-                              or not exists (select 1 from windows x where x.blob_id = b.id)
-                                 and not exists (select 1 from chunks ch where ch.blob_id = b.id or ch.pcm_blob_id = b.id))
-                         and (w.superseded_at is null or w.superseded_at > b.deleted_at)) as settled
-           from blobs b where b.meeting_id = $1 and b.deleted_at is not null`,
-        [c.id],
-      );
-      meetings.push({
-        id: c.id,
-        label: c.format ? `${c.scenario} ${c.format}` : c.scenario,
-        lossy: c.lossy,
-        noMeeting: c.noMeeting,
-        kind: c.kind,
-        deleted: c.deleted || !row,
-        expectFailure: c.expectFailure,
-        accepted: c.accepted,
-        unanswered: c.unanswered,
-        canceled: c.canceled,
-        regenerations: c.regenerations,
-        status: row?.status ?? 'gone',
-        failureCode: row?.failure_code ?? null,
-        segments,
-        audioObjectsLeft: Number(left?.n ?? 0),
-        deletions: deletions.map((d) => ({
-          blob: d.blob,
-          at: d.at.getTime(),
-          windowsSettledAt: d.settled.map((t) => (t ? new Date(t).getTime() : null)),
-        })),
-      });
-    }
-    const known = new Set([...ctx.meetings.map((m) => m.id), ...botMeetings]);
-    const all = await q<{ id: string }>('select id from meetings');
-    const unknownMeetings = all.filter((m) => !known.has(m.id)).map((m) => m.id);
-
     const [stuck] = await q<Record<string, string>>(`select
         (select count(*) from jobs where status in ('pending', 'running')) as "jobs waiting or running",
         (select count(*) from job_attempts where status = 'running') as "attempts running",
@@ -138,12 +156,18 @@ export async function observe(ctx: {
           and exists (select 1 from job_attempts later where later.job_id = a.job_id
                        and later.attempt_no > a.attempt_no and later.started_at < a.ended_at)`,
     );
-    const segs = await q<{ key: string; n: number }>(
-      `select window_id || '/' || seq as key, count(*)::int as n from segments group by window_id, seq having count(*) > 1`,
-    );
-    const [ledger] = await q<{ bytes: string }>(
-      `select (select coalesce(sum(size_bytes), 0) from blobs where deleted_at is null)
-            + (select coalesce(sum(bytes), 0) from object_cleanups) as bytes`,
+    // A window's words committed by a worker that held no attempt of its meeting's jobs: neither
+    // one it closed in that same transaction (the audit row and the closed attempt share its xmin)
+    // nor one running at that moment (a close-out transcribing the last stretch itself). Written
+    // under a stale token (J3), whether or not it doubled anything.
+    const staleWindows = await q<{ window_id: string; actor: string; at: Date }>(
+      `select e.subject_id as window_id, e.actor, e.at from audit_events e
+         join windows w on w.id::text = e.subject_id
+        where e.subject_type = 'window' and e.to_status = 'transcribed' and e.actor like 'worker:%'
+          and not exists (
+            select 1 from job_attempts a join jobs j on j.id = a.job_id
+             where a.owner = substr(e.actor, 8) and j.meeting_id = w.meeting_id
+               and (a.xmin = e.xmin or a.started_at <= e.at and (a.ended_at is null or a.ended_at >= e.at)))`,
     );
     // Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and
     // what the provider says of its bot. Printed only when the run fails, so it can be read.
@@ -192,35 +216,48 @@ export async function observe(ctx: {
           `    provider bot ${bot.id}: ${bot.statusChanges.map((c) => `${c.code}@${c.created_at.slice(11, 23)}`).join(' ')}`,
         );
     }
+    // The windows each meeting gave up on (failed, with their reasons): read only to explain a
+    // loss the oracle found from outside.
+    const windowTrails = await q<{
+      meeting_id: string;
+      index: number;
+      failure_code: string;
+      failure_message: string | null;
+    }>(
+      `select meeting_id, index, failure_code, failure_message from windows
+        where failure_code is not null and superseded_at is null order by meeting_id, index`,
+    );
     return {
       botTrails,
+      windowTrails: windowTrails.map(
+        (w) =>
+          `meeting ${w.meeting_id} window ${w.index}: ${w.failure_code} (${(w.failure_message ?? '').slice(0, 160)})`,
+      ),
       meetings,
       unknownMeetings,
       webhooks: ctx.webhooks,
       stuck: Object.fromEntries(Object.entries(stuck ?? {}).map(([k, v]) => [k, Number(v)])),
       effects: {
-        staleCommits: stale.map((r) => r.id),
-        segmentsPerWindowSeq: new Map(segs.map((r) => [r.key, r.n])),
+        staleCommits: [
+          ...stale.map((r) => `attempt ${r.id}`),
+          ...staleWindows.map(
+            (w) => `window ${w.window_id} (${w.actor} at ${new Date(w.at).toISOString().slice(11, 23)})`,
+          ),
+        ],
         botsPerRecording: ctx.bots.botsPerRecording(),
       },
       providerCalls: ctx.bots.calls(),
-      ledgerBytes: Number(ledger?.bytes ?? 0),
-      storeBytes: storeBytes(path.join(ctx.dataDir, 'blobs')),
+      providerLogs: [
+        { provider: 'speech', calls: ctx.speech.log },
+        { provider: 'chat', calls: ctx.chat.log },
+      ],
+      store: [...ctx.store.objects.values()],
+      ledgerBytes,
+      storeBytes,
       unexpectedExits: ctx.unexpected,
+      requests: ctx.requests,
     };
   } finally {
     await db.end();
   }
-}
-
-/** Bytes of the objects in a local blob store (temporaries of writes in flight excluded). */
-function storeBytes(dir: string): number {
-  if (!fs.existsSync(dir)) return 0;
-  let total = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) total += storeBytes(full);
-    else if (!entry.name.startsWith(TEMP_PREFIX)) total += fs.statSync(full).size;
-  }
-  return total;
 }

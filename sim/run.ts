@@ -1,11 +1,11 @@
 /**
  * `npm run sim -- --seed S | --seeds S1,S2 [--minutes M] [--ci] [--faults kill,stop,pg-terminate,pg-restart,provider,queue-loss]`
+ * `npm run sim -- --plant NAME [--seed S] [--minutes M]` (V12, sim/plants.ts)
  * (docs/simulation.md): the whole system — several api and worker processes on a throwaway Postgres
  * cluster, the providers at the network boundary — driven by simulated clients and faults drawn
  * from one seed, then healed, then checked by the oracle (sim/oracle.ts). Exits 1 on a violation,
  * printing the seed, the fault schedule and what broke.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,40 +14,34 @@ import { openApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
-import { spawnVerbatim, type WorkerProcess } from '../test/support/harness.ts';
-import { markedChunk } from '../test/support/chunk-recognizer.ts';
-import { checkHistory, INVARIANTS, type Invariant } from './oracle.ts';
+import { BotWorld } from './bots.ts';
+import { drawScenarios, SimClient } from './clients.ts';
+import { ALL_FAULTS, CHECKPOINTS, HARSH_PHASE, Member, runFaults, type FaultKind } from './faults.ts';
+import { MAX_MEETING_NUMBERS } from './marks.ts';
 import { observe } from './observe.ts';
+import { type Floors, type Work } from './history.ts';
+import { checkHistory, INVARIANTS, workOf, type Invariant, type Violation } from './oracle.ts';
+import { listPlants, plantCaught, runPlant } from './plants.ts';
 import { startChat, startRecognizer, type ProviderReply } from './providers.ts';
 import { startReceiver, type ReceiverReply } from './receiver.ts';
-import { BotWorld } from './bots.ts';
 import { Rng } from './rng.ts';
-
-type FaultKind = 'kill' | 'stop' | 'pg-terminate' | 'pg-restart' | 'provider' | 'queue-loss';
+import { StoreWatcher } from './store.ts';
+import { machineLoad, quiesce, waitHealthy } from './system.ts';
 
 /**
- * The named checkpoints (src/checkpoints.ts) where a process is also killed: each drawn from the
- * seed is armed for its first one or two arrivals (counted across processes), and disarmed at the
- * heal. `worker.started` is left out: it is not a step of any piece of work.
+ * V10: the least a run must do per minute of faults (docs/simulation.md, "Floors"), set well below
+ * what measured runs did, so only a service that skips work falls under them.
  */
-const CHECKPOINTS = [
-  'close-out-meeting.after-last-stretch',
-  'close-out-meeting.transcribe-directly',
-  'dispatcher.after-deliver',
-  'enqueue',
-  'recording.processing',
-  'recording.referenced',
-  'repair-timeline.before-commit',
-  'storage.before-delete',
-  'storage.fencing',
-  'storage.get',
-  'storage.staged',
-  'storage.written',
-  'transcribe-window.before-commit',
-];
-const ALL_FAULTS: FaultKind[] = ['kill', 'stop', 'pg-terminate', 'pg-restart', 'provider', 'queue-loss'];
+export const FLOORS: Floors = { completedMeetings: 10, acceptedAudioSeconds: 300, botRecordings: 1 };
 
-interface Options {
+/** The speech and chat providers' rate limits (like OpenAI's requests per window, scaled to the run). */
+const SPEECH_LIMIT = { limit: 10, windowMs: 2_000 };
+const CHAT_LIMIT = { limit: 4, windowMs: 2_000 };
+/** The lease the service is given (VERBATIM_LEASE_SECONDS): the harsh stretch stops processes past it. */
+const LEASE_MS = 2_000;
+const METRICS_TOKEN = 'sim-metrics-token-0123456789';
+
+export interface Options {
   /** The seeds to run, one after another (`--seed S` or `--seeds S1,S2,…`). */
   seeds: number[];
   seed: number;
@@ -64,21 +58,40 @@ interface Options {
    * stops; 3 Postgres restarts).
    */
   ci: boolean;
+  /** V12: apply this plant to a copy of the repository and run the seed there (sim/plants.ts). */
+  plant: string | null;
+  /** Set by the plant runner in the copy: exit 0 only when this invariant was violated… */
+  expect: Invariant | null;
+  /** …by a violation whose subject and detail match this pattern (when set). */
+  expectMatch: string | null;
+  listPlants: boolean;
+  /** Write the whole observed history here as JSON. */
+  dump: string | null;
+  /** Write every process's output into this directory. */
+  logs: string | null;
 }
 
-function parseArgs(argv: string[]): Options {
+export function parseArgs(argv: string[]): Options {
   const get = (name: string) => {
     const i = argv.indexOf(`--${name}`);
     return i >= 0 ? argv[i + 1] : undefined;
   };
-  const minutes = Number(get('minutes') ?? '1');
+  const plant = get('plant') ?? null;
+  // A plant runs a shorter fault phase by default: it must be caught, not soaked.
+  const minutes = Number(get('minutes') ?? (plant ? '0.5' : '1'));
   const faults = (get('faults') ?? ALL_FAULTS.join(',')).split(',').filter(Boolean) as FaultKind[];
   for (const f of faults) if (!ALL_FAULTS.includes(f)) throw new Error(`unknown fault kind ${f}`);
-  const seeds = (get('seeds') ?? get('seed') ?? String(Math.floor(Math.random() * 1e9)))
+  const seeds = (get('seeds') ?? get('seed') ?? (plant ? '1401' : String(Math.floor(Math.random() * 1e9))))
     .split(',')
     .filter(Boolean)
     .map(Number);
   if (seeds.some((n) => !Number.isInteger(n) || n < 0)) throw new Error('seeds must be whole numbers');
+  const expect = get('expect') ?? null;
+  if (expect !== null && !(expect in INVARIANTS)) throw new Error(`--expect: unknown invariant ${expect}`);
+  // At least 18: every scenario at least once (sim/clients.ts, drawScenarios), however short the run.
+  const meetings = Number(get('meetings') ?? String(Math.max(18, Math.round(minutes * 24))));
+  if (meetings * 3 > MAX_MEETING_NUMBERS)
+    throw new Error(`at most ${Math.floor(MAX_MEETING_NUMBERS / 3)} meetings`);
   return {
     seeds,
     seed: seeds[0]!,
@@ -86,54 +99,27 @@ function parseArgs(argv: string[]): Options {
     faults: new Set(faults),
     apis: Number(get('apis') ?? '2'),
     workers: Number(get('workers') ?? '3'),
-    meetings: Number(get('meetings') ?? String(Math.max(12, Math.round(minutes * 24)))),
+    meetings,
     port: Number(get('port') ?? '31433'), // below the ephemeral range: no outgoing connection holds it
     keep: argv.includes('--keep'),
     ci: argv.includes('--ci'),
+    plant,
+    expect: expect as Invariant | null,
+    expectMatch: get('expect-match') ?? null,
+    listPlants: argv.includes('--list-plants'),
+    dump: get('dump') ?? null,
+    logs: get('logs') ?? null,
   };
 }
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-/** A process of the system under test, restarted whenever it exits. */
-class Member {
-  proc!: WorkerProcess;
-  killedBySim = false;
-  stoppedUntil = 0;
-  starts = 0;
-  constructor(
-    readonly name: string,
-    private readonly args: string[],
-    private readonly env: Record<string, string>,
-    private readonly onUnexpected: (m: Member, code: number | null, signal: string | null) => void,
-  ) {}
-
-  start(): void {
-    this.starts++;
-    this.killedBySim = false;
-    const p = spawnVerbatim(this.args, this.env);
-    this.proc = p;
-    // 'close', not 'exit': by then everything the process wrote has been read, so its last
-    // words (a checkpoint saying it kills itself) are in its output.
-    p.proc.once('close', (code, signal) => {
-      if (this.proc !== p || this.retired) return;
-      if (!this.killedBySim) this.onUnexpected(this, code, signal);
-      setTimeout(() => {
-        if (!this.retired) this.start();
-      }, 300).unref();
-    });
-  }
-
-  retired = false;
-  alive(): boolean {
-    return this.proc.proc.exitCode === null && this.proc.proc.signalCode === null;
-  }
-}
-
 export interface RunResult {
   failed: boolean;
   healS: number;
   counts: Map<string, number>;
+  violations: Violation[];
+  work: Work | null;
 }
 
 export async function simulate(opts: Options): Promise<RunResult> {
@@ -181,8 +167,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
     if (!faultsOn || !opts.faults.has('provider') || !providerRng.chance(0.25)) return 'ok';
     return providerRng.pick<ProviderReply>(['503', '503', '429', 'reset', 'hang', 'quota']);
   };
-  const recognizer = await startRecognizer(decide);
-  const chat = await startChat(decide);
+  const recognizer = await startRecognizer(decide, rng.fork(), SPEECH_LIMIT);
+  const chat = await startChat(decide, rng.fork(), CHAT_LIMIT);
   // The tenant's webhook endpoints fail a quarter of their requests while faults are on.
   const receiverRng = rng.fork();
   const receiver = await startReceiver(
@@ -193,10 +179,14 @@ export async function simulate(opts: Options): Promise<RunResult> {
     1_500,
   );
   const apiPorts: number[] = [];
+  // Every meeting's audio (and every bot's recording) is marked with a number of its own.
+  let numbers = 0;
+  const nextNumber = () => numbers++;
   const bots = await BotWorld.start(
     () => apiPorts,
     rng.fork(),
     () => faultsOn,
+    nextNumber,
   );
   const webhookEndpoints = [
     { name: 'all', events: [] as string[] },
@@ -204,7 +194,10 @@ export async function simulate(opts: Options): Promise<RunResult> {
   ];
   const members: Member[] = [];
   let app: App | null = null;
+  let store: StoreWatcher | null = null;
   const unexpected: Array<{ name: string; code: number | null; signal: string | null; tail: string }> = [];
+  /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
+  const disruptions: number[] = [];
   try {
     const admin = new pg.Client({ connectionString: cluster.url });
     await admin.connect();
@@ -218,15 +211,18 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_EGRESS_ALLOW: '127.0.0.0/8',
       VERBATIM_ASR: 'whisper',
       VERBATIM_WHISPER_URL: recognizer.url,
-      VERBATIM_ASR_TIMEOUT_SECONDS: '3',
+      // A window takes the recogniser about 3 s (sim/providers.ts), up to about 9 s in its tail.
+      VERBATIM_ASR_TIMEOUT_SECONDS: '12',
+      // PocketSphinx on this machine runs one recognition per CPU at once (2 per worker).
+      VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
       VERBATIM_MINUTES: 'openai',
       VERBATIM_LLM_URL: chat.url,
-      VERBATIM_LLM_TIMEOUT_SECONDS: '3',
+      VERBATIM_LLM_TIMEOUT_SECONDS: '4',
       VERBATIM_WINDOW_SECONDS: '8',
       VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
       VERBATIM_CHUNK_SECONDS: '5',
       VERBATIM_GAP_PATIENCE_SECONDS: '1',
-      VERBATIM_LEASE_SECONDS: '2',
+      VERBATIM_LEASE_SECONDS: String(LEASE_MS / 1000),
       VERBATIM_HEARTBEAT_SECONDS: '0.4',
       VERBATIM_SWEEP_SECONDS: '0.5',
       VERBATIM_DEATH_CHECK_SECONDS: '0.25',
@@ -235,11 +231,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_CLOSEOUT_GRACE_SECONDS: '0.2',
       VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
       VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
-      // Poison protection (J7, L7) is for a job that kills its worker; here workers die at a rate no
-      // deployment sees, and a close-out killed at two armed checkpoints twice each was quarantined
-      // with its meeting failed. It has tests of its own; here its caps are out of the way.
-      VERBATIM_MAX_RECLAIMS: '50',
-      VERBATIM_CLOSEOUT_MAX_RECLAIMS: '50',
+      // Poison protection (J7, L7, J20) runs with its real caps: a window killed with its worker
+      // again and again must still reach the transcript (issue 33).
       VERBATIM_DB_IDLE_TRANSACTION_SECONDS: '5',
       // A write cut off between staging and commit leaves its object to the cleanup at this deadline.
       VERBATIM_STAGE_DEADLINE_SECONDS: '15',
@@ -251,6 +244,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_CLEANUP_BACKOFF_CAP_SECONDS: '3',
       VERBATIM_WEBHOOK_MAX_ATTEMPTS: '14',
       VERBATIM_WEBHOOK_TIMEOUT_SECONDS: '1',
+      VERBATIM_METRICS_TOKEN: METRICS_TOKEN,
       ...bots.env(),
     };
     // The driver's own handle on the service (to make the workspace) is never killed at a checkpoint.
@@ -263,6 +257,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const onUnexpected = (m: Member, code: number | null, signal: string | null) => {
       // Anywhere in this start's output: its stdout and stderr are two pipes, so a log line may be
       // read after the checkpoint's own line (a process killed at a checkpoint dies right there).
+      disruptions.push(Date.now());
       const atCheckpoint = /checkpoint (\S+): SIGKILL/.exec(m.proc.output());
       if (signal === 'SIGKILL' && atCheckpoint) {
         count('killed at a checkpoint');
@@ -283,7 +278,9 @@ export async function simulate(opts: Options): Promise<RunResult> {
     await Promise.all(apiPorts.map((p) => waitHealthy(p)));
     bots.run();
 
-    const client = new SimClient(apiPorts, apiKey, rng.fork());
+    const client = new SimClient(apiPorts, apiKey, rng.fork(), nextNumber);
+    store = new StoreWatcher(path.join(dataDir, 'blobs'), client.sent);
+    store.start();
     for (const e of webhookEndpoints) {
       const made = await client.send('POST', '/v1/webhooks', {
         url: receiver.urlFor(e.name),
@@ -294,22 +291,25 @@ export async function simulate(opts: Options): Promise<RunResult> {
       receiver.setSecret(e.name, made.json.secret);
     }
     const faultMs = opts.minutes * 60_000;
+    const faultsFrom = Date.now();
     const faultsDone = runFaults({
-      opts,
+      faults: opts.faults,
       rng: rng.fork(),
       members,
       cluster,
       dbUrl,
+      leaseMs: LEASE_MS,
       count,
       note,
-      until: t0 + faultMs,
+      say,
+      disrupted: (at) => disruptions.push(at),
+      until: Date.now() + faultMs,
     });
     // Clients start across the first 80% of the fault phase.
     const clientRng = rng.fork();
     let clientsLeft = opts.meetings;
-    const scenarios = Array.from({ length: opts.meetings }, (_, i) => {
+    const scenarios = drawScenarios(opts.meetings, clientRng).map((kind, i) => {
       const startAt = clientRng.next() * faultMs * 0.8;
-      const kind = clientRng.pick(SCENARIOS);
       const seed = clientRng.int(1e9);
       return sleep(startAt)
         .then(() => client.run(kind, i, new Rng(seed)))
@@ -317,9 +317,15 @@ export async function simulate(opts: Options): Promise<RunResult> {
     });
     await faultsDone;
     faultsOn = false;
-    // How much the service reached its providers while faults were on (it is starved if never).
+    // How much the service reached its providers while faults were on (it is starved if never),
+    // and how many recognitions a caller left before their answer (killed, stopped or timed out).
+    const harshFrom = faultsFrom + faultMs * HARSH_PHASE[0];
+    const harshTo = faultsFrom + faultMs * HARSH_PHASE[1];
+    const inHarsh = recognizer.log.filter((c) => c.arrivedAt >= harshFrom && c.arrivedAt < harshTo);
     say(
-      `during the faults: ${recognizer.calls()} speech calls, ${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts; machine load ${os.loadavg()[0]!.toFixed(2)}`,
+      `during the faults: ${recognizer.calls()} speech calls (${inHarsh.length} in the harsh stretch, ` +
+        `${inHarsh.filter((c) => c.outcome === 'abandoned').length} of them abandoned mid-recognition), ` +
+        `${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts; machine load ${os.loadavg()[0]!.toFixed(2)}`,
     );
     note('heal: faults stop, every process runs');
     disarm();
@@ -348,15 +354,28 @@ export async function simulate(opts: Options): Promise<RunResult> {
     );
     const history = await observe({
       dbUrl,
-      dataDir,
       apiPorts,
       apiKey,
+      metricsToken: METRICS_TOKEN,
       meetings: client.meetings,
+      requests: client.history,
       unexpected,
       webhooks: { endpoints: webhookEndpoints, receipts: receiver.receipts },
       bots,
+      speech: recognizer,
+      chat,
+      store,
     });
+    history.disruptions = disruptions;
+    const work = workOf(history, opts.minutes);
+    history.work = { done: work, floors: FLOORS };
     const violations = checkHistory(history);
+    // --dump FILE: the whole history as JSON, to read a failure at leisure.
+    if (opts.dump)
+      fs.writeFileSync(
+        opts.dump,
+        JSON.stringify(history, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v), 1),
+      );
     if (!quiet)
       violations.push({ invariant: 'V3', subject: 'quiescence', detail: 'not reached within 240 s' });
 
@@ -376,7 +395,21 @@ export async function simulate(opts: Options): Promise<RunResult> {
       outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
     }
     say('meetings by outcome');
-    for (const [k, n] of [...outcomes].sort()) say(`  ${k.padEnd(24)} ${String(n).padStart(6)}`);
+    for (const [k, n] of [...outcomes].sort()) say(`  ${k.padEnd(40)} ${String(n).padStart(4)}`);
+    const per = (n: number) => (n / opts.minutes).toFixed(1);
+    say(
+      `work per minute of faults (floors, V10): ${per(work.completedMeetings)} completed meetings (≥ ${FLOORS.completedMeetings}), ` +
+        `${per(work.acceptedAudioSeconds)} s of accepted audio (≥ ${FLOORS.acceptedAudioSeconds}), ` +
+        `${per(work.botRecordings)} bot recordings (≥ ${FLOORS.botRecordings})`,
+    );
+    const outcome = (log: typeof recognizer.log, o: string) => log.filter((c) => c.outcome === o).length;
+    say(
+      `providers: ${recognizer.calls()} speech calls (${outcome(recognizer.log, 'ok')} answered, ` +
+        `${outcome(recognizer.log, 'abandoned')} abandoned by a caller killed or timed out mid-recognition, ` +
+        `${outcome(recognizer.log, 'limited')} over the limit), ` +
+        `${chat.calls()} chat calls (${outcome(chat.log, 'limited')} over the limit); ` +
+        `store: ${history.store?.length ?? 0} objects seen, ${history.store?.filter((o) => o.goneAt === null).length ?? 0} left`,
+    );
     say(
       `webhook events received: ${new Set(history.webhooks.receipts.map((r) => r.id)).size} ` +
         `(${history.webhooks.receipts.length} requests taken, ${receiver.badSignatures} with a bad signature)`,
@@ -384,7 +417,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     say('invariants');
     for (const inv of Object.keys(INVARIANTS) as Invariant[]) {
       const n = violations.filter((v) => v.invariant === inv).length;
-      say(`  ${inv} ${String(n).padStart(4)} violations  ${INVARIANTS[inv]}`);
+      say(`  ${inv.padEnd(3)} ${String(n).padStart(4)} violations  ${INVARIANTS[inv]}`);
     }
     say(`heal → quiescence ${healS.toFixed(1)} s`);
     if (violations.length > 0) {
@@ -395,11 +428,22 @@ export async function simulate(opts: Options): Promise<RunResult> {
       );
       for (const v of violations.slice(0, 40)) say(`  ${v.invariant} ${v.subject}: ${v.detail}`);
       for (const line of history.botTrails ?? []) say(`  ${line}`);
+      for (const line of history.windowTrails ?? []) say(`  ${line}`);
       say('fault schedule:');
       for (const line of schedule) say(`  ${line}`);
     }
-    return { failed: violations.length > 0, healS, counts };
+    return { failed: violations.length > 0, healS, counts, violations, work };
   } finally {
+    store?.stop();
+    // --logs DIR: every process's output, its earlier starts included, to read a failure.
+    if (opts.logs) {
+      fs.mkdirSync(opts.logs, { recursive: true });
+      for (const m of members)
+        fs.writeFileSync(
+          path.join(opts.logs, `${opts.seed}-${m.name}.log`),
+          `${m.earlier}\n--- now\n${m.proc?.output() ?? ''}`,
+        );
+    }
     for (const m of members) {
       m.retired = true;
       if (m.alive()) {
@@ -419,617 +463,17 @@ export async function simulate(opts: Options): Promise<RunResult> {
   }
 }
 
-/**
- * How busy the machine is before the run: its load, and Verbatim processes or Postgres clusters
- * that are not this run's (left by a run stopped by hand, or a test). A loaded machine starves the
- * processes under test, and the figures of such a run (provider calls, heal time) say so.
- */
-function machineLoad(): string {
-  const load = os.loadavg()[0]!.toFixed(2);
-  let strays = 0;
-  let clusters = 0;
-  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    let cmd = '';
-    try {
-      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.includes('src/cli/main.ts')) strays++;
-    else if (/postgres -D \S*verbatim-pg-/.test(cmd)) clusters++;
-  }
-  return `machine: ${os.cpus().length} cores, load ${load}; before the run, ${strays} Verbatim processes and ${clusters} throwaway Postgres clusters not its own`;
-}
-
-async function waitHealthy(port: number): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) });
-      if (res.ok) return;
-    } catch {
-      // not up yet
-    }
-    await sleep(100);
-  }
-  throw new Error(`api on port ${port} did not come up`);
-}
-
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-// ---------------------------------------------------------------------------------------------
-// Faults
-
-async function runFaults(ctx: {
-  opts: Options;
-  rng: Rng;
-  members: Member[];
-  cluster: Cluster;
-  dbUrl: string;
-  count: (kind: string, n?: number) => void;
-  note: (what: string) => void;
-  until: number;
-}): Promise<void> {
-  const { opts, rng, members, cluster, count, note } = ctx;
-  // The injector must never wait on the system's locks (a stopped process may hold them).
-  const probe = new pg.Pool({
-    connectionString: ctx.dbUrl,
-    max: 1,
-    options: '-c lock_timeout=200 -c statement_timeout=2000',
-  });
-  probe.on('error', () => undefined);
-  // Postgres restarts at fixed fractions of the run, at least three.
-  const restarts = opts.faults.has('pg-restart')
-    ? [0.2, 0.5, 0.8].map((f) => Date.now() + (ctx.until - Date.now()) * f)
-    : [];
-  // Faults arrive at rates per second (a Poisson process over each tick's real length), so a slow
-  // tick does not thin them out. The same rates for the whole fault phase: a calm second half (no
-  // kills, fewer or no cut backends) was tried to let provider faults happen, but the service
-  // needs more than 30 s to dig out of such a storm, so it still made next to no provider calls,
-  // and CI's minimum of cut backends was missed (docs/simulation.md, "What it does not do yet").
-  // Queue losses and the restarts (fixed times: 20%, 50%, 80%) as well.
-  const STORM = { kill: 0.3, stop: 0.3, terminate: 12 };
-  const CALM = STORM;
-  const QUEUE_LOSS = 1;
-  const stormUntil = Date.now() + (ctx.until - Date.now()) * 0.5;
-  let last = Date.now();
-  while (Date.now() < ctx.until) {
-    await sleep(25 + rng.int(50));
-    const dt = (Date.now() - last) / 1000;
-    last = Date.now();
-    const RATE = last < stormUntil ? STORM : CALM;
-    const due = (perSecond: number) => perSecond > 0 && rng.chance(1 - Math.exp(-perSecond * dt));
-    const now = Date.now();
-    for (const m of members)
-      if (m.stoppedUntil && m.stoppedUntil <= now) {
-        m.stoppedUntil = 0;
-        if (m.alive()) process.kill(m.proc.pid, 'SIGCONT');
-      }
-    if (restarts.length > 0 && restarts[0]! <= now) {
-      restarts.shift();
-      note('postgres restart');
-      count('postgres restart');
-      // Not blocking this process: the fake providers, endpoints and clients in it go on.
-      const began = Date.now();
-      try {
-        await cluster.restartAsync();
-        note(`postgres back after ${Date.now() - began} ms`);
-        say(`  postgres restart: back after ${((Date.now() - began) / 1000).toFixed(1)} s`);
-      } catch (err) {
-        note(`postgres restart failed: ${String(err)}`);
-      }
-      continue;
-    }
-    if (opts.faults.has('kill') && due(RATE.kill)) {
-      const m = rng.pick(members.filter((x) => x.alive()));
-      if (m) {
-        m.killedBySim = true;
-        process.kill(m.proc.pid, 'SIGCONT');
-        m.proc.proc.kill('SIGKILL');
-        note(`SIGKILL ${m.name}`);
-        count('process kill');
-      }
-    }
-    if (opts.faults.has('stop') && due(RATE.stop)) {
-      const m = rng.pick(members.filter((x) => x.alive() && !x.stoppedUntil));
-      if (m) {
-        m.stoppedUntil = now + 300 + rng.int(3500);
-        process.kill(m.proc.pid, 'SIGSTOP');
-        note(`SIGSTOP ${m.name} for ${m.stoppedUntil - now} ms`);
-        count('process stop');
-      }
-    }
-    try {
-      if (opts.faults.has('pg-terminate') && due(RATE.terminate)) {
-        const r = await probe.query<{ n: number }>(
-          `select count(pg_terminate_backend(pid))::int as n from (
-             select pid from pg_stat_activity
-              where datname = 'sim' and pid <> pg_backend_pid() and backend_type = 'client backend'
-              order by random() limit ${1 + rng.int(4)}) x`,
-        );
-        const n = r.rows[0]?.n ?? 0;
-        if (n > 0) {
-          count('backend terminated', n);
-          note(`pg_terminate_backend ×${n}`);
-        }
-      }
-      if (opts.faults.has('queue-loss') && due(QUEUE_LOSS)) {
-        // A lost queue message: a waiting transport row vanishes; the rescue sweep must re-drive it.
-        const r = await probe.query(
-          `delete from graphile_worker._private_jobs where id in (
-             select id from graphile_worker._private_jobs where locked_at is null
-              order by random() limit 1 for update skip locked)`,
-        );
-        if (r.rowCount) {
-          count('queue message lost');
-          note('queue message lost');
-        }
-      }
-    } catch {
-      // the probe's own connection was cut (a restart): the next tick has a new one
-    }
-  }
-  await probe.end().catch(() => undefined);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Clients
-
-const UPLOAD_FORMATS: Array<{ type: string; lossy: boolean; args: string[] | null }> = [
-  { type: 'audio/wav', lossy: false, args: null },
-  { type: 'audio/x-wav', lossy: false, args: null },
-  { type: 'audio/flac', lossy: false, args: ['-c:a', 'flac', '-f', 'flac'] },
-  { type: 'audio/flac', lossy: false, args: ['-c:a', 'flac', '-f', 'flac'] },
-  { type: 'audio/mpeg', lossy: true, args: ['-c:a', 'libmp3lame', '-b:a', '64k', '-f', 'mp3'] },
-  { type: 'audio/ogg', lossy: true, args: ['-c:a', 'libopus', '-b:a', '32k', '-f', 'ogg'] },
-  { type: 'audio/webm', lossy: true, args: ['-c:a', 'libopus', '-b:a', '32k', '-f', 'webm'] },
-  {
-    type: 'audio/mp4',
-    lossy: true,
-    args: ['-c:a', 'aac', '-b:a', '64k', '-movflags', 'frag_keyframe+empty_moov', '-f', 'mp4'],
-  },
-];
-
-/** A WAV re-encoded by Debian's ffmpeg (the same one the service decodes with). */
-function encode(wav: Buffer, args: string[]): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const ff = spawn('ffmpeg', [
-      '-hide_banner',
-      '-loglevel',
-      'error',
-      '-f',
-      'wav',
-      '-i',
-      'pipe:0',
-      ...args,
-      'pipe:1',
-    ]);
-    const out: Buffer[] = [];
-    let err = '';
-    ff.stdout.on('data', (d: Buffer) => out.push(d));
-    ff.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    ff.on('error', reject);
-    ff.on('close', (code) =>
-      code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`ffmpeg ${args.join(' ')}: ${err}`)),
-    );
-    ff.stdin.end(wav);
-  });
-}
-
-const SCENARIOS = [
-  'in-order',
-  'reversed',
-  'shuffled',
-  'parallel',
-  'duplicated',
-  'drop-resend',
-  'after-end',
-  'no-count',
-  'upload',
-  'bad-upload',
-  'deleted',
-  'resubmit',
-  'regenerate',
-  'batch-cancel',
-  'bot',
-] as const;
-type Scenario = (typeof SCENARIOS)[number];
-
-export interface ClientMeeting {
-  /** The meeting's id; for a bot, its recording's id until the oracle looks up the meeting. */
-  id: string;
-  kind: 'live' | 'upload' | 'bot';
-  scenario: Scenario;
-  deleted: boolean;
-  expectFailure: boolean;
-  accepted: Map<number, number>;
-  /**
-   * Chunks sent whose answer never came (indeterminate, as Jepsen calls them): the service may
-   * have stored them, so their words may be in the transcript, at most once.
-   */
-  unanswered: Map<number, number>;
-  /** Its batch was (maybe) canceled: it may end failed, its words unwanted. */
-  canceled: boolean;
-  /** Regenerate tries sent (each may have been done, whatever its answer). */
-  regenerations: number;
-  /** An upload's Content-Type, and whether its format is lossy (its marks do not survive). */
-  format?: string;
-  lossy?: boolean;
-  /** Set by the observer: a bot recording that never became a meeting. */
-  noMeeting?: boolean;
-}
-
-interface Answer {
-  status: number;
-  json: { [k: string]: unknown } | null;
-}
-
-class SimClient {
-  readonly meetings: ClientMeeting[] = [];
-  /**
-   * When the heal began. Until then a request is tried for as long as it takes, as the web app's
-   * outbox does (it never gives up on a chunk); after it, for at most a minute more.
-   */
-  healedAt = Number.POSITIVE_INFINITY;
-  constructor(
-    private readonly ports: number[],
-    private readonly apiKey: string,
-    private readonly rng: Rng,
-  ) {}
-
-  /**
-   * One request, as a patient client sends it: on no answer, a 5xx, 408 or 429 it waits and tries
-   * again (another api process, maybe) until an answer that settles it. Null when it never got one.
-   */
-  async send(
-    method: string,
-    url: string,
-    body?: Buffer | object,
-    contentType?: string,
-    how: { key?: string; onTry?: () => void } = {},
-  ): Promise<Answer | null> {
-    const deadline = Date.now() + 240_000;
-    while (Date.now() < Math.max(deadline, this.healedAt + 60_000)) {
-      const port = this.rng.pick(this.ports);
-      how.onTry?.();
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}${url}`, {
-          method,
-          headers: {
-            authorization: `Bearer ${this.apiKey}`,
-            ...(body === undefined ? {} : { 'content-type': contentType ?? 'application/json' }),
-            ...(how.key ? { 'idempotency-key': how.key } : {}),
-          },
-          body: body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body),
-          signal: AbortSignal.timeout(4000),
-        });
-        const text = await res.text();
-        if (res.status >= 500 || res.status === 408 || res.status === 429) {
-          await sleep(100 + this.rng.int(400));
-          continue;
-        }
-        let json: Answer['json'] = null;
-        try {
-          json = JSON.parse(text) as Answer['json'];
-        } catch {
-          json = null;
-        }
-        return { status: res.status, json };
-      } catch {
-        await sleep(100 + this.rng.int(400));
-      }
-    }
-    return null;
-  }
-
-  /** Creates a meeting as a careful client does: with a key, so a lost answer is safely retried. */
-  private async create(
-    index: number,
-    scenario: Scenario,
-    kind: 'live' | 'upload',
-    batchId?: string,
-  ): Promise<ClientMeeting | null> {
-    const created = await this.send(
-      'POST',
-      '/v1/meetings',
-      { source: kind, title: `sim ${index} ${scenario}`, ...(batchId ? { batchId } : {}) },
-      undefined,
-      { key: `sim-${index}-${scenario}-${this.rng.int(1e9)}` },
-    );
-    if (!created || (created.status !== 201 && created.status !== 200) || !created.json) return null;
-    const m: ClientMeeting = {
-      id: String(created.json.id),
-      kind,
-      scenario,
-      deleted: false,
-      expectFailure: scenario === 'bad-upload',
-      accepted: new Map(),
-      unanswered: new Map(),
-      canceled: false,
-      regenerations: 0,
-    };
-    this.meetings.push(m);
-    return m;
-  }
-
-  /** Sends a recording; an upload carries one mark (< 511) over its whole length. */
-  /**
-   * Sends a recording in one of the accepted formats, drawn from the seed. An upload carries one
-   * mark (< 511) over its whole length; in a lossless format (WAV, FLAC) the marks come back exact,
-   * in a lossy one (MP3, Ogg and WebM Opus, AAC in MP4) they do not, so there V1 cannot apply and
-   * the oracle asks only that it completes. A bad file is one of: a playlist, a RIFF header with
-   * nothing after it, text sent as Ogg.
-   */
-  private async upload(m: ClientMeeting, mark: number, rng: Rng, bad: boolean): Promise<void> {
-    const samples = 16_000 * (8 + rng.int(40));
-    let body: Buffer;
-    let type: string;
-    if (bad) {
-      [body, type] = rng.pick<[Buffer, string]>([
-        [Buffer.from(`#EXTM3U\n#EXT-X-VERSION:3\nfile:///etc/passwd\n`), 'audio/wav'],
-        [Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4000, 7)]), 'audio/wav'],
-        [Buffer.from('these are the minutes of the last meeting, not audio\n'.repeat(40)), 'audio/ogg'],
-      ]);
-    } else {
-      const format = rng.pick(UPLOAD_FORMATS);
-      type = format.type;
-      m.lossy = format.lossy;
-      const wav = markedChunk(mark, samples);
-      body = format.args ? await encode(wav, format.args) : wav;
-    }
-    m.format = type;
-    const res = await this.send('PUT', `/v1/meetings/${m.id}/recording`, body, type);
-    if (res && res.status === 202) {
-      if (!bad) m.accepted.set(mark, samples);
-    } else if (!m.canceled) {
-      // Refused at the door (or never answered): the client deletes what it made.
-      await this.remove(m);
-    }
-  }
-
-  /** Asks until the meeting is complete or failed (or the client gives up). */
-  private async waitTerminal(m: ClientMeeting): Promise<void> {
-    const deadline = Date.now() + 150_000;
-    while (Date.now() < deadline) {
-      const res = await this.send('GET', `/v1/meetings/${m.id}`);
-      if (!res || res.status !== 200 || res.json?.status === 'complete' || res.json?.status === 'failed')
-        return;
-      await sleep(500);
-    }
-  }
-
-  async run(scenario: Scenario, index: number, rng: Rng): Promise<void> {
-    if (scenario === 'bot') {
-      // A calendar event a bot records: it starts within seconds; the bot world plays the meeting.
-      const start = Date.now() + 2_000 + rng.int(10_000);
-      const code = [3, 4, 3]
-        .map((n) => Array.from({ length: n }, () => 'abcdefghijkmnopqrstuvwxyz'[rng.int(25)]).join(''))
-        .join('-');
-      const res = await this.send('POST', '/v1/calendar-events', {
-        title: `sim ${index} bot`,
-        meetingUrl: `https://meet.google.com/${code}`,
-        start: new Date(start).toISOString(),
-        end: new Date(start + 15_000).toISOString(),
-        eventId: `sim-${index}`,
-      });
-      const recording = res?.json?.recording as { id?: unknown } | null | undefined;
-      if (!res || (res.status !== 201 && res.status !== 200) || typeof recording?.id !== 'string') return;
-      this.meetings.push({
-        id: recording.id,
-        kind: 'bot',
-        scenario,
-        deleted: false,
-        expectFailure: false,
-        accepted: new Map(),
-        unanswered: new Map(),
-        canceled: false,
-        regenerations: 0,
-      });
-      return;
-    }
-    if (scenario === 'batch-cancel') {
-      // A batch of uploads, canceled at a random moment: each ends complete (done before the cancel) or
-      // failed with its reason, and holds no audio either way.
-      const batch = await this.send('POST', '/v1/batches', { title: `sim batch ${index}` });
-      if (!batch || batch.status !== 201 || typeof batch.json?.id !== 'string') return;
-      const batchId = batch.json.id;
-      const members: ClientMeeting[] = [];
-      for (let k = 0; k < 1 + rng.int(3); k++) {
-        const m = await this.create(index, scenario, 'upload', batchId);
-        if (m) members.push(m);
-      }
-      await Promise.all(members.map((m, k) => this.upload(m, 400 + k, rng.fork(), false)));
-      await sleep(rng.int(4000));
-      for (const m of members) m.canceled = true;
-      await this.send('POST', `/v1/batches/${batchId}/cancel`);
-      return;
-    }
-    const kind = scenario === 'upload' || scenario === 'bad-upload' ? 'upload' : 'live';
-    const m = await this.create(index, scenario, kind);
-    if (!m) return;
-    const base = `/v1/meetings/${m.id}`;
-
-    if (kind === 'upload') {
-      await this.upload(m, 400 + (index % 100), rng, scenario === 'bad-upload');
-      return;
-    }
-
-    const n = 3 + rng.int(10);
-    const lengths = Array.from({ length: n }, () => 16_000 * (2 + rng.int(5)) + rng.int(4000));
-    const put = async (seq: number) => {
-      const res = await this.send(
-        'PUT',
-        `${base}/chunks/${seq}`,
-        markedChunk(seq, lengths[seq]),
-        'audio/wav',
-      );
-      if (res && (res.status === 200 || res.status === 201)) {
-        m.accepted.set(seq, lengths[seq]!);
-        m.unanswered.delete(seq);
-      } else if (!res && !m.accepted.has(seq)) m.unanswered.set(seq, lengths[seq]!);
-    };
-    const end = (withCount: boolean) => this.send('POST', `${base}/end`, withCount ? { chunks: n } : {});
-    const seqs = [...Array(n).keys()];
-    const pace = () => sleep(rng.int(300));
-    switch (scenario) {
-      case 'in-order':
-      case 'no-count':
-      case 'deleted':
-      case 'resubmit':
-      case 'regenerate':
-        for (const s of seqs) {
-          await put(s);
-          await pace();
-        }
-        if (scenario === 'deleted' && rng.chance(0.5)) {
-          await this.remove(m);
-          return;
-        }
-        await end(scenario !== 'no-count');
-        if (scenario === 'deleted') await this.remove(m);
-        if (scenario === 'resubmit') {
-          // An operator resubmits while the meeting is still closing out (or already done: a 409).
-          for (let k = 0; k < 1 + rng.int(2); k++) {
-            await sleep(rng.int(3000));
-            await this.send('POST', `${base}/resubmit`);
-          }
-        }
-        if (scenario === 'regenerate') {
-          await this.waitTerminal(m);
-          const onTry = () => void m.regenerations++;
-          const asks = 1 + rng.int(2);
-          await Promise.all(
-            Array.from({ length: asks }, () =>
-              this.send('POST', `${base}/minutes`, undefined, undefined, { onTry }),
-            ),
-          );
-        }
-        return;
-      case 'reversed':
-        for (const s of [...seqs].reverse()) await put(s);
-        await end(true);
-        return;
-      case 'shuffled':
-        for (const s of rng.shuffle(seqs)) {
-          await put(s);
-          await pace();
-        }
-        await end(true);
-        return;
-      case 'parallel':
-        await Promise.all(seqs.map((s) => put(s)));
-        await end(true);
-        return;
-      case 'duplicated':
-        for (const s of seqs) {
-          await put(s);
-          if (rng.chance(0.4)) await put(s);
-        }
-        await Promise.all([end(true), put(n - 1)]);
-        return;
-      case 'drop-resend': {
-        const dropped = seqs.filter(() => rng.chance(0.3));
-        for (const s of seqs) if (!dropped.includes(s)) await put(s);
-        await end(true);
-        await sleep(rng.int(3000));
-        for (const s of dropped) await put(s);
-        return;
-      }
-      case 'after-end':
-        await end(true);
-        for (const s of rng.shuffle(seqs)) await put(s);
-        return;
-      case 'upload':
-      case 'bad-upload':
-        return; // handled above
-    }
-  }
-
-  private async remove(m: ClientMeeting): Promise<void> {
-    const res = await this.send('DELETE', `/v1/meetings/${m.id}`);
-    if (res && (res.status === 200 || res.status === 202 || res.status === 204 || res.status === 404))
-      m.deleted = true;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Quiescence
-
-/**
- * Nothing left to do: every meeting ended, no job waiting or running, no outbox, cleanup or webhook
- * delivery left, no transport job locked.
- */
-async function quiesce(dbUrl: string, boundMs: number, clientsLeft: () => number): Promise<boolean> {
-  const started = Date.now();
-  const deadline = started + boundMs;
-  let lastSaid = started;
-  while (Date.now() < deadline) {
-    const c = new pg.Client({ connectionString: dbUrl, options: '-c statement_timeout=5000' });
-    c.on('error', () => undefined);
-    try {
-      await c.connect();
-      const r = await c.query<Record<string, string>>(`select
-          (select count(*) from meetings where status not in ('complete', 'failed', 'created')) as meetings,
-          (select count(*) from jobs where status in ('pending', 'running')) as jobs,
-          (select string_agg(kind || ' ' || status || ' ×' || n || case when due > 0 then ' due in ' || due || ' s' else '' end, ', ')
-             from (select kind, status, count(*) as n,
-                          ceil(max(extract(epoch from run_after - now())))::int as due
-                     from jobs where status in ('pending', 'running') group by kind, status) j) as kinds,
-          (select count(*) from outbox where delivered_at is null) as outbox,
-          (select count(*) from object_cleanups) as cleanups,
-          (select string_agg(distinct state || case when lease_expires_at > now() then ' leased' else '' end
-                  || case when state = 'staged' then ' due in ' || ceil(extract(epoch from reserve_until - now())) || ' s'
-                          else ' due in ' || ceil(extract(epoch from next_attempt_at - now())) || ' s' end
-                  || ' (' || reason || ')'
-                  || case when lease_expires_at > now() then ' by ' || coalesce(
-                       (select case when w.declared_dead_at is not null then 'a worker declared dead'
-                                    when w.stopped_at is not null then 'a stopped worker'
-                                    else 'a live worker, heartbeat ' || ceil(extract(epoch from now() - w.heartbeat_at)) || ' s ago' end
-                          from workers w where w.id = lease_owner), 'an unregistered owner') else '' end,
-                  '; ') from object_cleanups) as cleanup_detail,
-          (select count(*) from webhook_deliveries where status = 'pending') as webhooks,
-          (select count(*) from bot_recordings
-            where status not in ('complete', 'failed', 'canceled', 'not_recorded')) as bots,
-          (select count(*) from graphile_worker._private_jobs where locked_at is not null) as locked,
-          (select count(*) from windows where pending_at_publication) as late`);
-      const row = r.rows[0] ?? {};
-      row.clients = String(clientsLeft());
-      const busy = [
-        'clients',
-        'meetings',
-        'jobs',
-        'outbox',
-        'cleanups',
-        'webhooks',
-        'bots',
-        'locked',
-        'late',
-      ].filter((k) => Number(row[k]) > 0);
-      if (busy.length === 0) return true;
-      // What the heal is still waiting on, every ten seconds, so a slow heal explains itself.
-      if (Date.now() - lastSaid >= 10_000) {
-        lastSaid = Date.now();
-        say(
-          `  heal +${Math.round((Date.now() - started) / 1000)} s: ` +
-            busy.map((k) => `${k} ${row[k]}`).join(', ') +
-            (row.kinds ? ` (jobs: ${row.kinds})` : '') +
-            (row.cleanup_detail ? ` (cleanups: ${row.cleanup_detail.slice(0, 300)})` : ''),
-        );
-      }
-    } catch {
-      // a worker restart or a slow server: ask again
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-    await sleep(500);
-  }
-  return false;
-}
-
 /** Runs each seed in turn; with several, the heal → quiescence figures over them; with --ci, the minimums. */
 async function main(opts: Options): Promise<number> {
+  if (opts.listPlants) {
+    for (const p of listPlants()) say(`${p.name.padEnd(24)} ${p.invariant.padEnd(4)} ${p.what}`);
+    return 0;
+  }
+  if (opts.plant) return runPlant(opts.plant, process.argv.slice(2), say);
   const results: Array<RunResult & { seed: number }> = [];
   for (const seed of opts.seeds) {
     try {
@@ -1057,13 +501,29 @@ async function main(opts: Options): Promise<number> {
   if (opts.ci) {
     const sum = (kind: string) => results.reduce((n, r) => n + (r.counts.get(kind) ?? 0), 0);
     const total = results.reduce((n, r) => n + [...r.counts.values()].reduce((a, b) => a + b, 0), 0);
-    const kills = sum('process kill') + sum('process stop') + sum('killed at a checkpoint');
+    const kills =
+      sum('process kill') +
+      sum('process kill (harsh)') +
+      sum('process stop') +
+      sum('process stop (harsh)') +
+      sum('killed at a checkpoint');
     const restarts = sum('postgres restart');
     short = total < 1000 || kills < 50 || restarts < 3;
     say(
       `CI minimum: ${total} faults (≥ 1000), ${kills} kills or stops (≥ 50), ${restarts} Postgres restarts (≥ 3)  ` +
         (short ? 'MISS' : 'PASS'),
     );
+  }
+  if (opts.expect) {
+    // In a plant's copy (V12): the run must have failed on the invariant the plant names.
+    const caught = results.some((r) => plantCaught(opts.expect!, r.violations, opts.expectMatch));
+    const others = [...new Set(results.flatMap((r) => r.violations.map((v) => v.invariant)))];
+    say(
+      caught
+        ? `PLANT CAUGHT by ${opts.expect}${others.length > 1 ? ` (also: ${others.filter((i) => i !== opts.expect).join(', ')})` : ''}`
+        : `PLANT NOT CAUGHT: no ${opts.expect} violation${opts.expectMatch ? ` matching /${opts.expectMatch}/` : ''}${others.length ? ` (violations of ${others.join(', ')} only)` : ''}`,
+    );
+    return caught ? 0 : 1;
   }
   return failed.length > 0 || short ? 1 : 0;
 }

@@ -14,6 +14,7 @@ import { openApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
+import { killIsolatedRunners } from '../test/support/harness.ts';
 import { BotWorld } from './bots.ts';
 import { drawScenarios, SimClient } from './clients.ts';
 import { ALL_FAULTS, CHECKPOINTS, HARSH_PHASE, Member, runFaults, type FaultKind } from './faults.ts';
@@ -195,6 +196,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
   const members: Member[] = [];
   let app: App | null = null;
   let store: StoreWatcher | null = null;
+  let dbUrlOfRun: string | null = null;
   const unexpected: Array<{ name: string; code: number | null; signal: string | null; tail: string }> = [];
   /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
   const disruptions: number[] = [];
@@ -204,6 +206,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     await admin.query('create database sim');
     await admin.end();
     const dbUrl = cluster.url.replace(/\/postgres$/, '/sim');
+    dbUrlOfRun = dbUrl;
     const env: Record<string, string> = {
       DATABASE_URL: dbUrl,
       VERBATIM_DATA_DIR: dataDir,
@@ -232,7 +235,11 @@ export async function simulate(opts: Options): Promise<RunResult> {
       VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
       VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
       // Poison protection (J7, L7, J20) runs with its real caps: a window killed with its worker
-      // again and again must still reach the transcript (issue 33).
+      // again and again must still reach the transcript (issue 33). The isolated lane's backoff
+      // (a minute to an hour by default) is scaled down like every other wait here, so that a job
+      // isolated during the faults has its runs before the heal's bound.
+      VERBATIM_ISOLATION_BACKOFF_SECONDS: '1',
+      VERBATIM_ISOLATION_BACKOFF_CAP_SECONDS: '8',
       VERBATIM_DB_IDLE_TRANSACTION_SECONDS: '5',
       // A write cut off between staging and commit leaves its object to the cleanup at this deadline.
       VERBATIM_STAGE_DEADLINE_SECONDS: '15',
@@ -451,6 +458,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
         m.proc.proc.kill('SIGKILL');
       }
     }
+    // J20: isolated runners outlive their workers by design; the run's end ends them.
+    if (dbUrlOfRun) killIsolatedRunners(dbUrlOfRun);
     await app?.close().catch(() => undefined);
     await recognizer.close();
     await chat.close();

@@ -56,7 +56,10 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
           const waited = Date.now() - ctx.job.created_at.getTime();
           if (waited < config.minutesWaitCapMs) {
             ctx.log.warn({ meetingId, code: error.code }, 'minutes model unavailable; trying again later');
-            await ctx.requeue(config.minutesRetryMs, `minutes model outage: ${error.code}`);
+            // The provider's Retry-After is honoured when it asks for longer (V6: a request sent
+            // again inside it was a limit exceeded; found by the simulation).
+            const asked = err instanceof AppError ? (err.retryAfterSeconds ?? 0) * 1000 : 0;
+            await ctx.requeue(Math.max(config.minutesRetryMs, asked), `minutes model outage: ${error.code}`);
             return;
           }
           const outage: ErrorRecord = {

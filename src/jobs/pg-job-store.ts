@@ -465,7 +465,8 @@ export class PgJobStore {
           actor,
           error,
         );
-        await this.rows.isolate(trx, job, IsolationReason.errorBudget, this.rows.isolationDelayMs(1), actor, {
+        const firstMs = Math.max(this.rows.isolationDelayMs(1), (retryAfterSeconds ?? 0) * 1000);
+        await this.rows.isolate(trx, job, IsolationReason.errorBudget, firstMs, actor, {
           error_count: errorCount,
           ...lastError(error),
         });
@@ -476,6 +477,7 @@ export class PgJobStore {
         const delayMs = Math.max(
           decision.type === 'retry' ? decision.delayMs : 0,
           job.isolated_at ? this.rows.isolationDelayMs(job.isolated_runs) : 0,
+          (retryAfterSeconds ?? 0) * 1000,
         );
         await this.rows.closeAttempt(
           trx,

@@ -1,7 +1,6 @@
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { mayPass } from '../domain/retry-policy.ts';
-import { createTranscribeJob } from './transcribe-job.ts';
 import { JobKind, WindowStatus } from '../domain/status.ts';
 import { flushAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -21,7 +20,7 @@ import {
   type WindowSource,
 } from './window-rows.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-window-store.ts';
-import { payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
+import { createJob, payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
 import { specJson } from '../jobs/pg-job-store.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
@@ -173,13 +172,16 @@ export async function transcribeDirectly(
       );
       await fenced(async (trx) => {
         await deps.meetings.lock(trx, window.meeting_id);
-        await createTranscribeJob(
+        // Not before the provider's Retry-After, if it gave one.
+        await createJob(
           deps,
           trx,
-          window.workspace_id,
-          window.meeting_id,
-          window.id,
-          window.index,
+          JobKind.transcribeWindow,
+          { meetingId: window.meeting_id, windowId: window.id, windowIndex: window.index },
+          {
+            workspaceId: window.workspace_id,
+            delayMs: (err instanceof AppError ? (err.retryAfterSeconds ?? 0) : 0) * 1000,
+          },
           actor,
         );
       });

@@ -1,4 +1,5 @@
 import type { Checkpoints } from '../checkpoints.ts';
+import { isDatabaseConnectionLoss } from '../db/connection-errors.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { LostLeaseError } from './attempt-handle.ts';
@@ -133,7 +134,12 @@ export async function runDelivery(
     }
     const retryAfter = err instanceof AppError ? err.retryAfterSeconds : undefined;
     try {
-      const result = await deps.jobs.failAttempt(handle, actor, record, retryAfter, def.onTerminalFailure);
+      // The failure, with the provider's Retry-After, is recorded even across a cut connection:
+      // a report lost to a terminated backend left the job to its lease, which retried it sooner
+      // than the provider had asked (V6, found by the simulation). The lease is renewed meanwhile.
+      const result = await retryOnConnectionLoss(() =>
+        deps.jobs.failAttempt(handle, actor, record, retryAfter, def.onTerminalFailure),
+      );
       log.warn({ code: record.code, kind: record.kind, result }, 'attempt failed');
     } catch (failErr) {
       if (failErr instanceof LostLeaseError) {
@@ -146,6 +152,18 @@ export async function runDelivery(
     clearInterval(heartbeat);
     clearTimeout(deadline);
     deps.shutdownSignal.removeEventListener('abort', onShutdown);
+  }
+}
+
+/** A few tries over about two seconds while the database connection is what failed. */
+async function retryOnConnectionLoss<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= 4 || !isDatabaseConnectionLoss(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+    }
   }
 }
 

@@ -417,6 +417,13 @@ export async function simulate(opts: Options): Promise<RunResult> {
         `${chat.calls()} chat calls (${outcome(chat.log, 'limited')} over the limit); ` +
         `store: ${history.store?.length ?? 0} objects seen, ${history.store?.filter((o) => o.goneAt === null).length ?? 0} left`,
     );
+    // J20: how much of the run went through the isolated lane (read from the service's rows: a
+    // figure to look at, not a witness the oracle trusts).
+    const lane = await isolationFigures(dbUrl);
+    say(
+      `isolated lane (J20): ${lane.isolated} jobs isolated (${lane.windows} of them windows), ` +
+        `${lane.poison} declared poison, ${lane.runnerDeaths} isolated runner deaths`,
+    );
     say(
       `webhook events received: ${new Set(history.webhooks.receipts.map((r) => r.id)).size} ` +
         `(${history.webhooks.receipts.length} requests taken, ${receiver.badSignatures} with a bad signature)`,
@@ -469,6 +476,25 @@ export async function simulate(opts: Options): Promise<RunResult> {
       cluster.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
+  }
+}
+
+async function isolationFigures(
+  dbUrl: string,
+): Promise<{ isolated: number; windows: number; poison: number; runnerDeaths: number }> {
+  const c = new pg.Client({ connectionString: dbUrl });
+  await c.connect();
+  try {
+    const r = await c.query<{ isolated: number; windows: number; poison: number; deaths: number }>(`select
+        count(*) filter (where isolated_at is not null)::int as isolated,
+        count(*) filter (where isolated_at is not null and kind = 'transcribe-window')::int as windows,
+        count(*) filter (where last_error_code = 'poison')::int as poison,
+        (select count(*) from job_attempts where error_code = 'runner_died')::int as deaths
+      from jobs`);
+    const row = r.rows[0]!;
+    return { isolated: row.isolated, windows: row.windows, poison: row.poison, runnerDeaths: row.deaths };
+  } finally {
+    await c.end();
   }
 }
 

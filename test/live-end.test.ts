@@ -499,14 +499,23 @@ void it('L5/L19: a window that fails after its transcript was published is count
     },
   });
   try {
-    // Window 0's job meets an error that spends its retries (not an outage) every time: it fails
-    // for good after about half a minute of backoff, well after the close-out published.
+    // Window 0's job meets errors that spend its retries (not an outage) a few times, so the
+    // close-out publishes while it is in retry, and then one that can never pass (J20: errors that
+    // may pass isolate a window, never fail it), so it fails for good after publication.
     const broken = [
       {
         at: 'storage.get',
         action: 'throw',
         kind: 'transient',
         code: 'asr.bad_response',
+        times: 3,
+        match: { windowIndex: 0 },
+      },
+      {
+        at: 'storage.get',
+        action: 'throw',
+        kind: 'permanent',
+        code: 'asr.unsupported_audio',
         times: 100,
         match: { windowIndex: 0 },
       },
@@ -532,7 +541,7 @@ void it('L5/L19: a window that fails after its transcript was published is count
     await waitFor('window 0 to fail', async () => (await windowZero()).status !== 'pending', 120_000);
     assert.deepEqual(await windowZero(), {
       status: 'failed',
-      failure_code: 'asr.bad_response',
+      failure_code: 'asr.unsupported_audio',
       pending_at_publication: false,
     });
     // Its failure and the new counts commit together: no moment shows it neither in flight nor failed.

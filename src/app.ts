@@ -25,7 +25,7 @@ import { Consumer, JobKind } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
 import { PgJobSweeps } from './jobs/job-sweep-store.ts';
 import { PgJobStore } from './jobs/pg-job-store.ts';
-import { ISOLATE_ON_ERRORS } from './jobs/catalog.ts';
+import { failurePolicyOf, LOCKED_FIRST } from './jobs/catalog.ts';
 import { createLogger, type Logger } from './log.ts';
 import { closeOutMeetingJob } from './meetings/close-out.ts';
 import type { MeetingDeps } from './meetings/deps.ts';
@@ -97,13 +97,13 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     leaseGraceMs: config.leaseGraceMs,
     retryStepMs: config.retryStepMs,
     rescueAfterMs: config.rescueAfterMs,
-    importOutageMs: config.bots.importPatienceMs,
     isolation: config.isolation,
   };
   const jobs = new PgJobStore(database.db, timings, {
     checkpoints,
     log,
-    isolateOnErrors: ISOLATE_ON_ERRORS,
+    failurePolicyOf: (kind) => failurePolicyOf(config, kind),
+    lockedFirst: LOCKED_FIRST,
   });
   const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });
   const deps: MeetingDeps = {

@@ -12,8 +12,10 @@ import { decideFailure, linearBackoffMs } from '../src/domain/retry-policy.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { AttemptHandle, LostLeaseError } from '../src/jobs/attempt-handle.ts';
 import { PgJobSweeps } from '../src/jobs/job-sweep-store.ts';
-import { OUTAGE_WAITS, PgJobStore, specJson } from '../src/jobs/pg-job-store.ts';
-import { ISOLATE_ON_ERRORS, workspacelessSpec } from '../src/jobs/catalog.ts';
+import { OUTAGE_WAITS } from '../src/domain/retry-policy.ts';
+import { loadConfig } from '../src/config.ts';
+import { PgJobStore, specJson } from '../src/jobs/pg-job-store.ts';
+import { failurePolicyOf, LOCKED_FIRST, workspacelessSpec } from '../src/jobs/catalog.ts';
 import type { Config } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
@@ -30,7 +32,14 @@ void describe('job store', () => {
     tdb = await createTestDatabase();
     handle = openDatabase(tdb.url, log);
     const timings = { leaseMs: 300, leaseGraceMs: 0, retryStepMs: 100, rescueAfterMs: 1000 };
-    store = new PgJobStore(handle.db, timings, { checkpoints: Checkpoints.none(), log });
+    // Each kind's failure policy as the catalog declares it, as the app wires it (src/app.ts).
+    const config = loadConfig({});
+    store = new PgJobStore(handle.db, timings, {
+      checkpoints: Checkpoints.none(),
+      log,
+      failurePolicyOf: (kind) => failurePolicyOf(config, kind),
+      lockedFirst: LOCKED_FIRST,
+    });
     sweeps = new PgJobSweeps(handle.db, timings, { checkpoints: Checkpoints.none(), log });
     workspaceId = randomUUID();
     await handle.db.insertInto('workspaces').values({ id: workspaceId, name: 't' }).execute();
@@ -503,7 +512,11 @@ void describe('job store', () => {
     const windowStore = new PgJobStore(
       handle.db,
       { leaseMs: 300, leaseGraceMs: 0, retryStepMs: 100, rescueAfterMs: 1000 },
-      { checkpoints: Checkpoints.none(), log, isolateOnErrors: ISOLATE_ON_ERRORS },
+      {
+        checkpoints: Checkpoints.none(),
+        log,
+        failurePolicyOf: (kind) => failurePolicyOf(loadConfig({}), kind),
+      },
     );
     const make = (kind: typeof JobKind.transcribeWindow | typeof JobKind.writeMinutes) =>
       handle.db.transaction().execute(async (trx) =>

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { sql } from 'kysely';
 import { parseWav } from '../src/domain/wav.ts';
-import { OUTAGE_WAITS } from '../src/jobs/pg-job-store.ts';
+import { OUTAGE_WAITS } from '../src/domain/retry-policy.ts';
 import { SPEECH, startHarness, waitFor, waitForMeeting } from './support/harness.ts';
 import { startFakeChat } from './support/fake-openai.ts';
 import { LIVE_ENV, chunksOf, closeOutJob, createLive, putChunk, streamAndEnd } from './support/live.ts';

@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { JobRow, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
+import { OUTAGE_WAITS, type FailurePolicy } from '../domain/retry-policy.ts';
 import { JobKind, QUEUE_OF, type QueueName } from '../domain/status.ts';
 import type { JobSpec, PgJobStore } from './pg-job-store.ts';
 
@@ -43,12 +44,56 @@ interface JobKindRules<K extends JobKind> {
    */
   dedupeKey: ((payload: JobPayloads[K], variant?: string) => string) | null;
   parse(raw: Record<string, unknown>): JobPayloads[K];
+  /** What a failed attempt of this kind means beyond its budget (J6, L7, R7, J20): see FailurePolicy. */
+  failure(config: Config): FailurePolicy;
   /**
-   * J20: once its error budget is spent on errors that may pass, the job is isolated and keeps
-   * trying on a slow backoff instead of failing: failing it would lose a window's words.
+   * Locked before the other active jobs of a meeting when several are ended together (a repair
+   * commit holds its own job, then locks the window jobs it supersedes).
    */
-  isolateOnErrors?: true;
+  locksFirst?: true;
 }
+
+/** The database went away under the attempt: a restart, a failover, a cut connection. */
+const DATABASE_OUTAGE_CODES = [
+  'db.connection_lost',
+  // A raw socket error no adapter named (each names its own: asr.unreachable, …): in a job, the
+  // database's socket reset under it, as a terminated backend or a failover does.
+  'internal.network',
+  'db.transient',
+];
+
+/** Speech-provider answers that say "not now" rather than "never" (src/adapters/provider-http.ts). */
+const SPEECH_OUTAGE_CODES = [
+  'asr.rate_limited',
+  'asr.overloaded',
+  'asr.server_error',
+  'asr.unreachable',
+  'asr.timeout',
+  'asr.quota_exhausted',
+];
+
+/** The bot provider's answers that say "not now" (src/adapters/recall-bot-provider.ts). */
+const BOT_PROVIDER_OUTAGE_CODES = new Set([
+  'bot.server_error',
+  'bot.unreachable',
+  'bot.timeout',
+  'bot.rate_limited',
+  // the recording's storage: 5xx, 408, 429, no connection (a 4xx of another kind is permanent)
+  'bot.recording_unavailable',
+]);
+
+/** Outside outages: waited out without spending retries (L7), up to OUTAGE_WAITS, by every kind. */
+const OUTSIDE_OUTAGE_CODES: ReadonlySet<string> = new Set([...DATABASE_OUTAGE_CODES, ...SPEECH_OUTAGE_CODES]);
+
+/** Fails once its budget is spent; rides out the database's and the speech provider's outages. */
+const waitsOutOutages = (): FailurePolicy => ({
+  outageCodes: OUTSIDE_OUTAGE_CODES,
+  outageWaits: OUTAGE_WAITS,
+  patience: null,
+  isolateOnErrors: false,
+});
+/** J20: once its budget is spent on errors that may pass, isolated and kept trying, never failed: it holds words. */
+const holdsWords = (): FailurePolicy => ({ ...waitsOutOutages(), isolateOnErrors: true });
 
 /** Minutes: an LLM provider that fails three times is not going to succeed on the fourth (O3). */
 export const MINUTES_MAX_ERRORS = 3;
@@ -80,6 +125,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofMeeting,
     queue: QUEUE_OF[JobKind.splitRecording],
     budget: standard,
+    failure: waitsOutOutages,
     dedupeKey: (p) => `split-recording:${p.meetingId}`,
   },
   [JobKind.transcribeWindow]: {
@@ -88,8 +134,8 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     subjectId: (p) => p.windowId,
     meetingId: (p) => p.meetingId,
     budget: standard,
+    failure: holdsWords,
     dedupeKey: null,
-    isolateOnErrors: true,
     parse: (raw) => ({
       meetingId: text(raw, 'meetingId'),
       windowId: text(raw, 'windowId'),
@@ -103,12 +149,14 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
       maxErrors: config.closeoutMaxErrors,
       maxReclaims: config.closeoutMaxReclaims,
     }),
+    failure: waitsOutOutages,
     dedupeKey: (p) => `close-out:${p.meetingId}`,
   },
   [JobKind.writeMinutes]: {
     ...ofMeeting,
     queue: QUEUE_OF[JobKind.writeMinutes],
     budget: (config) => ({ maxErrors: MINUTES_MAX_ERRORS, maxReclaims: config.maxReclaims }),
+    failure: waitsOutOutages,
     // The variant is why the minutes are written (the first transcript, a revision, a request).
     dedupeKey: (p, variant) => `write-minutes:${p.meetingId}:${variant ?? ''}`,
   },
@@ -116,6 +164,12 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofRecording,
     queue: QUEUE_OF[JobKind.importBotRecording],
     budget: standard,
+    // R7: the provider keeps a recording for days; its outages are waited out for the patience
+    // (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS) since the import was asked for, however many waits.
+    failure: (config) => ({
+      ...waitsOutOutages(),
+      patience: { codes: BOT_PROVIDER_OUTAGE_CODES, ms: config.bots.importPatienceMs },
+    }),
     dedupeKey: (p) => `import-bot:${p.recordingId}`,
     parse: (raw) => ({ recordingId: text(raw, 'recordingId') }),
   },
@@ -123,6 +177,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofRecording,
     queue: QUEUE_OF[JobKind.scheduleBot],
     budget: botCalls,
+    failure: waitsOutOutages,
     dedupeKey: null,
     parse: (raw) => ({ recordingId: text(raw, 'recordingId'), workspaceId: text(raw, 'workspaceId') }),
   },
@@ -130,6 +185,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofRecording,
     queue: QUEUE_OF[JobKind.deleteBot],
     budget: botCalls,
+    failure: waitsOutOutages,
     dedupeKey: (p) => `delete-bot:${p.botId ?? `recording:${p.recordingId}`}`,
     parse: (raw) => ({ recordingId: text(raw, 'recordingId'), botId: optionalText(raw, 'botId') }),
   },
@@ -137,6 +193,7 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofRecording,
     queue: QUEUE_OF[JobKind.leaveBot],
     budget: botCalls,
+    failure: waitsOutOutages,
     dedupeKey: (p) => `leave-bot:${p.botId}`,
     parse: (raw) => ({ recordingId: text(raw, 'recordingId'), botId: text(raw, 'botId') }),
   },
@@ -144,15 +201,23 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     ...ofMeeting,
     queue: QUEUE_OF[JobKind.repairTimeline],
     budget: standard,
-    dedupeKey: null,
     // It recognises late audio: given up, that audio's words would be lost.
-    isolateOnErrors: true,
+    failure: holdsWords,
+    dedupeKey: null,
+    locksFirst: true,
   },
 };
 
-/** J20: the kinds whose spent error budget isolates them instead of failing them. */
-export const ISOLATE_ON_ERRORS: ReadonlySet<string> = new Set(
-  (Object.keys(JOB_CATALOG) as JobKind[]).filter((k) => JOB_CATALOG[k].isolateOnErrors),
+/** A kind's failure policy under this configuration (the job store applies its verdicts). */
+export function failurePolicyOf(config: Config, kind: string): FailurePolicy {
+  const rules = JOB_CATALOG[kind as JobKind] as JobKindRules<JobKind> | undefined;
+  // A kind this version does not know (a newer one's, during a rolling upgrade) gets the default.
+  return rules ? rules.failure(config) : waitsOutOutages();
+}
+
+/** The kinds locked first when several active jobs of a meeting are ended together. */
+export const LOCKED_FIRST: readonly string[] = (Object.keys(JOB_CATALOG) as JobKind[]).filter(
+  (k) => JOB_CATALOG[k].locksFirst,
 );
 
 export interface CreateJobOptions {

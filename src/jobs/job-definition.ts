@@ -18,7 +18,7 @@ export interface JobContext {
   /**
    * Ends this run and runs the job again after an outside outage's backoff, spending no retry and
    * counting one outage wait (`job.outage_waits`; the caller decides what to do once it reaches
-   * OUTAGE_WAITS, as the failure path does for thrown outages).
+   * its kind's outage waits, as the failure path does for thrown outages).
    */
   waitOutOutage(
     reason: string,

@@ -20,11 +20,6 @@ export interface JobTimings {
   leaseGraceMs: number;
   retryStepMs: number;
   rescueAfterMs: number;
-  /**
-   * How long after its job was made a bot recording's import waits out the provider's outage
-   * without spending retries (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS); unset: an hour.
-   */
-  importOutageMs?: number;
   /** J20: the isolated lane's backoff and poison count; unset: the defaults (1 min to 1 h, 3 deaths). */
   isolation?: { backoffMs: number; backoffCapMs: number; poisonRunnerDeaths: number };
 }

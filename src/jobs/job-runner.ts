@@ -13,6 +13,8 @@ export interface RunnerDeps {
   checkpoints: Checkpoints;
   workerId: string;
   heartbeatMs: number;
+  /** The lease: how long a failed attempt's report is retried across a cut connection. */
+  leaseMs: number;
   /** An attempt running longer than this is abandoned and failed as `job.timeout`. */
   maxRunMs: number;
   /** Aborts every running job when the worker drains past its deadline (J11). */
@@ -78,6 +80,11 @@ export async function runDelivery(
   aborted.catch(() => undefined);
 
   let settled = false;
+  // The earliest the job may run again that the handler has learnt this attempt (a provider's
+  // Retry-After it meant to wait out): honoured however the attempt ends up settled, even when
+  // the requeue that carried it was lost with the database connection (V6).
+  let notBefore = 0;
+  const wantLater = (ms: number) => (notBefore = Math.max(notBefore, Date.now() + ms));
   const ctx: JobContext = {
     job,
     handle,
@@ -89,10 +96,12 @@ export async function runDelivery(
       settled = true;
     },
     requeue: async (delayMs, reason, commit) => {
+      wantLater(delayMs);
       await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
       settled = true;
     },
     waitOutOutage: async (reason, commit, retryAfterSeconds) => {
+      wantLater((retryAfterSeconds ?? 0) * 1000);
       await deps.jobs.requeueForOutage(handle, actor, reason, commit, retryAfterSeconds);
       settled = true;
     },
@@ -132,12 +141,14 @@ export async function runDelivery(
     if (record.kind === ErrorKind.unclassified) {
       log.error({ err: err instanceof Error ? err.stack : String(err) }, 'unclassified job error');
     }
-    const retryAfter = err instanceof AppError ? err.retryAfterSeconds : undefined;
+    const asked = err instanceof AppError ? (err.retryAfterSeconds ?? 0) : 0;
+    const learnt = Math.ceil((notBefore - Date.now()) / 1000);
+    const retryAfter = Math.max(asked, learnt) > 0 ? Math.max(asked, learnt) : undefined;
     try {
       // The failure, with the provider's Retry-After, is recorded even across a cut connection:
       // a report lost to a terminated backend left the job to its lease, which retried it sooner
       // than the provider had asked (V6, found by the simulation). The lease is renewed meanwhile.
-      const result = await retryOnConnectionLoss(() =>
+      const result = await retryOnConnectionLoss(deps.leaseMs, () =>
         deps.jobs.failAttempt(handle, actor, record, retryAfter, def.onTerminalFailure),
       );
       log.warn({ code: record.code, kind: record.kind, result }, 'attempt failed');
@@ -155,14 +166,19 @@ export async function runDelivery(
   }
 }
 
-/** A few tries over about two seconds while the database connection is what failed. */
-async function retryOnConnectionLoss<T>(fn: () => Promise<T>): Promise<T> {
+/**
+ * Tries again while the database connection is what failed, for up to a lease: the heartbeat
+ * keeps the lease meanwhile, so the report lands once the database is back (a restart, a storm of
+ * terminated backends), or the attempt learns that its lease was lost.
+ */
+async function retryOnConnectionLoss<T>(forMs: number, fn: () => Promise<T>): Promise<T> {
+  const until = Date.now() + Math.max(forMs, 2_000);
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn();
     } catch (err) {
-      if (attempt >= 4 || !isDatabaseConnectionLoss(err)) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+      if (Date.now() >= until || !isDatabaseConnectionLoss(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1_000)));
     }
   }
 }

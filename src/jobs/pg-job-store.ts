@@ -4,8 +4,13 @@ import type { Checkpoints } from '../checkpoints.ts';
 import type { Database, Db, Executor, JobRow, Tx } from '../db/schema.ts';
 
 type ActiveJobQuery = SelectQueryBuilder<Database, 'jobs', JobRow>;
-import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
-import { decideFailure, mayPass } from '../domain/retry-policy.ts';
+import { assertNever, ErrorKind, type ErrorRecord } from '../domain/errors.ts';
+import {
+  decideAttemptFailure,
+  OUTAGE_WAITS,
+  outageBackoffMs,
+  type FailurePolicy,
+} from '../domain/retry-policy.ts';
 import {
   ACTIVE_JOB_STATUSES,
   ATTEMPT_RUNNING,
@@ -66,70 +71,13 @@ export interface ClaimedJob {
   handle: AttemptHandle;
 }
 
-/**
- * How many times a job waits out an outside outage (the database, or the speech provider) before
- * such errors spend its retries: with the backoff below, about half an hour at the default step.
- * Counted apart from its other waits (`outage_waits`): a close-out that polled for its windows
- * many times has met no outage.
- */
-export const OUTAGE_WAITS = 30;
-
-/** The wait before the next try after an outside outage: doubling from one step, at most a minute. */
-function outageBackoffMs(stepMs: number, outageWaits: number): number {
-  return Math.min(stepMs * 2 ** Math.min(outageWaits, 5), 60_000);
-}
-
-/** Speech-provider answers that say "not now" rather than "never" (src/adapters/provider-http.ts). */
-const SPEECH_OUTAGE_CODES = new Set([
-  'asr.rate_limited',
-  'asr.overloaded',
-  'asr.server_error',
-  'asr.unreachable',
-  'asr.timeout',
-  'asr.quota_exhausted',
-]);
-
-/** The bot provider's answers that say "not now" (src/adapters/recall-bot-provider.ts). */
-const BOT_PROVIDER_OUTAGE_CODES = new Set([
-  'bot.server_error',
-  'bot.unreachable',
-  'bot.timeout',
-  'bot.rate_limited',
-  // the recording's storage: 5xx, 408, 429, no connection (a 4xx of another kind is permanent)
-  'bot.recording_unavailable',
-]);
-
-/**
- * An outside outage: the database went away under the attempt (a restart, a failover, a cut
- * connection), or the speech provider is down, overloaded, rate-limiting or out of quota. Waited
- * out without spending retries (L7), like the minutes model's outages (L8), up to OUTAGE_WAITS.
- */
-function isOutsideOutage(error: ErrorRecord): boolean {
-  return (
-    error.code === 'db.connection_lost' ||
-    // A raw socket error no adapter named (each names its own: asr.unreachable, …): in a job, the
-    // database's socket reset under it, as a terminated backend or a failover does. Found by the
-    // soak: a close-out failed on two ECONNRESETs and its meeting lost five chunks.
-    error.code === 'internal.network' ||
-    error.code === 'db.transient' ||
-    SPEECH_OUTAGE_CODES.has(error.code)
-  );
-}
-
-/**
- * The bot provider's outage met by a recording's import: waited out for as long as the patience
- * (VERBATIM_BOT_IMPORT_PATIENCE_SECONDS, an hour) since the import was asked for, however many
- * waits that takes. The provider keeps the recording for days, and an import that gave up after
- * five quick tries lost a meeting the bot had heard (found by the simulation).
- */
-function isImportPatience(error: ErrorRecord, job: JobRow, patienceMs: number): boolean {
-  return (
-    job.kind === JobKind.importBotRecording &&
-    error.kind === ErrorKind.transient &&
-    BOT_PROVIDER_OUTAGE_CODES.has(error.code) &&
-    Date.now() - job.created_at.getTime() < patienceMs
-  );
-}
+/** Without a catalog (a store made by hand in a test): no outage waits, no isolation. */
+const NO_POLICY: FailurePolicy = {
+  outageCodes: new Set(),
+  outageWaits: OUTAGE_WAITS,
+  patience: null,
+  isolateOnErrors: false,
+};
 
 export class PgJobStore {
   private readonly rows: JobRows;
@@ -140,14 +88,17 @@ export class PgJobStore {
     private readonly deps: {
       checkpoints: Checkpoints;
       log: Logger;
-      /**
-       * J20: the kinds whose error budget, once spent on errors that may pass, isolates the job
-       * instead of failing it (a window's: failing it would lose its words). From the catalog.
-       */
-      isolateOnErrors?: ReadonlySet<string>;
+      /** Each kind's failure policy, from the job catalog; unset: outages of none, no isolation. */
+      failurePolicyOf?: (kind: string) => FailurePolicy;
+      /** Kinds locked before a meeting's other active jobs when several are ended together. */
+      lockedFirst?: readonly string[];
     },
   ) {
     this.rows = new JobRows(timings, deps);
+  }
+
+  private policyOf(kind: string): FailurePolicy {
+    return this.deps.failurePolicyOf?.(kind) ?? NO_POLICY;
   }
 
   /**
@@ -392,7 +343,7 @@ export class PgJobStore {
         job,
         JobStatus.pending,
         actor,
-        `${reason}; waiting ${delayMs} ms (outage wait ${job.outage_waits + 1} of ${OUTAGE_WAITS})`,
+        `${reason}; waiting ${delayMs} ms (outage wait ${job.outage_waits + 1} of ${this.policyOf(job.kind).outageWaits})`,
       );
     });
   }
@@ -410,101 +361,73 @@ export class PgJobStore {
   ): Promise<'retrying' | 'failed'> {
     let after: AfterCommit | null = null;
     const result = await this.withFencedAttempt(handle, async (trx, job) => {
-      // An outside outage is waited out without spending the job's retries, up to a bound, so a
-      // job that fails the same way every time (it kills its own connection) still ends.
-      if (
-        (isOutsideOutage(error) && job.outage_waits < OUTAGE_WAITS) ||
-        isImportPatience(error, job, this.timings.importOutageMs ?? 3_600_000)
-      ) {
-        const delayMs = Math.max(
-          (retryAfterSeconds ?? 0) * 1000,
-          outageBackoffMs(this.timings.retryStepMs, job.outage_waits),
-        );
-        await this.rows.closeAttempt(
-          trx,
-          job,
-          handle.attemptId,
-          AttemptOutcome.retryableFailed,
-          actor,
-          error,
-        );
-        await this.rows.returnToPending(trx, job, delayMs, {
-          wait_count: job.wait_count + 1,
-          outage_waits: job.outage_waits + 1,
-          ...aliveRunner(job),
-          ...lastError(error),
-        });
-        await this.rows.auditJob(
-          trx,
-          job,
-          JobStatus.pending,
-          actor,
-          `${error.code}: an outside outage; waiting ${delayMs} ms, no retry spent`,
-        );
-        return 'retrying' as const;
-      }
-      const errorCount = job.error_count + 1;
-      const decision = decideFailure(
+      const verdict = decideAttemptFailure(
         error,
-        errorCount,
-        job.max_errors,
-        this.timings.retryStepMs,
+        {
+          errorCount: job.error_count,
+          maxErrors: job.max_errors,
+          outageWaits: job.outage_waits,
+          isolated: job.isolated_at !== null,
+          isolatedRuns: job.isolated_runs,
+          ageMs: Date.now() - job.created_at.getTime(),
+        },
+        this.policyOf(job.kind),
+        {
+          retryStepMs: this.timings.retryStepMs,
+          isolationDelayMs: (runs) => this.rows.isolationDelayMs(runs),
+        },
         retryAfterSeconds,
       );
-      // J20: a window whose error budget ran out on errors that may pass is not given up (its
-      // words would be lost): it goes to the isolated lane, or, already there, keeps trying on its
-      // slow backoff until its held audio's retention bound (the audio sweep ends it then).
-      const keepTrying =
-        decision.type === 'fail' && mayPass(error) && (this.deps.isolateOnErrors?.has(job.kind) ?? false);
-      if (keepTrying && !job.isolated_at) {
-        await this.rows.closeAttempt(
-          trx,
-          job,
-          handle.attemptId,
-          AttemptOutcome.retryableFailed,
-          actor,
-          error,
-        );
-        const firstMs = Math.max(this.rows.isolationDelayMs(1), (retryAfterSeconds ?? 0) * 1000);
-        await this.rows.isolate(trx, job, IsolationReason.errorBudget, firstMs, actor, {
-          error_count: errorCount,
-          ...lastError(error),
-        });
-        return 'retrying' as const;
+      const outcome = verdict.type === 'fail' ? AttemptOutcome.failed : AttemptOutcome.retryableFailed;
+      await this.rows.closeAttempt(trx, job, handle.attemptId, outcome, actor, error);
+      switch (verdict.type) {
+        case 'wait-out':
+          await this.rows.returnToPending(trx, job, verdict.delayMs, {
+            wait_count: job.wait_count + 1,
+            outage_waits: job.outage_waits + 1,
+            ...aliveRunner(job),
+            ...lastError(error),
+          });
+          await this.rows.auditJob(
+            trx,
+            job,
+            JobStatus.pending,
+            actor,
+            `${error.code}: an outside outage; waiting ${verdict.delayMs} ms, no retry spent`,
+          );
+          return 'retrying' as const;
+        case 'isolate':
+          await this.rows.isolate(trx, job, IsolationReason.errorBudget, verdict.delayMs, actor, {
+            error_count: verdict.errorCount,
+            ...lastError(error),
+          });
+          return 'retrying' as const;
+        case 'retry':
+          await this.rows.returnToPending(trx, job, verdict.delayMs, {
+            error_count: verdict.errorCount,
+            ...aliveRunner(job),
+            ...lastError(error),
+          });
+          await this.rows.auditJob(
+            trx,
+            job,
+            JobStatus.pending,
+            actor,
+            `${error.code}: retry in ${verdict.delayMs} ms${job.isolated_at ? ' (isolated)' : ''}`,
+          );
+          return 'retrying' as const;
+        case 'fail':
+          after = await this.rows.failJobRow(
+            trx,
+            { ...job, error_count: verdict.errorCount },
+            verdict.error,
+            actor,
+            onTerminal,
+          );
+          return 'failed' as const;
+        default:
+          return assertNever(verdict, 'attempt verdict');
       }
-      if (decision.type === 'retry' || keepTrying) {
-        // An isolated job waits at least its slow backoff between runs.
-        const delayMs = Math.max(
-          decision.type === 'retry' ? decision.delayMs : 0,
-          job.isolated_at ? this.rows.isolationDelayMs(job.isolated_runs) : 0,
-          (retryAfterSeconds ?? 0) * 1000,
-        );
-        await this.rows.closeAttempt(
-          trx,
-          job,
-          handle.attemptId,
-          AttemptOutcome.retryableFailed,
-          actor,
-          error,
-        );
-        await this.rows.returnToPending(trx, job, delayMs, {
-          error_count: errorCount,
-          ...aliveRunner(job),
-          ...lastError(error),
-        });
-        await this.rows.auditJob(
-          trx,
-          job,
-          JobStatus.pending,
-          actor,
-          `${error.code}: retry in ${delayMs} ms${job.isolated_at ? ' (isolated)' : ''}`,
-        );
-        return 'retrying' as const;
-      }
-      const final: ErrorRecord = { kind: error.kind, code: decision.code, message: decision.message };
-      await this.rows.closeAttempt(trx, job, handle.attemptId, AttemptOutcome.failed, actor, error);
-      after = await this.rows.failJobRow(trx, { ...job, error_count: errorCount }, final, actor, onTerminal);
-      return 'failed' as const;
     });
     if (after) await runAfterCommit(after, this.deps.log);
     return result;
@@ -719,12 +642,12 @@ export class PgJobStore {
     actor: string,
     reason: string,
   ): Promise<number> {
-    // One order for locking several jobs of a meeting: its repair job first (a repair commit holds
-    // it, then locks the window jobs it supersedes), then by id.
+    // One order for locking several jobs of a meeting: the kinds the catalog locks first (a repair
+    // commit holds its own job, then locks the window jobs it supersedes), then by id.
     const active = await filter(
       trx.selectFrom('jobs').selectAll().where('status', 'in', JobTransitions.supersedeJob.from),
     )
-      .orderBy(sql`kind = 'repair-timeline'`, 'desc')
+      .orderBy(sql`kind = any(${[...(this.deps.lockedFirst ?? [])]}::text[])`, 'desc')
       .orderBy('id')
       .forNoKeyUpdate()
       .execute();

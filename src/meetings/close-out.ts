@@ -8,8 +8,7 @@ import { markPendingAtPublication } from './late-window-store.ts';
 import { markWindowMissing, unworkedWindows } from './window-rows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
-import { OUTAGE_WAITS } from '../jobs/pg-job-store.ts';
-import { payloadOf } from '../jobs/catalog.ts';
+import { failurePolicyOf, payloadOf } from '../jobs/catalog.ts';
 
 /**
  * The close-out runs in this order and no other (L4): (1) settle windows nobody is working on,
@@ -139,7 +138,8 @@ async function settleAndPublish(
  * Close-out steps (1)–(3): settle windows nobody works on, wait for windows in retry and repairs
  * (up to the wait cap), transcribe the last stretch of a live meeting here. True when the job was
  * requeued to wait. A passing speech failure on a window transcribed here throws LastStretchOutage
- * until the close-out has waited out OUTAGE_WAITS outages, after which the window fails (L6).
+ * until the close-out has waited out its kind's outage waits, after which the window goes on in a
+ * job of its own (L6, J20).
  */
 async function settleTranscript(
   deps: MeetingDeps,
@@ -148,11 +148,10 @@ async function settleTranscript(
   source: string,
 ): Promise<boolean> {
   const { config } = deps;
-  // A window transcribed here gets the patience any window's own job has for a speech outage (up
-  // to OUTAGE_WAITS waits, about half an hour), counted from its own outages. It used to end at
-  // the wait cap for windows in retry, so a close-out that had waited out a slow backlog failed
-  // its last stretch at the first 503 after it (found by the 30-minute simulation: words lost).
-  const failPassing = ctx.job.outage_waits >= OUTAGE_WAITS;
+  // A window transcribed here gets the patience any window's own job has for a speech outage (its
+  // kind's outage waits, about half an hour), counted from its own outages, not from the wait cap
+  // for windows in retry.
+  const failPassing = ctx.job.outage_waits >= failurePolicyOf(config, JobKind.closeOutMeeting).outageWaits;
   // (1) Windows with no transcript and nobody working on them: no audio, or a job that never
   // got registered.
   await settleUnworkedWindows(deps, ctx, meetingId, failPassing);

@@ -131,7 +131,7 @@ export async function commitWindowTranscript(
 /**
  * The speech provider failed on a window the close-out transcribes itself with an error that may
  * pass (an outage, a rate limit, a quota): the close-out waits it out like any window's job (up to
- * OUTAGE_WAITS outage waits) instead of failing the window at the first try.
+ * its kind's outage waits) instead of failing the window at the first try.
  */
 export class LastStretchOutage extends Error {
   constructor(
@@ -149,7 +149,7 @@ export async function transcribeDirectly(
   signal: AbortSignal,
   actor: string,
   fenced: <T>(fn: (trx: Tx) => Promise<T>) => Promise<T>,
-  /** Once the close-out has waited out its outages (OUTAGE_WAITS), a passing failure fails the window too (L6). */
+  /** Once the close-out has waited out its outages, a passing failure no longer waits here (L6). */
   failPassing = true,
 ): Promise<void> {
   let segments: TranscriptSegment[];

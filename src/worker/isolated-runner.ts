@@ -136,6 +136,7 @@ export async function runIsolatedJob(
         checkpoints: deps.checkpoints,
         workerId: run.owner,
         heartbeatMs: deps.config.heartbeatMs,
+        leaseMs: deps.config.leaseMs,
         maxRunMs: deps.config.jobTimeoutMs,
         shutdownSignal: shutdown.signal,
         isolated: true,

@@ -215,6 +215,7 @@ export async function startWorker(
           checkpoints: deps.checkpoints,
           workerId,
           heartbeatMs: config.heartbeatMs,
+          leaseMs: config.leaseMs,
           maxRunMs: config.jobTimeoutMs,
           shutdownSignal: shutdown.signal,
         });

@@ -116,6 +116,7 @@ export interface ProviderFetchRequest {
 export async function providerFetch(req: ProviderFetchRequest): Promise<string> {
   const { service, signal } = req;
   signal?.throwIfAborted();
+  holdOffIfAsked(service, req.url);
   const headers: Record<string, string> = { ...req.headers };
   if (req.apiKey) headers.Authorization = `Bearer ${req.apiKey}`;
   const deadline = AbortSignal.timeout(req.timeoutMs);
@@ -127,13 +128,51 @@ export async function providerFetch(req: ProviderFetchRequest): Promise<string> 
     const response = await fetch(req.url, init);
     const text = await response.text();
     if (!response.ok) {
-      throw classifyHttpFailure(service, response.status, text, response.headers.get('retry-after'), opts);
+      const failure = classifyHttpFailure(
+        service,
+        response.status,
+        text,
+        response.headers.get('retry-after'),
+        opts,
+      );
+      if (failure.retryAfterSeconds !== undefined) askedToWait(req.url, failure.retryAfterSeconds);
+      throw failure;
     }
     return text;
   } catch (err) {
     if (signal?.aborted) throw err;
     throw classifyFetchError(service, err, opts);
   }
+}
+
+/**
+ * V6: a provider's Retry-After holds every request of this process to that endpoint, not only the
+ * one it answered: two jobs of one meeting (minutes for two revisions of the same text) sent the
+ * same request 30 ms apart, the second one inside the Retry-After the first had been given. Such a
+ * request is not sent; it fails at once as rate-limited, with the time still to wait.
+ */
+const holdUntil = new Map<string, number>();
+
+function askedToWait(url: string, seconds: number): void {
+  if (seconds <= 0) return;
+  const until = Date.now() + seconds * 1000;
+  holdUntil.set(url, Math.max(holdUntil.get(url) ?? 0, until));
+}
+
+function holdOffIfAsked(service: ProviderService, url: string): void {
+  const until = holdUntil.get(url);
+  if (until === undefined) return;
+  const leftMs = until - Date.now();
+  if (leftMs <= 0) {
+    holdUntil.delete(url);
+    return;
+  }
+  throw new AppError(
+    ErrorKind.transient,
+    `${service}.rate_limited`,
+    'the provider asked us to wait before sending again; not sent',
+    { retryAfterSeconds: Math.ceil(leftMs / 1000) },
+  );
 }
 
 /** Joins a base URL and an API path, tolerating a trailing slash or `/v1` on the base. */

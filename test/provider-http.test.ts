@@ -1,10 +1,10 @@
-// V6: a provider's Retry-After holds this process's other requests to that endpoint too.
+// V6: a provider's Retry-After holds the adapter's other requests to that endpoint too.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { it } from 'node:test';
 import { AppError } from '../src/domain/errors.ts';
-import { providerFetch } from '../src/adapters/provider-http.ts';
+import { ProviderHolds, providerFetch } from '../src/adapters/provider-http.ts';
 import { waitFor } from './support/harness.ts';
 
 void it('V6: after a 429 with Retry-After, another request to the same endpoint is not sent until it runs out; other endpoints are not held', async () => {
@@ -21,8 +21,9 @@ void it('V6: after a 429 with Retry-After, another request to the same endpoint 
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const holds = new ProviderHolds();
   const send = (path: string) =>
-    providerFetch({ service: 'llm', url: `${base}${path}`, body: '{}', timeoutMs: 5_000 });
+    providerFetch({ service: 'llm', url: `${base}${path}`, body: '{}', timeoutMs: 5_000, holds });
   try {
     const first = await send('/v1/chat/completions').catch((e: unknown) => e);
     assert.ok(first instanceof AppError && first.code === 'llm.rate_limited', String(first));

@@ -1,7 +1,7 @@
 import { clock } from '../domain/transcript-format.ts';
 import type { AnswerPassage, AnswerWriter } from '../ports.ts';
 import { chatContent } from './openai-minutes-writer.ts';
-import { providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
 
 const SYSTEM_PROMPT = [
   'You answer questions about meetings using only the numbered passages you are given, which are',
@@ -17,6 +17,9 @@ export class OpenAiAnswerWriter implements AnswerWriter {
   private readonly url: string;
   private readonly apiKey: string | null;
   private readonly timeoutMs: number;
+
+  /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
+  private readonly holds = new ProviderHolds();
 
   constructor(options: { baseUrl: string; apiKey?: string | null; model?: string; timeoutMs?: number }) {
     this.url = providerUrl(options.baseUrl, '/v1/chat/completions');
@@ -42,6 +45,7 @@ export class OpenAiAnswerWriter implements AnswerWriter {
       `Question: ${request.question}`,
     ].join('\n');
     const body = await providerFetch({
+      holds: this.holds,
       service: 'llm',
       url: this.url,
       headers: { 'Content-Type': 'application/json' },

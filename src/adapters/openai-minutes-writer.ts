@@ -1,7 +1,7 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { clock } from '../domain/transcript-format.ts';
 import type { Minutes, MinutesRequest, MinutesWriter, TranscriptSegment } from '../ports.ts';
-import { providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
 
 export interface OpenAiMinutesWriterOptions {
   /** Server root, e.g. `https://api.openai.com` (a trailing `/v1` is tolerated). */
@@ -34,6 +34,9 @@ export class OpenAiMinutesWriter implements MinutesWriter {
   private readonly timeoutMs: number;
   private readonly maxTranscriptChars: number;
 
+  /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
+  private readonly holds = new ProviderHolds();
+
   constructor(options: OpenAiMinutesWriterOptions) {
     this.url = providerUrl(options.baseUrl, '/v1/chat/completions');
     this.apiKey = options.apiKey ?? null;
@@ -58,6 +61,7 @@ export class OpenAiMinutesWriter implements MinutesWriter {
       .join('\n');
 
     const body = await providerFetch({
+      holds: this.holds,
       service: 'llm',
       url: this.url,
       headers: { 'Content-Type': 'application/json' },

@@ -107,6 +107,8 @@ export interface ProviderFetchRequest {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   apiKey?: string | null | undefined;
+  /** The adapter's Retry-After holds (V6); without them every request is sent. */
+  holds?: ProviderHolds;
 }
 
 /**
@@ -116,7 +118,7 @@ export interface ProviderFetchRequest {
 export async function providerFetch(req: ProviderFetchRequest): Promise<string> {
   const { service, signal } = req;
   signal?.throwIfAborted();
-  holdOffIfAsked(service, req.url);
+  req.holds?.holdOffIfAsked(service, req.url);
   const headers: Record<string, string> = { ...req.headers };
   if (req.apiKey) headers.Authorization = `Bearer ${req.apiKey}`;
   const deadline = AbortSignal.timeout(req.timeoutMs);
@@ -135,7 +137,7 @@ export async function providerFetch(req: ProviderFetchRequest): Promise<string> 
         response.headers.get('retry-after'),
         opts,
       );
-      if (failure.retryAfterSeconds !== undefined) askedToWait(req.url, failure.retryAfterSeconds);
+      if (failure.retryAfterSeconds !== undefined) req.holds?.askedToWait(req.url, failure.retryAfterSeconds);
       throw failure;
     }
     return text;
@@ -146,33 +148,35 @@ export async function providerFetch(req: ProviderFetchRequest): Promise<string> 
 }
 
 /**
- * V6: a provider's Retry-After holds every request of this process to that endpoint, not only the
+ * V6: a provider's Retry-After holds every request an adapter sends to that endpoint, not only the
  * one it answered: two jobs of one meeting (minutes for two revisions of the same text) sent the
- * same request 30 ms apart, the second one inside the Retry-After the first had been given. Such a
- * request is not sent; it fails at once as rate-limited, with the time still to wait.
+ * same request 30 ms apart, the second one inside the Retry-After the first had been given. A held
+ * request is not sent; it fails at once as rate-limited, with the time still to wait. Each adapter
+ * instance keeps its own (the app makes one of each per process).
  */
-const holdUntil = new Map<string, number>();
+export class ProviderHolds {
+  private readonly until = new Map<string, number>();
 
-function askedToWait(url: string, seconds: number): void {
-  if (seconds <= 0) return;
-  const until = Date.now() + seconds * 1000;
-  holdUntil.set(url, Math.max(holdUntil.get(url) ?? 0, until));
-}
-
-function holdOffIfAsked(service: ProviderService, url: string): void {
-  const until = holdUntil.get(url);
-  if (until === undefined) return;
-  const leftMs = until - Date.now();
-  if (leftMs <= 0) {
-    holdUntil.delete(url);
-    return;
+  askedToWait(url: string, seconds: number): void {
+    if (seconds <= 0) return;
+    this.until.set(url, Math.max(this.until.get(url) ?? 0, Date.now() + seconds * 1000));
   }
-  throw new AppError(
-    ErrorKind.transient,
-    `${service}.rate_limited`,
-    'the provider asked us to wait before sending again; not sent',
-    { retryAfterSeconds: Math.ceil(leftMs / 1000) },
-  );
+
+  holdOffIfAsked(service: ProviderService, url: string): void {
+    const until = this.until.get(url);
+    if (until === undefined) return;
+    const leftMs = until - Date.now();
+    if (leftMs <= 0) {
+      this.until.delete(url);
+      return;
+    }
+    throw new AppError(
+      ErrorKind.transient,
+      `${service}.rate_limited`,
+      'the provider asked us to wait before sending again; not sent',
+      { retryAfterSeconds: Math.ceil(leftMs / 1000) },
+    );
+  }
 }
 
 /** Joins a base URL and an API path, tolerating a trailing slash or `/v1` on the base. */

@@ -1,6 +1,6 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { TranscribeRequest, Transcriber, TranscriptSegment } from '../ports.ts';
-import { providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
 
 export interface WhisperTranscriberOptions {
   /** Server root, e.g. `https://api.openai.com` (a trailing `/v1` is tolerated). */
@@ -26,6 +26,9 @@ export class WhisperTranscriber implements Transcriber {
   private readonly model: string;
   private readonly timeoutMs: number;
 
+  /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
+  private readonly holds = new ProviderHolds();
+
   constructor(options: WhisperTranscriberOptions) {
     this.url = providerUrl(options.baseUrl, '/v1/audio/transcriptions');
     this.apiKey = options.apiKey ?? null;
@@ -43,6 +46,7 @@ export class WhisperTranscriber implements Transcriber {
     if (language) form.append('language', language);
 
     const text = await providerFetch({
+      holds: this.holds,
       service: 'asr',
       url: this.url,
       body: form,

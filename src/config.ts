@@ -852,6 +852,11 @@ export function childProcessEnv(config: Config, extra: Record<string, string>): 
   return { ...env, ...config.givenSettings, ...extra };
 }
 
+/** The environment of a decoder child process: PATH alone, so no setting or secret reaches it (S4). */
+export function pathOnlyEnv(): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+}
+
 function givenSettingsOf(env: Env): Record<string, string> {
   const given: Record<string, string> = {};
   for (const s of ALL_SETTINGS) {

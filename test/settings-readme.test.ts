@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { it } from 'node:test';
 import { ALL_SETTINGS, ConfigError, loadConfig } from '../src/config.ts';
 import { README, readmeWithSettings, settingsRegion } from '../scripts/settings-table.ts';
@@ -72,4 +73,13 @@ void it('Settings: a value a setting does not take is refused with an error nami
     VERBATIM_LATE_AUDIO_DAYS: '0.5',
     VERBATIM_BOT_LOOKBACK_HOURS: '2',
   });
+});
+
+void it('Settings: in src, only src/config.ts reads process.env', () => {
+  const src = path.resolve(import.meta.dirname, '..', 'src');
+  const readers = fs
+    .readdirSync(src, { recursive: true, encoding: 'utf8' })
+    .filter((f) => /\.tsx?$/.test(f) && f !== 'config.ts')
+    .filter((f) => /process\.env\b/.test(fs.readFileSync(path.join(src, f), 'utf8')));
+  assert.deepEqual(readers, []);
 });

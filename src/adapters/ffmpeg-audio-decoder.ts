@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathOnlyEnv } from '../config.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { AudioDecoder, DecodedAudio } from '../ports.ts';
 import { lastStderrLine, runProcess } from './subprocess.ts';
@@ -73,7 +74,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
       timeoutMs: this.timeoutMs,
       signal,
       cwd: dir,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      env: pathOnlyEnv(),
       maxStdoutBytes: maxBytes,
       overflowError: () => this.tooLong(),
       timeoutError: () => this.timedOut(),
@@ -95,7 +96,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
     const child = spawn(this.ffmpegPath, argsFor(input), {
       stdio: ['ignore', 'pipe', 'pipe'],
       cwd: dir,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      env: pathOnlyEnv(),
     });
     let stderr = '';
     const state: { failure: Error | null } = { failure: null };

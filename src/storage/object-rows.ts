@@ -2,12 +2,20 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import type { StagedObject } from './objects.ts';
 
 /**
  * The rows behind stored objects (src/storage/objects.ts has their life and its rules): the quota
  * guards, the cleanup rows that stage and delete objects, and the `blobs` rows that reference them.
  */
+
+/** An object written under a staged cleanup row, waiting for the row that references it. */
+export interface StagedObject {
+  workspaceId: string;
+  meetingId: string;
+  key: string;
+  sha256: string;
+  bytes: number;
+}
 
 const GLOBAL = 'global';
 

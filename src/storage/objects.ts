@@ -20,9 +20,10 @@ import {
   storedBytes,
   takeGuards,
   updateStagedRow,
+  type StagedObject,
 } from './object-rows.ts';
 
-export { handOffMeetingObjects, referenceStaged, storedBytes } from './object-rows.ts';
+export { handOffMeetingObjects, referenceStaged, storedBytes, type StagedObject } from './object-rows.ts';
 
 /**
  * The life of a stored object, from the first byte written to the last byte deleted (B1–B6).
@@ -61,14 +62,6 @@ export interface StorageDeps {
   config: Config;
   log: Logger;
   checkpoints: Checkpoints;
-}
-
-export interface StagedObject {
-  workspaceId: string;
-  meetingId: string;
-  key: string;
-  sha256: string;
-  bytes: number;
 }
 
 const CLEANUP_LEASE_MS = 60_000;

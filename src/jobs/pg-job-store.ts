@@ -677,6 +677,24 @@ export class PgJobStore {
     return active.length;
   }
 
+  /**
+   * Whether a job of the same kind and subject, made after this one, is still active: this one's
+   * work is then outdated by it (the later job reads the newer input).
+   */
+  async hasLaterActiveJob(job: Pick<JobRow, 'id' | 'kind' | 'subject_id' | 'created_at'>): Promise<boolean> {
+    const later = await this.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('kind', '=', job.kind)
+      .where('subject_id', '=', job.subject_id)
+      .where('id', '<>', job.id)
+      .where('created_at', '>', job.created_at)
+      .where('status', 'in', ACTIVE_JOB_STATUSES)
+      .limit(1)
+      .executeTakeFirst();
+    return later !== undefined;
+  }
+
   /** Puts a pending job's delivery forward to now (a wake-up after the work it waited for is done). */
   async wakeJob(trx: Tx, jobId: string, actor: string, reason: string): Promise<void> {
     const before = await trx

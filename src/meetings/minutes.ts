@@ -21,6 +21,14 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
       const meetingId = payloadOf(ctx.job, JobKind.writeMinutes).meetingId;
+      // A later minutes job of this meeting (a newer revision, a request) reads the newer text:
+      // this one's prompt would be outdated, or the same one sent twice (V6: two workers sent one
+      // prompt inside the Retry-After the first had been given).
+      if (await deps.jobs.hasLaterActiveJob(ctx.job)) {
+        ctx.log.info({ meetingId }, 'a later minutes job of this meeting writes them; this one ends');
+        await ctx.complete();
+        return;
+      }
       // The transcript and the revision it is at, read together: the minutes say which they describe.
       const { meeting, segments } = await deps.db
         .transaction()

@@ -838,6 +838,21 @@ CREATE OR REPLACE FUNCTION public.job_attempts_guard()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- job_attempts_guard() returns trigger
+--
+-- An attempt's row changes only while it runs, and then only in its outcome: an ended attempt
+-- is audit evidence.
+--
+-- Trigger: before update on job_attempts, for each row.
+-- Input:
+--   old, new  the attempt before and after the update
+-- Effects:
+--   new.ended_at := now() when the attempt leaves running without an end time
+-- Output:
+--   new (the update goes ahead)
+-- Raises:
+--   check_violation  the attempt had already ended, or the update changes its id, job, number,
+--                    token, context, owner, input revision or start time
 begin
   if old.status <> 'running' then
     raise exception 'attempt % is closed as %; only running -> outcome is permitted', old.id, old.status
@@ -858,6 +873,18 @@ CREATE OR REPLACE FUNCTION public.job_attempts_no_delete()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- job_attempts_no_delete() returns trigger
+--
+-- Attempt rows are audit evidence and are not deleted.
+--
+-- Trigger: before delete on job_attempts, for each row.
+-- Input:
+--   old                        the attempt
+--   verbatim.deleting_meeting  setting: 'on' lets the delete through
+-- Output:
+--   old (the delete goes ahead) when verbatim.deleting_meeting is 'on'
+-- Raises:
+--   check_violation  otherwise
 begin
   if current_setting('verbatim.deleting_meeting', true) = 'on' then
     return old;
@@ -869,6 +896,22 @@ CREATE OR REPLACE FUNCTION public.verbatim_commit_window(p_window uuid, p_segmen
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_commit_window(p_window, p_segments, p_actor) returns boolean
+--
+-- J5/J15: a window's transcript, as one compare-and-swap: its segments are written only if it
+-- moves from pending to transcribed. Takes no fence of its own: its callers hold one.
+--
+-- Input:
+--   p_window    the window
+--   p_segments  jsonb array of {seq, start_ms, end_ms, text}, times from the window's start
+--   p_actor     the actor of the audit row
+-- Effects, when the window was pending:
+--   windows: status pending -> transcribed, transcribed_at, segment_count
+--   segments: one row per element, its times moved onto the meeting's timeline (+ window start)
+--   audit_events: one row (window, pending -> transcribed, details {segments})
+-- Output:
+--   true   the window was pending and is now transcribed
+--   false  it was no longer pending (settled, superseded or gone): nothing written
 declare
   w windows;
   n integer := jsonb_array_length(p_segments);
@@ -891,6 +934,21 @@ CREATE OR REPLACE FUNCTION public.verbatim_complete_attempt(p_job uuid, p_attemp
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_complete_attempt(p_job, p_attempt, p_actor) returns void
+--
+-- J5: a running attempt and its job end completed. Checks no token: call it in the transaction
+-- that passed verbatim_fence.
+--
+-- Input:
+--   p_job      the job
+--   p_attempt  its running attempt
+--   p_actor    the actor of the audit rows
+-- Effects:
+--   job_attempts: status running -> completed, ended_at
+--   jobs: status running -> completed, current_attempt_id null, completed_at, updated_at
+--   audit_events: two rows (attempt running -> completed, details {jobId}; job running -> completed)
+-- Raises:
+--   VB001  the attempt is not a running attempt of this job (nothing written)
 declare
   j jobs;
 begin
@@ -912,6 +970,27 @@ CREATE OR REPLACE FUNCTION public.verbatim_complete_window_attempt(p_job uuid, p
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_complete_window_attempt(p_job, p_attempt, p_token, p_actor, p_segments, p_closeout)
+--   returns text
+--
+-- J5, the hot path in one statement (docs/hot-path.md): a transcribe-window attempt's fence, its
+-- window's transcript, the attempt's and the job's completion, then its meeting's close-out if
+-- the window was the last one unsettled.
+--
+-- Input:
+--   p_job, p_attempt, p_token  the attempt, as verbatim_fence takes it
+--   p_actor                    the actor of the audit rows
+--   p_segments                 the window's segments, as verbatim_commit_window takes them
+--   p_closeout                 the close-out job's spec, as verbatim_start_close_out takes it
+-- Effects, in this order:
+--   verbatim_fence; verbatim_commit_window on the payload's windowId (a window no longer pending
+--   keeps what it has, and the job completes all the same); verbatim_complete_attempt;
+--   verbatim_start_close_out on the payload's meetingId (last: the meeting's lock is held only
+--   for its check and the commit)
+-- Output:
+--   verbatim_start_close_out's: 'not_started', 'started' or 'undelivered'
+-- Raises:
+--   VB001  the attempt no longer holds the job (nothing written)
 declare
   j jobs;
 begin
@@ -926,6 +1005,17 @@ CREATE OR REPLACE FUNCTION public.verbatim_complete_window_attempt(p_job uuid, p
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_complete_window_attempt(p_job, p_attempt, p_token, p_actor, p_segments,
+--   p_closeout_max_errors, p_closeout_max_reclaims) returns text
+--
+-- The previous release's signature, for its workers during a rolling upgrade: the six-argument
+-- form, the close-out's spec built by the five-argument verbatim_start_close_out.
+--
+-- Input:
+--   p_closeout_max_errors, p_closeout_max_reclaims  the close-out job's budgets (no delay)
+--   the others                                      as the six-argument form
+-- Effects, Output, Raises:
+--   as the six-argument form
 declare
   j jobs;
 begin
@@ -940,6 +1030,18 @@ CREATE OR REPLACE FUNCTION public.verbatim_drop_drafts()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_drop_drafts() returns trigger
+--
+-- L22: a window's final words replace the drafts they cover.
+--
+-- Trigger: after insert on windows when the new row is transcribed, and after update of status
+-- on windows when it becomes transcribed; for each row.
+-- Input:
+--   new  the transcribed window
+-- Effects:
+--   drafts: the meeting's drafts whose midpoint lies in [new.start_ms, new.end_ms) deleted
+-- Output:
+--   null
 begin
   delete from drafts
    where meeting_id = new.meeting_id
@@ -951,6 +1053,17 @@ CREATE OR REPLACE FUNCTION public.verbatim_drop_meeting_drafts()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_drop_meeting_drafts() returns trigger
+--
+-- L22: a meeting's drafts go once its transcript is complete.
+--
+-- Trigger: after update of transcript_completed_at on meetings when it is first set, for each row.
+-- Input:
+--   new  the meeting
+-- Effects:
+--   drafts: every draft of the meeting deleted
+-- Output:
+--   null
 begin
   delete from drafts where meeting_id = new.id;
   return null;
@@ -962,6 +1075,23 @@ CREATE OR REPLACE FUNCTION public.verbatim_enqueue(p_identifier text, p_payload 
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+-- verbatim_enqueue(p_identifier, p_payload, p_run_at, p_max_attempts, p_job_key) returns void
+--
+-- S10: graphile-worker's add_job for the tenant role, which has no privilege on the queue's own
+-- tables. Security definer; only verbatim_tenant (and the owner) may execute it.
+--
+-- Input:
+--   p_identifier    the task: a job's kind, or the outbox's dispatch task
+--   p_payload       the task's payload (a job's: {jobId, deliveryId})
+--   p_run_at        when it may run first (null: now)
+--   p_max_attempts  graphile-worker's own tries of a handler that throws
+--   p_job_key       graphile-worker's job key (a job's delivery_id): a queued job with the same
+--                   key is replaced, not doubled
+-- Effects:
+--   graphile_worker: the task queued
+-- Raises:
+--   what add_job raises; callers enqueue behind a savepoint, and a job whose delivery failed
+--   stays undelivered for the rescue sweep
 begin
   perform graphile_worker.add_job(p_identifier, p_payload, run_at => p_run_at,
                                   max_attempts => p_max_attempts, job_key => p_job_key);
@@ -973,6 +1103,22 @@ CREATE OR REPLACE FUNCTION public.verbatim_fence(p_job uuid, p_attempt uuid, p_t
  RETURNS jobs
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_fence(p_job, p_attempt, p_token) returns jobs
+--
+-- J3: the fence of every write made for a job's attempt: the job's row is locked (for no key
+-- update, until the transaction ends) only while the attempt still holds it.
+--
+-- Input:
+--   p_job      the job
+--   p_attempt  the attempt that claims it (jobs.current_attempt_id)
+--   p_token    the attempt's token (job_attempts.token)
+-- Effects:
+--   the job's row locked; nothing written
+-- Output:
+--   the job's row: running, its current attempt p_attempt, running with token p_token
+-- Raises:
+--   VB001  the attempt no longer holds the job (it ended or was reclaimed, or the token is
+--          stale); src/jobs/pg-job-store.ts reports it as LostLeaseError
 declare
   j jobs;
 begin
@@ -991,6 +1137,22 @@ CREATE OR REPLACE FUNCTION public.verbatim_insert_job(p_spec jsonb, p_actor text
  RETURNS SETOF jobs
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_insert_job(p_spec, p_actor) returns setof jobs
+--
+-- The one place a job row is inserted (PgJobStore.createJob, verbatim_start_close_out): pending,
+-- with its "created" audit row. Its delivery is the caller's to enqueue.
+--
+-- Input:
+--   p_spec   jsonb the job catalog builds (src/jobs/catalog.ts): workspaceId, kind, queue,
+--            subjectType, subjectId, meetingId, dedupeKey, payload (default {}), inputRevision
+--            (default 0), maxErrors, maxReclaims, delayMs (default 0)
+--   p_actor  the actor of the audit row
+-- Effects, unless a job with this dedupe_key exists:
+--   jobs: one row, status pending, run_after now() + delayMs, new id and delivery_id
+--   audit_events: one row (job, null -> pending, reason '<kind> created')
+-- Output:
+--   the new job's row
+--   no row  a job with this dedupe_key exists (nothing written)
 declare
   v_job jobs;
 begin
@@ -1018,6 +1180,18 @@ CREATE OR REPLACE FUNCTION public.verbatim_passages_added()
  SECURITY DEFINER
  SET search_path TO '$user', 'public'
 AS $function$
+-- verbatim_passages_added() returns trigger
+--
+-- O4: no search passage is without its phrase pairs. Security definer: the tenant role writes
+-- passages but may only read search_phrase_pairs.
+--
+-- Trigger: after insert and after update on search_passages, for each statement, the new rows
+-- as the transition table "added".
+-- Effects:
+--   search_phrase_pairs: each added passage's row (verbatim_tsvector_pairs of its tsv) inserted
+--   or replaced
+-- Output:
+--   null
 begin
   insert into search_phrase_pairs (passage_id, workspace_id, pairs)
     select id, workspace_id, verbatim_tsvector_pairs(tsv) from added
@@ -1031,6 +1205,19 @@ CREATE OR REPLACE FUNCTION public.verbatim_phrase_pairs(q tsquery)
  LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE STRICT
 AS $function$
+-- verbatim_phrase_pairs(q) returns tsquery
+--
+-- O4: the adjacent-word pairs a query requires, to look up in search_phrase_pairs before any
+-- passage is read. A necessary condition, never a substitute: a passage matching q holds every
+-- pair returned, so the look-up misses nothing.
+--
+-- Input:
+--   q  a tsquery (websearch_to_tsquery of the user's words)
+-- Output:
+--   'a b' & 'c d' ...  each two quoted lexemes joined by <-> (distance one), neither negated nor
+--                      marked (prefix, weight), under 2047 bytes together, as one pair lexeme
+--   null               no such pair, or q has an or (|) or a negated group
+-- Immutable and strict (null when q is null).
 declare
   tok text;
   last text := null;
@@ -1080,6 +1267,31 @@ CREATE OR REPLACE FUNCTION public.verbatim_search(p_query text, p_from timestamp
  SET search_path TO '$user', 'public'
  SET max_parallel_workers_per_gather TO '0'
 AS $function$
+-- verbatim_search(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit, p_candidates,
+--   p_hits) returns table
+--
+-- O4: the meetings of the caller's workspace a query matches, best first, each with its best
+-- passages. Security definer, so the text match can use the GIN index (under the row-level
+-- policies every passage of the workspace would be read first); the workspace is read from the
+-- setting the policies read, so a tenant still sees only its own. Planned per query (EXECUTE),
+-- with its words known; no parallel workers.
+--
+-- Input:
+--   p_query                the user's words (websearch syntax), matched in 'english' and in
+--                          'simple', each passage in its own configuration
+--   p_from, p_to           meetings created in [p_from, p_to) (null: no bound)
+--   p_source, p_status     meetings of this source, in this status (null: any)
+--   p_offset, p_limit      the page of meetings
+--   p_candidates           at most this many matching passages are ranked
+--   p_hits                 at most this many passage ids per meeting
+--   verbatim.workspace_id  setting: the workspace (empty or unset: no rows)
+-- Output, one row per meeting, by best desc, total desc, created_at desc, id:
+--   meeting_id, title, created_at, source, status  the meeting's
+--   best, total   the highest and the summed ts_rank_cd of its matching passages
+--   hits          how many of its passages are among the candidates
+--   passage_ids   its best passages among them, best first (rank, start, id)
+-- When both configurations give the query phrase pairs (verbatim_phrase_pairs), only passages
+-- whose search_phrase_pairs hold them are read.
 declare
   v_ws uuid := nullif(current_setting('verbatim.workspace_id', true), '')::uuid;
   v_english tsquery := verbatim_phrase_pairs(websearch_to_tsquery('english', p_query));
@@ -1121,6 +1333,14 @@ CREATE OR REPLACE FUNCTION public.verbatim_search_meetings(p_query text, p_from 
  LANGUAGE sql
  STABLE
 AS $function$
+-- verbatim_search_meetings(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit,
+--   p_candidates) returns table
+--
+-- The previous release's search, for its api processes during a rolling upgrade:
+-- verbatim_search without passage ids.
+--
+-- Input, Output:
+--   as verbatim_search, without p_hits and passage_ids
   select meeting_id, title, created_at, source, status, best, total, hits
     from verbatim_search(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit, p_candidates, 0)
 $function$;
@@ -1129,6 +1349,33 @@ CREATE OR REPLACE FUNCTION public.verbatim_start_close_out(p_meeting uuid, p_act
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_start_close_out(p_meeting, p_actor, p_job) returns text
+--
+-- J5/J19/J20: a processing meeting whose windows are all settled or held moves to finalizing,
+-- and its close-out job is created and delivered, in the caller's transaction.
+--
+-- Input:
+--   p_meeting  the meeting
+--   p_actor    the actor of the audit rows
+--   p_job      the close-out job's spec from the job catalog (src/jobs/catalog.ts); its
+--              workspaceId is the meeting's
+-- Effects, when it starts:
+--   the meeting's row locked (for no key update)
+--   meetings: status processing -> finalizing, finalizing_at, revision + 1, updated_at
+--   audit_events: one row (meeting, processing -> finalizing, reason 'every window settled', or
+--                 'every window settled or held' when a held window is still pending)
+--   verbatim_insert_job(p_job); then verbatim_enqueue and jobs.delivered_at, behind a
+--   subtransaction: a failed enqueue undoes only those two
+-- Output:
+--   'not_started'  nothing written: the meeting is not processing; or it is an upload's or a
+--                  bot's whose split job is pending or running and its windows not all cut;
+--                  or a pending window is in flight (verbatim_window_in_flight)
+--   'started'      finalizing, and the close-out job delivered (or one with its dedupe key
+--                  already existed)
+--   'undelivered'  finalizing, and the job inserted but not enqueued: the rescue sweep
+--                  delivers it
+-- Raises:
+--   insufficient_privilege  from the enqueue: a missing grant is a bug, not an outage
 declare
   m meetings;
   v_job jobs;
@@ -1183,6 +1430,19 @@ CREATE OR REPLACE FUNCTION public.verbatim_start_close_out(p_meeting uuid, p_act
  RETURNS text
  LANGUAGE sql
 AS $function$
+-- verbatim_start_close_out(p_meeting, p_actor, p_max_errors, p_max_reclaims, p_delay_ms)
+--   returns text
+--
+-- The previous release's signature, for its workers during a rolling upgrade: the
+-- three-argument form with the close-out-meeting spec those workers could not pass (queue
+-- closeout, dedupe key 'close-out:<meeting>', payload {meetingId}).
+--
+-- Input:
+--   p_max_errors, p_max_reclaims  the close-out job's budgets
+--   p_delay_ms                    its delay
+--   the others                    as the three-argument form
+-- Effects, Output, Raises:
+--   as the three-argument form
   select verbatim_start_close_out(p_meeting, p_actor, jsonb_build_object(
     'kind', 'close-out-meeting', 'queue', 'closeout', 'subjectType', 'meeting', 'subjectId', p_meeting,
     'meetingId', p_meeting, 'dedupeKey', 'close-out:' || p_meeting,
@@ -1194,6 +1454,22 @@ CREATE OR REPLACE FUNCTION public.verbatim_stream_change()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- verbatim_stream_change() returns trigger
+--
+-- L23: each change to a meeting is a row of its stream, and wakes the stream's readers.
+--
+-- Trigger: after update on meetings when the row changed; after insert on windows when not
+-- pending, and after update of status, start_ms or end_ms on windows when one changed; after
+-- insert on drafts; for each row.
+-- Input:
+--   new            the meeting, window or draft
+--   tg_table_name  which of them
+-- Effects:
+--   meeting_stream: one row (kind 'meeting', 'window' or 'draft'; ref the window's or draft's
+--                   id), without a position: readers number rows after commit
+--   NOTIFY verbatim_stream with the meeting's id (sent at commit)
+-- Output:
+--   null
 begin
   if tg_table_name = 'meetings' then
     insert into meeting_stream (workspace_id, meeting_id, kind) values (new.workspace_id, new.id, 'meeting');
@@ -1211,6 +1487,16 @@ CREATE OR REPLACE FUNCTION public.verbatim_tsvector_pairs(t tsvector)
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE STRICT
 AS $function$
+-- verbatim_tsvector_pairs(t) returns tsvector
+--
+-- O4: a passage's phrase pairs: each two lexemes at adjacent positions, as one lexeme 'a b'.
+--
+-- Input:
+--   t  the passage's tsvector
+-- Output:
+--   the pairs, without positions ('' when there is none). A pair of 2047 bytes or more (the
+--   limit of a lexeme) is left out, as verbatim_phrase_pairs leaves it out of every query.
+-- Immutable and strict (null when t is null).
   with w as (select u.lexeme, p from unnest(t) u, unnest(u.positions) p)
   select coalesce(array_to_tsvector(array_agg(distinct a.lexeme || ' ' || b.lexeme)), ''::tsvector)
     from w a join w b on b.p = a.p + 1
@@ -1225,6 +1511,16 @@ CREATE OR REPLACE FUNCTION public.verbatim_unqueue(p_job_key text)
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+-- verbatim_unqueue(p_job_key) returns void
+--
+-- S10: graphile-worker's remove_job for the tenant role, which has no privilege on the queue's
+-- own tables. Security definer; only verbatim_tenant (and the owner) may execute it.
+--
+-- Input:
+--   p_job_key  the queued task's key (a job's delivery_id)
+-- Effects:
+--   graphile_worker: the task removed; one a worker holds is left to finish, its key cleared
+--   and its retries spent
 begin
   perform graphile_worker.remove_job(p_job_key);
 end $function$;
@@ -1236,6 +1532,16 @@ CREATE OR REPLACE FUNCTION public.verbatim_window_held(p_window uuid)
  LANGUAGE sql
  STABLE
 AS $function$
+-- verbatim_window_held(p_window) returns boolean
+--
+-- J20: the window is held: its job is isolated and waits out its backoff. A held window does
+-- not hold its meeting's close-out back.
+--
+-- Input:
+--   p_window  the window (jobs.subject_id)
+-- Output:
+--   true when an isolated job of the window is pending with run_after still ahead
+-- Stable.
   select exists (
     select 1 from jobs j
      where j.subject_id = p_window and j.isolated_at is not null and j.status = 'pending'
@@ -1247,6 +1553,16 @@ CREATE OR REPLACE FUNCTION public.verbatim_window_in_flight(p_window uuid)
  LANGUAGE sql
  STABLE
 AS $function$
+-- verbatim_window_in_flight(p_window) returns boolean
+--
+-- J20: a job is at work on the window, worth waiting for: the one definition used by the
+-- close-out's gate (verbatim_start_close_out) and the stores' counts.
+--
+-- Input:
+--   p_window  the window (jobs.subject_id)
+-- Output:
+--   true when a job of the window is pending or running and is not held (verbatim_window_held)
+-- Stable.
   select exists (
     select 1 from jobs j
      where j.subject_id = p_window and j.status in ('pending', 'running')
@@ -1257,6 +1573,17 @@ CREATE OR REPLACE FUNCTION public.window_tallies_apply(p_meeting uuid, p_status 
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
+-- window_tallies_apply(p_meeting, p_status, p_sign) returns void
+--
+-- A window counted into (p_sign 1) or out of (-1) its meeting's tallies.
+--
+-- Input:
+--   p_meeting  the window's meeting
+--   p_status   the window's status; superseded windows are not counted (nothing done)
+--   p_sign     1 or -1
+-- Effects:
+--   window_tallies: the meeting's row created, or its total and its p_status count moved by
+--   p_sign; nothing when the meeting no longer exists
 begin
   if p_status = 'superseded' then
     return;
@@ -1280,6 +1607,17 @@ CREATE OR REPLACE FUNCTION public.window_tallies_track()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+-- window_tallies_track() returns trigger
+--
+-- Keeps window_tallies (per meeting: windows in all and by status, superseded ones not counted),
+-- so reading a meeting's counts does not grow with the meeting.
+--
+-- Trigger: constraint trigger after insert, delete or update of status on windows, deferred to
+-- commit (after every other lock the transaction takes: no lock-order hazard), for each row.
+-- Effects:
+--   window_tallies_apply(old, -1) on update and delete, then (new, 1) on insert and update
+-- Output:
+--   null
 begin
   if tg_op in ('UPDATE', 'DELETE') then
     perform window_tallies_apply(old.meeting_id, old.status, -1);

@@ -21,7 +21,7 @@ export async function dumpSchema(client: pg.ClientBase, schema = 'public'): Prom
     await catalog.refuseUnsupported();
     const sections = [
       header(schema),
-      await catalog.schemaGrants(),
+      await catalog.schemaGrantsAndExtensions(),
       await catalog.types(),
       await catalog.tables(),
       await catalog.sequences(),
@@ -145,9 +145,7 @@ class Catalog {
        select 'default privileges' from pg_default_acl
        union all
        select 'event trigger ' || evtname from pg_event_trigger
-       union all
-       select 'extension ' || extname || ' installed in the schema' from pg_extension
-        where extnamespace = (select oid from ns)`,
+`,
     );
     if (found.length > 0) {
       const what = found.map((r) => text(r.what)).sort();
@@ -155,13 +153,24 @@ class Catalog {
     }
   }
 
-  async schemaGrants(): Promise<string> {
+  /** The schema's own grants, and the extensions installed in it (their objects are theirs, not listed). */
+  async schemaGrantsAndExtensions(): Promise<string> {
     const grants = await this.grants(
       `select 'schema' as kind, n.nspname as name, n.oid, 'pg_namespace'::regclass as cls, 'n'::"char" as t,
               n.nspacl as acl, n.nspowner as owner
          from pg_namespace n where n.nspname = $1`,
     );
-    const lines = grants.get(this.schema) ?? [];
+    const extensions = await this.rows(
+      `select e.extname from pg_extension e join pg_namespace n on n.oid = e.extnamespace where n.nspname = $1`,
+    );
+    const lines = [
+      ...(grants.get(this.schema) ?? []),
+      ...extensions
+        .sort(byKey((e) => text(e.extname)))
+        .map(
+          (e) => `create extension ${quoteIdent(text(e.extname))} with schema ${quoteIdent(this.schema)};`,
+        ),
+    ];
     return lines.length > 0 ? `${lines.join('\n')}\n` : '';
   }
 
@@ -193,19 +202,26 @@ class Catalog {
         where n.nspname = $1 and t.typtype = 'c' and a.attnum > 0 and not a.attisdropped
         order by t.oid, a.attnum`,
     );
+    const grants = await this.grants(
+      `select 'type' as kind, t.typname as name, t.oid, 'pg_type'::regclass as cls, 'T'::"char" as t,
+              t.typacl as acl, t.typowner as owner
+         from pg_type t join pg_namespace n on n.oid = t.typnamespace
+        where n.nspname = $1 and t.typtype in ('e', 'd', 'c')`,
+    );
     const blocks = types.sort(byKey((t) => text(t.typname))).map((t) => {
       const name = quoteIdent(text(t.typname));
+      const granted = (grants.get(text(t.typname)) ?? []).map((g) => `\n${g}`).join('');
       if (t.typtype === 'e') {
         const values = labels
           .filter((l) => l.enumtypid === t.oid)
           .map((l) => quoteLiteral(text(l.enumlabel)));
-        return `create type ${name} as enum (${values.join(', ')});\n`;
+        return `create type ${name} as enum (${values.join(', ')});${granted}\n`;
       }
       if (t.typtype === 'c') {
         const fields = attributes
           .filter((a) => a.typid === t.oid)
           .map((a) => `  ${quoteIdent(text(a.attname))} ${text(a.type)}`);
-        return `create type ${name} as (\n${fields.join(',\n')}\n);\n`;
+        return `create type ${name} as (\n${fields.join(',\n')}\n);${granted}\n`;
       }
       const parts = [`create domain ${name} as ${text(t.base)}`];
       if (t.collation !== null) parts.push(`collate ${quoteIdent(text(t.collation))}`);
@@ -214,7 +230,7 @@ class Catalog {
       for (const c of checks.filter((c) => c.contypid === t.oid).sort(byKey((c) => text(c.conname)))) {
         parts.push(`constraint ${quoteIdent(text(c.conname))} ${text(c.def)}`);
       }
-      return `${parts.join('\n  ')};\n`;
+      return `${parts.join('\n  ')};${granted}\n`;
     });
     return `-- Types\n\n${blocks.join('\n')}`;
   }

@@ -34,6 +34,7 @@ import * as m0030 from './migrations/0030-one-job-insert.ts';
 import * as m0031 from './migrations/0031-search-index.ts';
 import * as m0032 from './migrations/0032-search-phrase-pairs.ts';
 import * as m0033 from './migrations/0033-isolated-lane.ts';
+import * as m0034 from './migrations/0034-function-headers.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -69,6 +70,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0031-search-index': m0031,
   '0032-search-phrase-pairs': m0032,
   '0033-isolated-lane': m0033,
+  '0034-function-headers': m0034,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { Cluster } from '../test/support/cluster.ts';
 import { spawnVerbatim, type WorkerProcess } from '../test/support/harness.ts';
 import type { Rng } from './rng.ts';
+import { CHECKPOINT_CATALOG, type CheckpointName } from '../src/checkpoints.ts';
 
 export type FaultKind = 'kill' | 'stop' | 'pg-terminate' | 'pg-restart' | 'provider' | 'queue-loss';
 export const ALL_FAULTS: FaultKind[] = [
@@ -21,25 +22,13 @@ export const ALL_FAULTS: FaultKind[] = [
 ];
 
 /**
- * The named checkpoints (src/checkpoints.ts) where a process is also killed: each drawn from the
- * seed is armed for its first one or two arrivals (counted across processes), and disarmed at the
- * heal. `worker.started` is left out: it is not a step of any piece of work.
+ * The named checkpoints where a process is also killed (those the catalog in src/checkpoints.ts
+ * marks `simulated`): each drawn from the seed is armed for its first one or two arrivals (counted
+ * across processes), and disarmed at the heal.
  */
-export const CHECKPOINTS = [
-  'close-out-meeting.after-last-stretch',
-  'close-out-meeting.transcribe-directly',
-  'dispatcher.after-deliver',
-  'enqueue',
-  'recording.processing',
-  'recording.referenced',
-  'repair-timeline.before-commit',
-  'storage.before-delete',
-  'storage.fencing',
-  'storage.get',
-  'storage.staged',
-  'storage.written',
-  'transcribe-window.before-commit',
-];
+export const CHECKPOINTS = (Object.keys(CHECKPOINT_CATALOG) as CheckpointName[])
+  .filter((name) => CHECKPOINT_CATALOG[name as keyof typeof CHECKPOINT_CATALOG].simulated)
+  .sort();
 
 /**
  * The rates outside the harsh stretch, per second (a Poisson process over each tick's real length).

@@ -10,6 +10,34 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AppError, type ErrorKind } from './domain/errors.ts';
 
+/**
+ * Every named checkpoint in the code, and whether the simulation may kill a process there
+ * (sim/faults.ts draws from those): a typo in a name is a type error, not a fault that never fires.
+ */
+export const CHECKPOINT_CATALOG = {
+  'close-out-meeting.after-last-stretch': { simulated: true },
+  'close-out-meeting.transcribe-directly': { simulated: true },
+  'dispatcher.after-deliver': { simulated: true },
+  'draft.recognise': { simulated: false },
+  enqueue: { simulated: true },
+  'recording.processing': { simulated: true },
+  'recording.referenced': { simulated: true },
+  'repair-timeline.before-commit': { simulated: true },
+  'search-index.before-commit': { simulated: false },
+  'split.window-committed': { simulated: false },
+  'storage.before-delete': { simulated: true },
+  'storage.fencing': { simulated: true },
+  'storage.get': { simulated: true },
+  'storage.staged': { simulated: true },
+  'storage.written': { simulated: true },
+  'transcribe-window.before-commit': { simulated: true },
+  // Not a step of any piece of work.
+  'worker.started': { simulated: false },
+} as const satisfies Record<string, { simulated: boolean }>;
+
+/** A checkpoint's name: one of the catalog's, or `<job kind>.after-claim` (src/jobs/job-runner.ts). */
+export type CheckpointName = keyof typeof CHECKPOINT_CATALOG | `${string}.after-claim`;
+
 export const FaultAction = {
   kill: 'kill',
   throw: 'throw',
@@ -54,7 +82,7 @@ export class Checkpoints {
     return this.faults.length > 0;
   }
 
-  async hit(name: string, context: CheckpointContext = {}): Promise<void> {
+  async hit(name: CheckpointName, context: CheckpointContext = {}): Promise<void> {
     if (this.faults.length === 0) return;
     for (const [i, fault] of this.faults.entries()) {
       if (fault.at !== name) continue;

@@ -1,3 +1,4 @@
+import type { CheckpointName } from '../src/checkpoints.ts';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
@@ -306,7 +307,7 @@ void describe('search over meetings (issue 18)', () => {
     const failing = {
       ...h.app.deps,
       checkpoints: {
-        hit: async (name: string, ctx: Record<string, unknown>) => {
+        hit: async (name: CheckpointName, ctx: Record<string, unknown>) => {
           if (name === 'search-index.before-commit' && ctx.meetingId === stuck) {
             throw new Error('this meeting cannot be indexed');
           }

@@ -6,10 +6,17 @@ import { JobKind } from '../src/domain/status.ts';
 import { createJob } from '../src/jobs/catalog.ts';
 import { writeMinutesJob } from '../src/meetings/minutes.ts';
 import { startFakeChat } from './support/fake-openai.ts';
-import { SPEECH, speechWav, startHarness, uploadMeeting, waitForMeeting } from './support/harness.ts';
+import {
+  SPEECH,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitFor,
+  waitForMeeting,
+} from './support/harness.ts';
 import { claimForTest } from './support/job-context.ts';
 
-void it('V6/L19: of two minutes jobs of one meeting, the earlier ends without sending its prompt and the later one writes the minutes', async () => {
+void it('V6/L19: of two minutes jobs of one meeting, one sends its prompt at a time: the later waits while the earlier is pending, the earlier ends without sending, the later writes the minutes', async () => {
   const chat = await startFakeChat(() => 'ok');
   const h = await startHarness({
     env: {
@@ -46,12 +53,22 @@ void it('V6/L19: of two minutes jobs of one meeting, the earlier ends without se
     const later = await make('revision-2');
     const handler = writeMinutesJob(deps);
 
+    // The later job first: an earlier one is still waiting to run, so it waits for that one.
+    const early = await claimForTest(deps, later);
+    await handler.run(early.ctx);
+    assert.equal(early.settled(), 'requeued');
+    assert.equal(chat.calls(), before, 'the later job sent nothing while an earlier one was pending');
+
+    // The earlier job ends without sending: the later one reads the newer text.
     const first = await claimForTest(deps, earlier);
     await handler.run(first.ctx);
     assert.equal(first.settled(), 'completed');
     assert.equal(chat.calls(), before, 'the earlier job sent nothing');
 
-    const second = await claimForTest(deps, later);
+    // The later one, due again, writes the minutes.
+    const second = await waitFor('the later job to be due again', () =>
+      claimForTest(deps, later).catch(() => null),
+    );
     await handler.run(second.ctx);
     assert.equal(second.settled(), 'completed');
     assert.equal(chat.calls(), before + 1, 'the later job sent the prompt');

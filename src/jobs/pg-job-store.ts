@@ -678,21 +678,22 @@ export class PgJobStore {
   }
 
   /**
-   * Whether a job of the same kind and subject, made after this one, is still active: this one's
-   * work is then outdated by it (the later job reads the newer input).
+   * The other active jobs of this one's kind and subject, oldest first (by creation, then id):
+   * whether this one's work is outdated by a later one, or should wait for an earlier one.
    */
-  async hasLaterActiveJob(job: Pick<JobRow, 'id' | 'kind' | 'subject_id' | 'created_at'>): Promise<boolean> {
-    const later = await this.db
+  async otherActiveJobs(
+    job: Pick<JobRow, 'id' | 'kind' | 'subject_id'>,
+  ): Promise<Array<Pick<JobRow, 'id' | 'status' | 'created_at' | 'run_after'>>> {
+    return this.db
       .selectFrom('jobs')
-      .select('id')
+      .select(['id', 'status', 'created_at', 'run_after'])
       .where('kind', '=', job.kind)
       .where('subject_id', '=', job.subject_id)
       .where('id', '<>', job.id)
-      .where('created_at', '>', job.created_at)
       .where('status', 'in', ACTIVE_JOB_STATUSES)
-      .limit(1)
-      .executeTakeFirst();
-    return later !== undefined;
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
   }
 
   /** Puts a pending job's delivery forward to now (a wake-up after the work it waited for is done). */

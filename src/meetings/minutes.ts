@@ -21,12 +21,28 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
       const meetingId = payloadOf(ctx.job, JobKind.writeMinutes).meetingId;
-      // A later minutes job of this meeting (a newer revision, a request) reads the newer text:
-      // this one's prompt would be outdated, or the same one sent twice (V6: two workers sent one
-      // prompt inside the Retry-After the first had been given).
-      if (await deps.jobs.hasLaterActiveJob(ctx.job)) {
+      // One minutes job of a meeting sends its prompt at a time (V6: two workers sent one prompt,
+      // the second inside the Retry-After the first had been given). A later job (a newer
+      // revision, a request) reads the newer text, so an earlier one ends without writing; a later
+      // one waits while an earlier one runs or waits out its own backoff, which ends it.
+      const others = await deps.jobs.otherActiveJobs(ctx.job);
+      const mine = ctx.job;
+      const later = (o: (typeof others)[number]) =>
+        o.created_at > mine.created_at ||
+        (o.created_at.getTime() === mine.created_at.getTime() && o.id > mine.id);
+      if (others.some(later)) {
         ctx.log.info({ meetingId }, 'a later minutes job of this meeting writes them; this one ends');
         await ctx.complete();
+        return;
+      }
+      if (others.length > 0) {
+        const until = Math.max(
+          ...others.map((o) => (o.status === 'running' ? Date.now() + 1_000 : o.run_after.getTime())),
+        );
+        await ctx.requeue(
+          Math.max(until - Date.now(), 0) + 250,
+          'an earlier minutes job of this meeting is in progress',
+        );
         return;
       }
       // The transcript and the revision it is at, read together: the minutes say which they describe.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { sql } from 'kysely';
 import { it } from 'node:test';
+import { startCloseOutIfSettled } from '../src/meetings/close-out-start.ts';
 import { FfmpegAudioDecoder } from '../src/adapters/ffmpeg-audio-decoder.ts';
 import { planWindows } from '../src/domain/audio-windows.ts';
 import {
@@ -235,12 +235,8 @@ void it('J19: the close-out waits for an upload’s split while its job is pendi
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const start = async () =>
-      (
-        await sql<{ r: string }>`select verbatim_start_close_out(${id}::uuid, 'test', 3, 3, 0) as r`.execute(
-          db,
-        )
-      ).rows[0]!.r;
+    const start = () =>
+      db.transaction().execute((trx) => startCloseOutIfSettled(h.app.deps, trx, id, 'test'));
     assert.equal(await start(), 'not_started', 'a split still running: its windows are not all cut');
     await db.updateTable('jobs').set({ status: 'completed' }).where('id', '=', split.id).execute();
     assert.equal(await start(), 'started', 'the split is over, though it did not set windows_cut_at');

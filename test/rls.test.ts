@@ -17,6 +17,7 @@ import { PgMeetingStore } from '../src/meetings/pg-meeting-store.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 import { speechWav, startHarness, type Harness } from './support/harness.ts';
+import { startCloseOutIfSettled } from '../src/meetings/close-out-start.ts';
 
 /**
  * Rewrites every `workspace_id = x` in a query to `1 = 1`: the store's own query, exactly as it is
@@ -504,9 +505,9 @@ void it('S10: a close-out started inside a tenant request is enqueued, not left 
       .where('id', '=', id)
       .execute();
     const outcome = await runAsTenant(h.workspaceId, () =>
-      sql<{ r: string }>`select verbatim_start_close_out(${id}::uuid, 'test', 3, 3, 0) as r`.execute(db),
+      db.transaction().execute((trx) => startCloseOutIfSettled(h.app.deps, trx, id, 'test')),
     );
-    assert.equal(outcome.rows[0]!.r, 'started');
+    assert.equal(outcome, 'started');
     const job = await db
       .selectFrom('jobs')
       .select(['delivered_at', 'delivery_id'])

@@ -268,15 +268,19 @@ export class PgJobStore {
 
   /**
    * Runs one statement that calls a fenced SQL function (verbatim_fence raises VB001 for a stale
-   * token, reported as LostLeaseError). For hot paths that settle an attempt in one round trip.
+   * token, reported as LostLeaseError), then `then` on its rows, in one transaction. For hot paths
+   * that settle an attempt in one statement and decide on what it returns.
    */
-  async runFencedStatement<R>(
+  async runFencedStatement<R, T>(
     handle: AttemptHandle,
     build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<R>,
-  ): Promise<R[]> {
+    then: (trx: Tx, rows: R[]) => Promise<T>,
+  ): Promise<T> {
     const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
-    const result = await fencedCall(handle, () => build(ids).execute(this.db));
-    return result.rows;
+    return this.db.transaction().execute(async (trx) => {
+      const result = await fencedCall(handle, () => build(ids).execute(trx));
+      return then(trx, result.rows);
+    });
   }
 
   /** J5: the caller's writes, the attempt's outcome and the job's completion commit together. */

@@ -14,7 +14,7 @@ import { encodeWav } from '../domain/wav.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import { deleteMeetingAudio, failMeetingInTx } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
-import { maybeStartCloseOut } from './transcription.ts';
+import { startCloseOutIfSettled } from './close-out-start.ts';
 import { cutWindows, recordWindow } from './window-rows.ts';
 import { liveBlobOf } from '../storage/blob-rows.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
@@ -262,7 +262,7 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
             );
             // Every earlier window may be settled already: then this split was the last thing the
             // close-out waited for.
-            if (!last) await maybeStartCloseOut(deps, trx, meetingId, ctx.actor);
+            if (!last) await startCloseOutIfSettled(deps, trx, meetingId, ctx.actor);
           });
         } catch (err) {
           if (audio) await compensate(deps, [audio], err);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { admitChunk, type ChunkAdmission, type ChunkFormat } from '../domain/chunk-admission.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
+import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeEnergy, energyProfile, splitGap } from '../domain/timeline.ts';
 import { parseWav } from '../domain/wav.ts';
 import { startsWebmStream } from '../domain/webm.ts';
@@ -19,7 +19,7 @@ import {
   removeGapRun,
   storedChunk,
 } from './timeline-rows.ts';
-import { createJob } from '../jobs/catalog.ts';
+import { beginCloseOut, startCloseOutIfAllHere } from './close-out-start.ts';
 import { ClientCode } from '../domain/client-codes.ts';
 
 const SAMPLE_RATE = 16_000;
@@ -129,29 +129,6 @@ export async function storeChunk(
 }
 
 class ChunkRace extends Error {}
-
-/**
- * L24: the grace after End is for declared chunks still on their way. Once the last of them is
- * stored, the close-out waiting out that grace starts at once. Run after the chunk's own
- * transaction, and taking only the job's row (job rows come before the meeting's in every lock
- * order here); a wake that fails leaves the close-out to its grace, and the chunk stays stored.
- */
-async function startCloseOutIfAllHere(deps: MeetingDeps, meetingId: string, actor: string): Promise<void> {
-  try {
-    await deps.db.transaction().execute(async (trx) => {
-      const meeting = await deps.meetings.findById(meetingId, trx);
-      if (meeting?.status !== MeetingStatus.finalizing || meeting.declared_chunks === null) return;
-      if ((await countChunks(trx, meetingId)) !== meeting.declared_chunks) return;
-      const waiting = await deps.jobs.lockDelayedJob(trx, meetingId, JobKind.closeOutMeeting);
-      if (waiting) await deps.jobs.wakeJob(trx, waiting.id, actor, 'every declared chunk is here');
-    });
-  } catch (err) {
-    deps.log.warn(
-      { meetingId, err: err instanceof Error ? err.message : String(err) },
-      'could not start the close-out early; it starts after its grace',
-    );
-  }
-}
 
 /** The chunk already stored under this seq (and whether it is placed), if it is the same chunk. */
 async function sameChunk(
@@ -299,20 +276,17 @@ export async function endMeeting(
       }
       return meeting;
     }
-    let ended = await deps.meetings.transition(trx, meeting, 'startFinalizing', actor, 'meeting ended');
-    if (declared !== null) {
-      ended = await deps.meetings.declareChunks(trx, meetingId, declared);
-    }
     // L24: every declared chunk is here, so there is nothing to wait for.
     const allHere = declared !== null && (await countChunks(trx, meetingId)) === declared;
-    await createJob(
+    const ended = await beginCloseOut(
       deps,
       trx,
-      JobKind.closeOutMeeting,
-      { meetingId },
-      { workspaceId, delayMs: allHere ? 0 : deps.config.closeoutGraceMs },
+      meeting,
       actor,
+      'meeting ended',
+      allHere ? 0 : deps.config.closeoutGraceMs,
     );
+    if (declared !== null) return deps.meetings.declareChunks(trx, meetingId, declared);
     return ended;
   });
 }

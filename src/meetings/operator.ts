@@ -17,7 +17,7 @@ import { markPendingAtPublication } from './late-window-store.ts';
 import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
-import { maybeStartCloseOut } from './transcription.ts';
+import { createCloseOutJob, startCloseOutIfSettled } from './close-out-start.ts';
 import { createMinutesJob } from './minutes.ts';
 import { ensureRepairJob } from './frontier.ts';
 import { hasRepairWork } from './repair-rows.ts';
@@ -244,14 +244,7 @@ export async function releaseHeldAudio(deps: MeetingDeps, meetingId: string, act
 async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, actor: string): Promise<number> {
   const windows = await windowsOf(trx, meeting.id);
   if (meeting.status === MeetingStatus.finalizing) {
-    await createJob(
-      deps,
-      trx,
-      JobKind.closeOutMeeting,
-      { meetingId: meeting.id },
-      { workspaceId: meeting.workspace_id },
-      actor,
-    );
+    await createCloseOutJob(deps, trx, meeting, actor);
     // A published transcript's windows still in retry (past the close-out's cap, L4) had their jobs
     // superseded above; the close-out does not go back to them, so they get jobs of their own again
     // (their words then revise the transcript, L19). Without this their audio was deleted untranscribed.
@@ -306,6 +299,6 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, w.id, w.index, actor);
     created++;
   }
-  if (created === 0) await maybeStartCloseOut(deps, trx, meeting.id, actor);
+  if (created === 0) await startCloseOutIfSettled(deps, trx, meeting.id, actor);
   return created;
 }

@@ -2,7 +2,6 @@ import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { mayPass } from '../domain/retry-policy.ts';
 import { JobKind, WindowStatus } from '../domain/status.ts';
-import { flushAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -12,16 +11,13 @@ import {
   completeWindowAttemptStatement,
   loadWindowSource,
   markWindowFailed,
-  processingMeetingsWithHeldWindows,
-  startCloseOutIfSettled,
   windowById,
-  type CloseOutStart,
   type SegmentRow,
   type WindowSource,
 } from './window-rows.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-window-store.ts';
-import { createJob, payloadOf, workspacelessSpec } from '../jobs/catalog.ts';
-import { specJson } from '../jobs/pg-job-store.ts';
+import { createJob, payloadOf } from '../jobs/catalog.ts';
+import { startCloseOutIfSettled } from './close-out-start.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof JobKind.transcribeWindow> {
@@ -39,10 +35,12 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       const rows = segmentRows(source.window, segments);
       // J5 in one statement: fence, window and segments, close-out start if last, completion.
       await ctx.completeWith(async (handle) => {
-        const [result] = await deps.jobs.runFencedStatement(handle, (ids) =>
-          completeWindowAttemptStatement(ids, ctx.actor, rows, closeOutSpec(deps, source.window.meeting_id)),
+        await deps.jobs.runFencedStatement(
+          handle,
+          (ids) => completeWindowAttemptStatement(ids, ctx.actor, rows),
+          (trx, [result]) =>
+            startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor, result?.facts ?? null),
         );
-        reportCloseOutStart(deps, source.window.meeting_id, result?.outcome);
       });
       // L19: a window that settles after its transcript was published revises it (the sweep does
       // this for a process that dies before it).
@@ -55,7 +53,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       const window = await windowById(trx, windowId);
       await deps.meetings.lock(trx, window.meeting_id);
       await markWindowFailed(trx, window, error, 'worker');
-      await maybeStartCloseOut(deps, trx, window.meeting_id, 'worker');
+      await startCloseOutIfSettled(deps, trx, window.meeting_id, 'worker');
       await publishSettledLateWindows(deps, trx, window.meeting_id, 'worker');
       return null;
     },
@@ -198,62 +196,4 @@ export async function transcribeDirectly(
     return;
   }
   await fenced((trx) => commitWindowTranscript(trx, window, segments, actor));
-}
-
-/**
- * Once no window of a processing upload is still being attempted, the meeting moves to finalizing
- * and its close-out job is created — in the transaction that settled the last window, after taking
- * the meeting's lock so two last windows cannot both miss (or both start) it.
- */
-export async function maybeStartCloseOut(
-  deps: MeetingDeps,
-  trx: Tx,
-  meetingId: string,
-  actor: string,
-): Promise<void> {
-  await flushAudit(trx);
-  reportCloseOutStart(
-    deps,
-    meetingId,
-    await startCloseOutIfSettled(trx, meetingId, actor, closeOutSpec(deps, meetingId)),
-  );
-}
-
-/**
- * The close-out job verbatim_start_close_out creates, by the catalog's rules (L7: its budget is
- * split between errors and stalled-job reclaims), as the SQL reads it; the SQL adds the workspace.
- */
-function closeOutSpec(deps: MeetingDeps, meetingId: string): string {
-  return specJson(workspacelessSpec(deps.config, JobKind.closeOutMeeting, { meetingId }));
-}
-
-/**
- * J20: a recording whose only windows left are held (isolated, on their slow backoff) completes
- * meanwhile with the gap shown; their words are spliced in when they come (L19). The window's job
- * going on its backoff settles nothing, so this sweep step asks the close-out gate again.
- */
-export async function startCloseOutsPastHeldWindows(deps: MeetingDeps, actor: string): Promise<number> {
-  let started = 0;
-  for (const meetingId of await processingMeetingsWithHeldWindows(deps.db)) {
-    await deps.db.transaction().execute(async (trx) => {
-      await flushAudit(trx);
-      const outcome = await startCloseOutIfSettled(trx, meetingId, actor, closeOutSpec(deps, meetingId));
-      reportCloseOutStart(deps, meetingId, outcome);
-      if (outcome === 'started' || outcome === 'undelivered') started++;
-    });
-  }
-  return started;
-}
-
-export function reportCloseOutStart(
-  deps: MeetingDeps,
-  meetingId: string,
-  outcome: CloseOutStart | undefined,
-): void {
-  if (outcome === 'undelivered') {
-    deps.log.warn(
-      { meetingId },
-      'close-out committed but its delivery could not be enqueued; the rescue sweep will re-drive it',
-    );
-  }
 }

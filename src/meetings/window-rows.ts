@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder } from 'kysely';
 import type { Executor, Tx, WindowRow } from '../db/schema.ts';
+import type { CloseOutGateFacts } from '../domain/close-out-gate.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
 import { ACTIVE_JOB_STATUSES, WindowStatus, WindowTransitions } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
@@ -18,9 +19,6 @@ export interface SegmentRow {
   end_ms: number;
   text: string;
 }
-
-/** What verbatim_start_close_out did; `undelivered` is committed work that the rescue sweep re-drives. */
-export type CloseOutStart = 'not_started' | 'started' | 'undelivered';
 
 /**
  * Records one pending window of a meeting's timeline and, when it has audio, references the staged
@@ -84,17 +82,16 @@ export async function loadWindowSource(db: Executor, windowId: string): Promise<
 
 /**
  * J5 in one statement, run under the attempt's fence: the window's segments and its move to
- * transcribed, the close-out's start if it was the last, and the job's completion.
+ * transcribed, the job's completion, then the facts of the meeting's close-out gate, read under the
+ * meeting's lock when it is processing (verbatim_close_out_gate). The caller decides on them.
  */
 export function completeWindowAttemptStatement(
   ids: { jobId: string; attemptId: string; token: string },
   actor: string,
   rows: SegmentRow[],
-  closeOutSpec: string,
-): RawBuilder<{ outcome: CloseOutStart }> {
-  return sql<{ outcome: CloseOutStart }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
-    ${ids.attemptId}::uuid, ${ids.token}::uuid, ${actor}, ${JSON.stringify(rows)}::jsonb,
-    ${closeOutSpec}::jsonb) as outcome`;
+): RawBuilder<{ facts: CloseOutGateFacts | null }> {
+  return sql<{ facts: CloseOutGateFacts | null }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
+    ${ids.attemptId}::uuid, ${ids.token}::uuid, ${actor}, ${JSON.stringify(rows)}::jsonb) as facts`;
 }
 
 /** J5/J15: the segments and the window's compare-and-swap to transcribed; false when it was no longer pending. */
@@ -141,18 +138,14 @@ export async function markWindowFailed(
 }
 
 /**
- * Moves a processing meeting whose windows have all settled to finalizing and creates its close-out
- * job from `closeOutSpec` (verbatim_start_close_out); nothing when a window is still being attempted.
+ * The facts the close-out gate decides on (verbatim_close_out_gate): a processing meeting's row is
+ * locked until the transaction ends; null when there is no such meeting.
  */
-export async function startCloseOutIfSettled(
-  trx: Tx,
-  meetingId: string,
-  actor: string,
-  closeOutSpec: string,
-): Promise<CloseOutStart | undefined> {
-  const result = await sql<{ outcome: CloseOutStart }>`select verbatim_start_close_out(${meetingId}::uuid,
-    ${actor}, ${closeOutSpec}::jsonb) as outcome`.execute(trx);
-  return result.rows[0]?.outcome;
+export async function closeOutGateFacts(trx: Tx, meetingId: string): Promise<CloseOutGateFacts | null> {
+  const result = await sql<{
+    facts: CloseOutGateFacts | null;
+  }>`select verbatim_close_out_gate(${meetingId}::uuid) as facts`.execute(trx);
+  return result.rows[0]?.facts ?? null;
 }
 
 /** The windows an upload's split has committed so far, in order: where a resumed split goes on. */

@@ -20,7 +20,7 @@ import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { publishLateWindowsSweep } from '../meetings/late-window-store.ts';
-import { startCloseOutsPastHeldWindows } from '../meetings/transcription.ts';
+import { startCloseOutsPastHeldWindows } from '../meetings/close-out-start.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';

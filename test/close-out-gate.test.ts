@@ -1,0 +1,128 @@
+// The close-out gate (issue 34, scope 3): the decision is one pure function, and the window hot path
+// applies it under the meeting's lock, so of many last windows committing at once exactly one
+// starts the close-out.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { it } from 'node:test';
+import { decideCloseOutStart } from '../src/domain/close-out-gate.ts';
+import { JobKind } from '../src/domain/status.ts';
+import { createJob } from '../src/jobs/catalog.ts';
+import { startCloseOutIfSettled } from '../src/meetings/close-out-start.ts';
+import { completeWindowAttemptStatement } from '../src/meetings/window-rows.ts';
+import { startHarness } from './support/harness.ts';
+
+void it('J19/J20: a processing meeting starts its close-out once no window is in flight and its split is not cutting; a held window does not hold it back', () => {
+  const settled = { status: 'processing', source: 'upload', windowsCut: true } as const;
+  assert.deepEqual(decideCloseOutStart({ ...settled, inFlight: false, pending: false }), {
+    start: true,
+    reason: 'every window settled',
+  });
+  assert.deepEqual(decideCloseOutStart({ ...settled, inFlight: false, pending: true }), {
+    start: true,
+    reason: 'every window settled or held',
+  });
+  assert.equal(decideCloseOutStart({ ...settled, inFlight: true, pending: true }).start, false);
+  for (const status of ['created', 'recording', 'finalizing', 'complete', 'failed'] as const) {
+    assert.equal(decideCloseOutStart({ status }).start, false, status);
+  }
+  // J19: an upload's or a bot's split still cutting windows holds it back, until it has cut the last.
+  for (const source of ['upload', 'bot'] as const) {
+    const cutting = { status: 'processing', source, windowsCut: false, splitActive: true } as const;
+    assert.deepEqual(decideCloseOutStart(cutting), { start: false, because: 'windows still being cut' });
+    assert.equal(decideCloseOutStart({ ...cutting, splitActive: false }).start, true);
+    assert.equal(decideCloseOutStart({ ...cutting, windowsCut: true }).start, true);
+  }
+});
+
+void it('J5/J19: of the last windows of a meeting committed at once through the hot path, exactly one starts the close-out, never none', async () => {
+  const h = await startHarness();
+  try {
+    const deps = h.app.deps;
+    for (let round = 0; round < 8; round++) {
+      const meetingId = randomUUID();
+      await deps.db
+        .insertInto('meetings')
+        .values({
+          id: meetingId,
+          workspace_id: h.workspaceId,
+          source: 'upload',
+          title: `round ${round}`,
+          status: 'processing',
+          window_ms: 1000,
+          windows_cut_at: new Date(),
+        })
+        .execute();
+      const handles = [];
+      for (let index = 0; index < 6; index++) {
+        const windowId = randomUUID();
+        await deps.db
+          .insertInto('windows')
+          .values({
+            id: windowId,
+            workspace_id: h.workspaceId,
+            meeting_id: meetingId,
+            index,
+            start_ms: index * 1000,
+            end_ms: (index + 1) * 1000,
+            status: 'pending',
+          })
+          .execute();
+        const job = await deps.db
+          .transaction()
+          .execute((trx) =>
+            createJob(
+              deps,
+              trx,
+              JobKind.transcribeWindow,
+              { meetingId, windowId, windowIndex: index },
+              { workspaceId: h.workspaceId },
+              'test',
+            ),
+          );
+        const claimed = await deps.jobs.claimJob(job!.id, `owner-${index}`);
+        assert.ok(claimed);
+        handles.push(claimed.handle);
+      }
+      const outcomes = await Promise.all(
+        handles.map((handle, i) =>
+          deps.jobs.runFencedStatement(
+            handle,
+            (ids) =>
+              completeWindowAttemptStatement(ids, `worker:${i}`, [
+                { seq: 0, start_ms: 0, end_ms: 500, text: 'w' },
+              ]),
+            (trx, [row]) => startCloseOutIfSettled(deps, trx, meetingId, `worker:${i}`, row?.facts ?? null),
+          ),
+        ),
+      );
+      assert.deepEqual(
+        outcomes.filter((o) => o === 'started'),
+        ['started'],
+        `round ${round}: ${outcomes.join(', ')}`,
+      );
+      const meeting = await deps.db
+        .selectFrom('meetings')
+        .select('status')
+        .where('id', '=', meetingId)
+        .executeTakeFirstOrThrow();
+      assert.equal(meeting.status, 'finalizing');
+      const closeOuts = await deps.db
+        .selectFrom('jobs')
+        .select('id')
+        .where('meeting_id', '=', meetingId)
+        .where('kind', '=', JobKind.closeOutMeeting)
+        .execute();
+      assert.equal(closeOuts.length, 1);
+      const moves = await deps.db
+        .selectFrom('audit_events')
+        .select(['from_status', 'to_status', 'reason'])
+        .where('subject_id', '=', meetingId)
+        .execute();
+      assert.deepEqual(moves, [
+        { from_status: 'processing', to_status: 'finalizing', reason: 'every window settled' },
+      ]);
+    }
+  } finally {
+    await h.close();
+  }
+});

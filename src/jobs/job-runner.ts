@@ -4,7 +4,8 @@ import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/
 import type { Logger } from '../log.ts';
 import { LostLeaseError } from './attempt-handle.ts';
 import type { DeliveryPayload } from './delivery-store.ts';
-import type { JobContext, JobDefinition } from './job-definition.ts';
+import { attemptContext } from './attempt-context.ts';
+import type { JobDefinition } from './job-definition.ts';
 import type { PgJobStore } from './pg-job-store.ts';
 
 export interface RunnerDeps {
@@ -85,32 +86,13 @@ export async function runDelivery(
   // the requeue that carried it was lost with the database connection (V6).
   let notBefore = 0;
   const wantLater = (ms: number) => (notBefore = Math.max(notBefore, Date.now() + ms));
-  const ctx: JobContext = {
-    job,
-    handle,
+  const ctx = attemptContext(deps.jobs, claimed, {
     signal: controller.signal,
     log,
     actor,
-    complete: async (commit) => {
-      await deps.jobs.completeAttempt(handle, actor, commit);
-      settled = true;
-    },
-    requeue: async (delayMs, reason, commit) => {
-      wantLater(delayMs);
-      await deps.jobs.requeueAttempt(handle, actor, delayMs, reason, commit);
-      settled = true;
-    },
-    waitOutOutage: async (reason, commit, retryAfterSeconds) => {
-      wantLater((retryAfterSeconds ?? 0) * 1000);
-      await deps.jobs.requeueForOutage(handle, actor, reason, commit, retryAfterSeconds);
-      settled = true;
-    },
-    completeWith: async (settle) => {
-      await settle(handle);
-      settled = true;
-    },
-    fenced: (fn) => deps.jobs.withFencedAttempt(handle, fn),
-  };
+    settled: () => (settled = true),
+    later: wantLater,
+  });
 
   try {
     const work = (async () => {

@@ -169,7 +169,7 @@ export interface BotPage {
 }
 
 /**
- * A meeting-bot provider with Recall.ai's API shape (issue 5, R1–R8). Every method makes exactly
+ * A meeting-bot provider with Recall.ai's API shape (R1–R8). Every method makes exactly
  * one provider call (`downloadRecording` one download), so callers can account each call against
  * the provider's per-endpoint rate budgets (R2). Failures are `AppError`s: `bot.rate_limited`
  * (429) and `bot.no_capacity` (507) carry `retryAfterSeconds`.

@@ -15,7 +15,7 @@ import { PassThrough } from 'node:stream';
 import type { Readable } from 'node:stream';
 
 /*
- * Recall.ai's bot API, as documented (checked for issue 5):
+ * Recall.ai's bot API, as documented:
  * - Auth: `Authorization: Token <key>` (the `Token` prefix is optional).
  *   https://docs.recall.ai/reference/authentication
  * - Create `POST /api/v1/bot/` {meeting_url, join_at (ISO 8601), bot_name, metadata, recording_config}

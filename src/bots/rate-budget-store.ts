@@ -86,8 +86,8 @@ export class RateBudget {
 
   /**
    * As `take`, returning when (performance.now()) the slot was written, or null. Waiting for the
-   * endpoint's lock (other processes taking slots) comes before and does not count: it was found
-   * to make a loaded machine throw away slot after slot in `guard`.
+   * endpoint's lock (other processes taking slots) comes before and does not count: counted, it
+   * would make a loaded machine throw away slot after slot in `guard`.
    */
   private async takeAt(endpoint: string, maxWaitMs: number): Promise<number | null> {
     const deadline = Date.now() + maxWaitMs;

@@ -21,9 +21,9 @@ import {
   type FileOwner,
 } from './embedded-files.ts';
 
-/** The port every data dir used before issue 13; a new data dir still takes it first when free. */
+/** The port of data dirs made without a port file; a new data dir still takes it first when free. */
 export const LEGACY_PORT = 54329;
-/** The superuser password of data dirs initialised before issue 13 (S6); replaced at their next start. */
+/** The superuser password of data dirs made without a password file (S6); replaced at their next start. */
 export const LEGACY_PASSWORD = 'verbatim-embedded';
 /** Postgres refuses a Unix socket path longer than this (sun_path is 108 bytes with its NUL). */
 const MAX_SOCKET_PATH = 107;
@@ -151,7 +151,7 @@ interface LegacyContext {
 }
 
 /**
- * A data dir initialised before issue 13 has no password file and a superuser whose password every
+ * A data dir made by an earlier release has no password file and a superuser whose password every
  * installation shared. Postgres is started with no TCP listener (the socket sits in the private
  * cluster directory), the superuser gets a new random password, and only then does TCP open. The new
  * password is kept in a pending file first, so a crash between ALTER ROLE and the rename still leaves

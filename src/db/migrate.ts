@@ -87,8 +87,8 @@ export async function migrateToLatest(db: Kysely<unknown>, connectionString: str
     throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
   }
   // graphile-worker's own pool has no 'error' listener: a connection cut while idle (a terminated
-  // backend, a restart) would be an uncaught 'error' event and end the process (V8, found by the
-  // simulation). Its migrations run on a pool of ours that logs nothing and lets the error pass
+  // backend, a restart) would be an uncaught 'error' event and end the process (V8). Its
+  // migrations run on a pool of ours that logs nothing and lets the error pass
   // to the query that meets it.
   const pool = new pg.Pool({ connectionString, max: 2 });
   pool.on('error', () => undefined);

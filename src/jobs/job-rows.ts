@@ -204,7 +204,7 @@ export class JobRows {
     // A job whose meeting was deleted while it was being made (a delete that ran alongside the
     // transaction creating it cancels only the jobs it could see) fails for want of its rows: it
     // ends canceled, and no hook runs, since there is nothing left to settle and a hook reading
-    // the gone rows would throw and keep the job running for ever (found by the simulation).
+    // the gone rows would throw and keep the job running for ever.
     const meetingGone =
       job.meeting_id !== null &&
       !(await trx.selectFrom('meetings').select('id').where('id', '=', job.meeting_id).executeTakeFirst());

@@ -128,8 +128,8 @@ export async function runDelivery(
     const retryAfter = Math.max(asked, learnt) > 0 ? Math.max(asked, learnt) : undefined;
     try {
       // The failure, with the provider's Retry-After, is recorded even across a cut connection:
-      // a report lost to a terminated backend left the job to its lease, which retried it sooner
-      // than the provider had asked (V6, found by the simulation). The lease is renewed meanwhile.
+      // a report lost to a terminated backend would leave the job to its lease, which would retry
+      // it sooner than the provider had asked (V6). The lease is renewed meanwhile.
       const result = await retryOnConnectionLoss(deps.leaseMs, () =>
         deps.jobs.failAttempt(handle, actor, record, retryAfter, def.onTerminalFailure),
       );

@@ -46,8 +46,8 @@ export { handOffMeetingObjects, referenceStaged, storedBytes, type StagedObject 
  * makes a reference and a fence exclude each other is the object's own cleanup row: the creator
  * needs it `staged` and locks it, the fence needs it `pending` and locks it, and an object key
  * has one row. So a deleter stopped inside its fence holds up that one object, not every upload
- * of its workspace (found by the simulation: a fence held the workspace's guard exclusively, and a
- * worker paused inside one stalled every chunk of the tenant for as long as it stayed paused).
+ * of its workspace (were the fence to hold the workspace's guard exclusively, a worker paused
+ * inside one would stall every chunk of the tenant for as long as it stayed paused).
  */
 
 export interface StorageDeps {

@@ -34,8 +34,8 @@ export async function declareWorkersWithFreeLocks(
     // A worker declared dead by its silence (it may only have been paused) keeps its claims; if it
     // then dies for real without a heartbeat in between (SIGKILLed while stopped), its row stays
     // declared, and only its free lock can say so: such a worker is watched while it still holds
-    // a claim, and its claims are released once its lock is seen free (found by the simulation: a
-    // stopped-then-killed worker's backstop lease left a bot recording unrecovered for 15 minutes).
+    // a claim, and its claims are released once its lock is seen free (else a stopped-then-killed
+    // worker's backstop lease would leave a bot recording unrecovered for 15 minutes).
     const seen = await sql<{ id: string; free: boolean; confirmed: boolean; declared: boolean }>`
       select w.id,
              pg_try_advisory_xact_lock(${LIFE_LOCK_NAMESPACE}::int, w.lock_key) as free,
@@ -143,8 +143,8 @@ export async function declareDead(
  * takes them), and the object deletions, webhook deliveries and bot backstop runs they had claimed
  * go to the next pass at once, not after their own leases (a minute; twice the webhook timeout; 15
  * minutes): a deletion is fenced and idempotent, a delivery sent again carries the same webhook-id,
- * and a backstop run is a recovery that may be run again (found by the simulation: a killed
- * worker's backstop lease left lost bot webhooks unrecovered for 15 minutes).
+ * and a backstop run is a recovery that may be run again (else a killed worker's backstop lease
+ * would leave lost bot webhooks unrecovered for 15 minutes).
  */
 async function releaseClaims(trx: Tx, ids: string[], leaseGraceMs: number): Promise<void> {
   await trx

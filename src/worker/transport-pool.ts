@@ -10,11 +10,11 @@ type ConnectCallback = (
  * The pool graphile-worker runs on. It differs from pg.Pool in one way: releasing a client twice
  * is reported to `onDoubleRelease` (with the second caller's stack) instead of thrown.
  *
- * Why (V8, found by the simulation): graphile-worker 0.17.3 releases its LISTEN client from two
+ * Why (V8): graphile-worker 0.17.3 releases its LISTEN client from two
  * places when a runner is stopped while its LISTEN is in flight and the connection is cut — the
  * stop's release and the failed LISTEN's error handler each run `UNLISTEN`, both fail, and both
  * release. The second release throws inside an async function nobody awaits, and the unhandled
- * rejection ended the worker process. A second release of the same client has nothing left to do,
+ * rejection would end the worker process. A second release of the same client has nothing left to do,
  * so here it is logged and ignored; the first release already returned or removed the client.
  */
 export class TransportPool extends pg.Pool {

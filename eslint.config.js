@@ -82,6 +82,37 @@ export default tseslint.config(
     },
   },
   {
+    // A store does database I/O and nothing else: it reads rows or applies what a use case decided
+    // (docs/architecture.md). So it takes a transaction and values, never the use cases'
+    // dependencies; it writes no outbox event (the use case emits it in the same transaction); and
+    // it calls no store of another folder (the use case calls both). The audit trail is the one
+    // store every write shares. The operator read models (src/ops) read every context's tables.
+    files: ['src/**/*-store.ts', 'src/**/*-rows.ts'],
+    ignores: ['src/ops/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)(deps|app)\\.ts$',
+              message: 'a store takes a transaction and values, not the use cases’ dependencies.',
+            },
+            {
+              regex: '(^|/)events/outbox',
+              message: 'a store writes no outbox event: the use case emits it in its transaction.',
+            },
+            {
+              regex: '^\\.\\./(?!jobs/audit-store\\.ts$)[^/]+/[^/]+-(store|rows)\\.ts$',
+              allowTypeImports: true,
+              message: 'a store calls no store of another folder: the use case calls both.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The edges (HTTP routes and CLI commands) parse, authorize and format; what they read or write
     // in the database goes through the modules that own those tables (docs/architecture.md), so a
     // query is never written twice, once in a route and once in a store.

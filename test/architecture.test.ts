@@ -154,3 +154,57 @@ void it('Boundaries: a module with queries is a store (*-store.ts, *-rows.ts): a
   );
   assert.ok(messages.every((m) => /SQL lives in the stores/.test(m.message)));
 });
+
+void it('Boundaries: a store decides nothing a use case decides: it imports no use-case dependencies, no outbox and no store of another folder', async () => {
+  const store = probe(
+    `src/meetings/${tag}-rows.ts`,
+    [
+      `import type { MeetingDeps } from './deps.ts';`,
+      `import { emitEvent } from '../events/outbox-store.ts';`,
+      `import { moveBotRecording } from '../bots/bot-recording-store.ts';`,
+      `import type { BotRecordingRow } from '../db/schema.ts';`,
+      `import { recordAudit } from '../jobs/audit-store.ts';`,
+      `import { windowById } from './window-rows.ts';`,
+      `export const probe = [emitEvent, moveBotRecording, recordAudit, windowById];`,
+      `export type Probe = [MeetingDeps, BotRecordingRow];`,
+      '',
+    ].join('\n'),
+  );
+  // The same imports in a use case are its business.
+  const useCase = probe(
+    `src/meetings/${tag}-case.ts`,
+    [
+      `import type { MeetingDeps } from './deps.ts';`,
+      `import { emitEvent } from '../events/outbox-store.ts';`,
+      `import { moveBotRecording } from '../bots/bot-recording-store.ts';`,
+      `export const probe = [emitEvent, moveBotRecording];`,
+      `export type Probe = MeetingDeps;`,
+      '',
+    ].join('\n'),
+  );
+  const messages = (await lint([store, useCase])).filter(
+    (m) => m.rule === '@typescript-eslint/no-restricted-imports',
+  );
+  // Each refusal names the import and why; the use case, the audit trail, a type and a store of
+  // the same folder are not refused.
+  const refused = messages.map((m) => {
+    const why = /use cases’ dependencies/.test(m.message)
+      ? 'dependencies'
+      : /no outbox event/.test(m.message)
+        ? 'outbox'
+        : /another folder/.test(m.message)
+          ? 'other folder'
+          : m.message;
+    return `${m.file} ${/^'([^']+)'/.exec(m.message)?.[1]} ${why}`;
+  });
+  assert.deepEqual(
+    refused.sort(),
+    [
+      `${tag}-rows.ts ../bots/bot-recording-store.ts other folder`,
+      `${tag}-rows.ts ../events/outbox-store.ts other folder`,
+      `${tag}-rows.ts ../events/outbox-store.ts outbox`,
+      `${tag}-rows.ts ./deps.ts dependencies`,
+    ],
+    JSON.stringify(messages),
+  );
+});

@@ -3,6 +3,7 @@ import { it } from 'node:test';
 import { CONSUMERS_OF, EventType, JobKind } from '../src/domain/status.ts';
 import { emitEvent } from '../src/events/outbox-store.ts';
 import { createJob, jobSpec } from '../src/jobs/catalog.ts';
+import { endMeetingAs } from '../src/meetings/meeting-end.ts';
 import {
   METRICS_AUTH,
   SPEECH,
@@ -47,7 +48,7 @@ void it('X2: each figure of /metrics follows the state it counts: reclaimed leas
     const meetingId = await uploadMeeting(h, speechWav(SPEECH));
     await db.transaction().execute(async (trx) => {
       const meeting = await h.app.deps.meetings.lock(trx, meetingId);
-      await h.app.deps.meetings.transition(trx, meeting, 'failMeeting', 'test', 'made to fail');
+      await endMeetingAs(h.app.deps, trx, meeting, 'failMeeting', 'test', 'made to fail');
     });
 
     // (The failure is an event too, for its consumers: counted from here.)

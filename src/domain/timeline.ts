@@ -7,6 +7,7 @@
  * (or a WebM piece is decoded again), its stretch is *resized* to its real length: every position
  * after it moves by the difference, and the windows around it are re-cut and transcribed again.
  */
+import { MeetingStatus, WindowStatus } from './status.ts';
 
 export const SAMPLE_RATE = 16_000;
 /** Energy is kept per 10 ms step of each chunk. */
@@ -33,6 +34,42 @@ export interface CutOptions {
   frame: number;
   /** A final stretch shorter than this joins the window before it (samples). */
   minTail: number;
+}
+
+/** The cut options of a meeting's timeline: its window slot and the boundary search, in ms. */
+export function cutOptions(windowMs: number, boundarySearchMs: number): CutOptions {
+  return {
+    slot: Math.round((windowMs / 1000) * SAMPLE_RATE),
+    search: Math.round((boundarySearchMs / 1000) * SAMPLE_RATE),
+    frame: SAMPLE_RATE / 10,
+    minTail: SAMPLE_RATE,
+  };
+}
+
+/** A chunk's nominal length in samples. */
+export function nominalChunkSamples(chunkMs: number): number {
+  return Math.round((chunkMs / 1000) * SAMPLE_RATE);
+}
+
+export function samplesToMs(samples: number): number {
+  return Math.round((samples * 1000) / SAMPLE_RATE);
+}
+
+/**
+ * A meeting that ended, or whose close-out cut the last stretch: new audio is placed as it comes
+ * and cut by its repair job, never by the request that stored it.
+ */
+export function closedTimeline(m: {
+  timeline_closed_at: Date | null;
+  audio_deleted_at: Date | null;
+  status: string;
+}): boolean {
+  return (
+    m.timeline_closed_at !== null ||
+    m.audio_deleted_at !== null ||
+    m.status === MeetingStatus.complete ||
+    m.status === MeetingStatus.failed
+  );
 }
 
 export interface CutWindow {
@@ -486,4 +523,45 @@ function keepPiece(
     kind: 'keep',
     keep: { windowId: w.id, status: w.status, from, to, straddleFrom },
   });
+}
+
+/**
+ * L19: the status a repair's new window takes: transcribed when the repair recognised it, missing
+ * when it has no audio, and for a piece kept from a window it replaces, that window's settled
+ * status (a failed one keeps its reason); a piece of a window still pending, whose audio is gone
+ * by the time of the repair, fails as deleted.
+ */
+export function repairedWindowStatus(
+  kind: PlannedWindow['kind'],
+  old: { status: WindowStatus; failure_code: string | null; failure_message: string | null } | undefined,
+): { status: WindowStatus; failureCode: string | null; failureMessage: string | null } {
+  const status =
+    kind === 'transcribe'
+      ? WindowStatus.transcribed
+      : kind === 'silent'
+        ? WindowStatus.missing
+        : old && old.status !== WindowStatus.pending
+          ? old.status
+          : WindowStatus.failed;
+  if (status !== WindowStatus.failed) return { status, failureCode: null, failureMessage: null };
+  return {
+    status,
+    failureCode: old?.failure_code ?? 'audio.deleted',
+    failureMessage: old?.failure_message ?? 'its audio was deleted before it was transcribed',
+  };
+}
+
+/**
+ * Where a repair leaves the meeting's cut: where the plan says when it cut through or past the old
+ * cut — also when the old cut lay inside a chain's reserved stretch (the shifts leave such a cut
+ * where it was, and a chain shorter than reserved ends before it); otherwise the cut as shifted,
+ * which any window the cutter added meanwhile also moved (`atLeast`: the greater of the two).
+ */
+export function repairCut(
+  chains: ReadonlyArray<{ start: number; oldLength: number }>,
+  oldCut: number,
+  planCut: number,
+): { cut: number; atLeast: boolean } {
+  const inside = chains.some((c) => oldCut > c.start && oldCut < c.start + c.oldLength);
+  return { cut: planCut, atLeast: !inside };
 }

@@ -1,3 +1,4 @@
+import { endMeetingAs } from './meeting-end.ts';
 import type { Tx } from '../db/schema.ts';
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
 import { JobKind, MeetingStatus, WindowStatus } from '../domain/status.ts';
@@ -7,7 +8,7 @@ import {
   meetingsWithAudioToHandOff,
   pinnedBlobIds,
 } from './audio-retention-rows.ts';
-import { publishSettledLateWindows } from './late-window-store.ts';
+import { publishSettledLateWindows } from './late-windows.ts';
 import { markWindowFailed, windowById } from './window-rows.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -28,7 +29,7 @@ export async function failMeetingInTx(
 ): Promise<boolean> {
   const meeting = await deps.meetings.lock(trx, meetingId);
   if (meeting.status === MeetingStatus.complete || meeting.status === MeetingStatus.failed) return false;
-  await deps.meetings.transition(trx, meeting, 'failMeeting', actor, `${error.code}: ${error.message}`, {
+  await endMeetingAs(deps, trx, meeting, 'failMeeting', actor, `${error.code}: ${error.message}`, {
     failure_code: error.code,
     failure_message: `${STOPPED_BEFORE_FINISHED}: ${error.message}`,
   });

@@ -1,3 +1,4 @@
+import { endMeetingAs } from './meeting-end.ts';
 import { EventType, JobKind, MeetingSource } from '../domain/status.ts';
 import { closeOutStep, transcriptWait } from '../domain/close-out-plan.ts';
 import { emitEvent } from '../events/outbox-store.ts';
@@ -79,7 +80,7 @@ export function closeOutMeetingJob(deps: MeetingDeps): JobDefinition<typeof JobK
         const locked = await deps.meetings.lock(trx, meetingId);
         // Counted again under the lock: a late window's publication may have counted since.
         const now = await deps.meetings.windowCounts(meetingId, trx);
-        await deps.meetings.transition(trx, locked, 'completeMeeting', ctx.actor, 'close-out finished', {
+        await endMeetingAs(deps, trx, locked, 'completeMeeting', ctx.actor, 'close-out finished', {
           untranscribed_in_flight: now.inFlight + now.held,
           untranscribed_exhausted: now.exhausted + now.missing,
         });

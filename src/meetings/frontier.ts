@@ -1,3 +1,4 @@
+import { createTranscribeJob } from './transcribe-job.ts';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { JobKind, MeetingSource } from '../domain/status.ts';
 import {
@@ -8,6 +9,9 @@ import {
   type CutOptions,
   type CutWindow,
   type Span,
+  closedTimeline,
+  cutOptions,
+  nominalChunkSamples,
 } from '../domain/timeline.ts';
 import { compensate } from '../storage/objects.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -16,8 +20,6 @@ import { applyDecoded, basisOf, decodePieces, readPieces, stagedOf, type Decoded
 import {
   chunkAt,
   closeTimeline,
-  closedTimeline,
-  cutOptions,
   firstStoredAfter,
   highestSeq,
   msSince,
@@ -28,7 +30,6 @@ import {
   insertGap,
   insertLiveWindows,
   loadStretch,
-  nominalChunkSamples,
 } from './timeline-rows.ts';
 import { createJob } from '../jobs/catalog.ts';
 
@@ -153,7 +154,7 @@ async function advanceFrontier(
   const closing = final || closedTimeline(meeting);
   const waitedMs = await msSince(trx, meeting.frontier_blocked_at);
   let blockedAt = meeting.frontier_blocked_at;
-  const nominal = nominalChunkSamples(deps);
+  const nominal = nominalChunkSamples(deps.config.chunkMs);
   let nextStored: number | null = null;
   for (;;) {
     const row = await chunkAt(trx, meeting.id, next);
@@ -228,14 +229,20 @@ async function cutOpenTimeline(
   const cut = Number(meeting.cut_samples);
   const placed = Number(meeting.placed_samples);
   if (placed <= cut) return meeting;
-  const options = cutOptions(deps, meeting);
+  const options = cutOptions(meeting.window_ms, deps.config.boundarySearchMs);
   if (!final && placed - cut < options.slot) return meeting;
   const { spans } = await loadStretch(trx, meeting.id, cut, placed);
   const { windows: cuts, cut: next } = cutStretch(spans, cut, placed, options, final);
   // L24: the close-out transcribes its last stretch itself, as soon as End; a stretch that would
   // keep one recogniser busy is shared between as many as the worker runs.
   const windows = final ? shareLastStretch(deps, spans, cuts, options) : cuts;
-  await insertLiveWindows(deps, trx, meeting, windows, { withJobs: !final, actor });
+  const pending = await insertLiveWindows(trx, meeting, windows, actor);
+  // The close-out transcribes the last stretch itself; every other window gets its job.
+  if (!final) {
+    for (const w of pending) {
+      await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, w.id, w.index, actor);
+    }
+  }
   if (next === cut) return meeting;
   return saveCut(trx, meeting.id, next);
 }

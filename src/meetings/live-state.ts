@@ -1,6 +1,7 @@
+import { closedTimeline } from '../domain/timeline.ts';
 import type { Executor, MeetingRow } from '../db/schema.ts';
 import { MeetingSource } from '../domain/status.ts';
-import { closedTimeline, liveStateCounts, missingChunks } from './timeline-rows.ts';
+import { liveStateCounts, missingChunks } from './timeline-rows.ts';
 
 /** What a person needs to know about a live meeting's audio that is not (yet) in the transcript. */
 export interface LiveState {

@@ -3,14 +3,13 @@ import type { MeetingRow, Tx } from '../db/schema.ts';
 import { admitChunk, type ChunkAdmission, type ChunkFormat } from '../domain/chunk-admission.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
-import { encodeEnergy, energyProfile, splitGap } from '../domain/timeline.ts';
+import { encodeEnergy, energyProfile, splitGap, closedTimeline } from '../domain/timeline.ts';
 import { parseWav } from '../domain/wav.ts';
 import { startsWebmStream } from '../domain/webm.ts';
 import { compensate, referenceStaged, stageAndPut } from '../storage/objects.ts';
 import type { MeetingDeps } from './deps.ts';
 import { advanceInTx, advanceTimeline, ensureRepairJob } from './frontier.ts';
 import {
-  closedTimeline,
   countChunks,
   gapHolding,
   highestSeq,

@@ -2,20 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Executor, MeetingRow, MeetingsTable, Tx } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import {
-  BotRecordingStatus,
-  EventType,
-  MeetingStatus,
-  MeetingTransitions,
-  MinutesStatus,
-  type MeetingSource,
-} from '../domain/status.ts';
-import { emitEvent } from '../events/outbox-store.ts';
+import { MeetingStatus, MeetingTransitions, MinutesStatus, type MeetingSource } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
-import { activeRecordingsOfMeeting, moveBotRecording } from '../bots/bot-recording-store.ts';
 import { ClientCode } from '../domain/client-codes.ts';
+import { isUuid } from '../domain/ids.ts';
 
 export interface NewMeeting {
   source: MeetingSource;
@@ -45,6 +37,8 @@ export interface WindowCounts {
 }
 
 export type MeetingTransition = keyof typeof MeetingTransitions;
+/** The transitions that end a meeting. */
+export type EndTransition = 'completeMeeting' | 'failMeeting';
 
 /**
  * Reads take an optional executor so the API can run them in a tenant transaction (withTenant,
@@ -386,15 +380,39 @@ export class PgMeetingStore {
 
   /**
    * Performs a named transition as a guarded UPDATE; zero rows means another writer moved the
-   * meeting first, reported as a conflict.
+   * meeting first, reported as a conflict. A meeting ends (complete, failed) only through
+   * src/meetings/meeting-end.ts, which also does what its end sets off.
    */
   async transition(
+    trx: Tx,
+    meeting: MeetingRow,
+    name: Exclude<MeetingTransition, EndTransition>,
+    actor: string,
+    reason: string | null,
+    set: Updateable<MeetingsTable> = {},
+  ): Promise<MeetingRow> {
+    return this.applyTransition(trx, meeting, name, actor, reason, set);
+  }
+
+  /** The end of a meeting's row: for src/meetings/meeting-end.ts alone. */
+  async endTransition(
+    trx: Tx,
+    meeting: MeetingRow,
+    name: EndTransition,
+    actor: string,
+    reason: string | null,
+    set: Updateable<MeetingsTable> = {},
+  ): Promise<MeetingRow> {
+    return this.applyTransition(trx, meeting, name, actor, reason, set);
+  }
+
+  private async applyTransition(
     trx: Tx,
     meeting: MeetingRow,
     name: MeetingTransition,
     actor: string,
     reason: string | null,
-    set: Updateable<MeetingsTable> = {},
+    set: Updateable<MeetingsTable>,
   ): Promise<MeetingRow> {
     const t = MeetingTransitions[name];
     const stamp = `${t.to === 'complete' ? 'completed' : t.to}_at` as const;
@@ -427,27 +445,6 @@ export class PgMeetingStore {
       actor,
       reason,
     });
-    // O3: the end of a meeting is an event for customer webhooks, in the same transaction (O1).
-    if (t.to === MeetingStatus.complete || t.to === MeetingStatus.failed) {
-      // R7: a bot's recording ends with the meeting its audio became.
-      for (const rec of await activeRecordingsOfMeeting(trx, meeting.id)) {
-        if (rec.status !== BotRecordingStatus.processing) continue;
-        await moveBotRecording(trx, rec.id, t.to, {
-          actor,
-          reason: `its meeting is ${t.to}`,
-          set:
-            t.to === MeetingStatus.failed
-              ? { failure_code: 'meeting.failed', failure_message: row.failure_message }
-              : {},
-        });
-      }
-      await emitEvent(trx, {
-        workspaceId: meeting.workspace_id,
-        type: t.to === MeetingStatus.complete ? EventType.meetingCompleted : EventType.meetingFailed,
-        subjectId: meeting.id,
-        payload: { status: t.to, failureCode: row.failure_code, failureMessage: row.failure_message },
-      });
-    }
     return row;
   }
 
@@ -509,10 +506,8 @@ export function failedWithAudioKept(w: RawBuilder<unknown>): RawBuilder<boolean>
     and coalesce(${w}.failure_code, '') not in ('audio.deleted', 'audio.missing'))`;
 }
 
-export function isUuid(value: string): boolean {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
-}
-
 export function notFound(id: string): AppError {
   return new AppError(ErrorKind.notFound, ClientCode.meetingNotFound, `no meeting ${id} in this workspace`);
 }
+
+export { isUuid };

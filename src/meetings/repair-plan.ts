@@ -10,10 +10,12 @@ import {
   type RepairPlan,
   type Resize,
   type Span,
+  closedTimeline,
+  cutOptions,
 } from '../domain/timeline.ts';
 import type { MeetingDeps } from './deps.ts';
 import { basisOf, decodePieces, readPieces, type DecodedPiece } from './live-webm.ts';
-import { closedTimeline, cutOptions, loadStretch, type ChunkSource } from './timeline-rows.ts';
+import { loadStretch, type ChunkSource } from './timeline-rows.ts';
 import { arrivedGaps, chunkObjectKey, pieceReading, seqsPlacedFrom, windowsNear } from './repair-rows.ts';
 
 /**
@@ -283,6 +285,10 @@ export async function prepare(
   const sortedSources = [...new Map(sources.map((s) => [s.seq, s])).values()].sort(
     (a, b) => a.start - b.start,
   );
-  const plan = planRepair(input, sortedSpans, cutOptions(deps, snapshot.meeting));
+  const plan = planRepair(
+    input,
+    sortedSpans,
+    cutOptions(snapshot.meeting.window_ms, deps.config.boundarySearchMs),
+  );
   return { plan, resizes, placements, sources: sortedSources };
 }

@@ -1,7 +1,7 @@
+import { closedTimeline } from '../domain/timeline.ts';
 import { sql } from 'kysely';
 import type { Executor } from '../db/schema.ts';
 import { MeetingSource, WindowStatus } from '../domain/status.ts';
-import { closedTimeline } from './timeline-rows.ts';
 
 /**
  * The rows a repair of late audio reads (src/meetings/repair-plan.ts makes the plan from them):

@@ -8,7 +8,7 @@ import { deleteMeetingAudio } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
 import { advanceTimeline } from './frontier.ts';
 import { stagedOf } from './live-webm.ts';
-import { commitRepair } from './repair-commit-store.ts';
+import { commitRepair } from './repair-commit.ts';
 import { decodeResized, loadRepair, prepare, Replan } from './repair-plan.ts';
 import { hasRepairWork } from './repair-rows.ts';
 import { stretchAudio } from './window-audio.ts';

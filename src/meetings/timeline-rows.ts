@@ -1,18 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Executor, MeetingRow, Tx, WindowRow } from '../db/schema.ts';
-import { JobKind, JobStatus, MeetingStatus, WindowStatus } from '../domain/status.ts';
-import {
-  decodeEnergy,
-  SAMPLE_RATE,
-  type CutOptions,
-  type CutWindow,
-  type GapRun,
-  type Span,
-} from '../domain/timeline.ts';
+import { JobKind, JobStatus, WindowStatus } from '../domain/status.ts';
+import { decodeEnergy, samplesToMs, type CutWindow, type GapRun, type Span } from '../domain/timeline.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
-import type { MeetingDeps } from './deps.ts';
-import { createTranscribeJob } from './transcribe-job.ts';
 
 /**
  * The rows behind a live meeting's timeline (src/domain/timeline.ts has the rules): placed chunks
@@ -33,36 +24,6 @@ export interface ChunkSource {
 export interface TimelineStretch {
   spans: Span[];
   sources: ChunkSource[];
-}
-
-/**
- * A meeting that ended, or whose close-out cut the last stretch: new audio is placed as it comes
- * and cut by its repair job, never by the request that stored it.
- */
-export function closedTimeline(m: MeetingRow): boolean {
-  return (
-    m.timeline_closed_at !== null ||
-    m.audio_deleted_at !== null ||
-    m.status === MeetingStatus.complete ||
-    m.status === MeetingStatus.failed
-  );
-}
-
-export function cutOptions(deps: MeetingDeps, meeting: { window_ms: number }): CutOptions {
-  return {
-    slot: Math.round((meeting.window_ms / 1000) * SAMPLE_RATE),
-    search: Math.round((deps.config.boundarySearchMs / 1000) * SAMPLE_RATE),
-    frame: SAMPLE_RATE / 10,
-    minTail: SAMPLE_RATE,
-  };
-}
-
-export function nominalChunkSamples(deps: MeetingDeps): number {
-  return Math.round((deps.config.chunkMs / 1000) * SAMPLE_RATE);
-}
-
-export function samplesToMs(samples: number): number {
-  return Math.round((samples * 1000) / SAMPLE_RATE);
 }
 
 /**
@@ -171,20 +132,18 @@ export async function nextWindowIndex(trx: Executor, meetingId: string): Promise
 }
 
 /**
- * Records cut windows of a live meeting: a window with audio is pending (with its transcription
- * job when `withJobs`; the close-out transcribes the last stretch itself), one with none settles
- * as missing at once. Returns their ids.
+ * Records cut windows of a live meeting: a window with audio is pending, one with none settles as
+ * missing at once (audited). Returns the pending ones, for the caller to give them jobs.
  */
 export async function insertLiveWindows(
-  deps: MeetingDeps,
   trx: Tx,
   meeting: MeetingRow,
   windows: CutWindow[],
-  opts: { withJobs: boolean; actor: string },
-): Promise<string[]> {
+  actor: string,
+): Promise<Array<{ id: string; index: number }>> {
   if (windows.length === 0) return [];
   let index = await nextWindowIndex(trx, meeting.id);
-  const ids: string[] = [];
+  const pending: Array<{ id: string; index: number }> = [];
   for (const w of windows) {
     const id = randomUUID();
     const status = w.audio ? WindowStatus.pending : WindowStatus.missing;
@@ -211,16 +170,15 @@ export async function insertLiveWindows(
         subjectId: id,
         from: null,
         to: WindowStatus.missing,
-        actor: opts.actor,
+        actor,
         reason: 'no audio arrived for this stretch',
       });
-    } else if (opts.withJobs) {
-      await createTranscribeJob(deps, trx, meeting.workspace_id, meeting.id, id, index, opts.actor);
+    } else {
+      pending.push({ id, index });
     }
-    ids.push(id);
     index++;
   }
-  return ids;
+  return pending;
 }
 
 /** Records a reserved run; one not arrived counts in the meeting's missing seqs. */

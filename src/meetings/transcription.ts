@@ -15,7 +15,7 @@ import {
   type SegmentRow,
   type WindowSource,
 } from './window-rows.ts';
-import { publishIfLate, publishSettledLateWindows } from './late-window-store.ts';
+import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
 import { startCloseOutIfSettled } from './close-out-start.ts';
 

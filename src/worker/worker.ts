@@ -19,7 +19,7 @@ import type { PgJobSweeps } from '../jobs/job-sweep-store.ts';
 import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
-import { publishLateWindowsSweep } from '../meetings/late-window-store.ts';
+import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
 import { startCloseOutsPastHeldWindows } from '../meetings/close-out-start.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';

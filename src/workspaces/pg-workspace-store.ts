@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/schema.ts';
-import { isUuid } from '../meetings/pg-meeting-store.ts';
+import { isUuid } from '../domain/ids.ts';
 import { ApiKeyStatus, apiKeyStatus, apiKeyView, type ApiKeyView } from './api-keys.ts';
 
 export interface CreatedKey {

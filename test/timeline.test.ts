@@ -14,6 +14,8 @@ import {
   type CutOptions,
   type RepairInput,
   type Span,
+  repairCut,
+  repairedWindowStatus,
 } from '../src/domain/timeline.ts';
 
 const S = 16_000;
@@ -248,4 +250,34 @@ void describe('timeline rules (pure)', () => {
     assert.deepEqual(spliced.supersede, []);
     assert.deepEqual(spliced.create, [{ start: 80 * S, end: 85 * S, kind: 'transcribe' }]);
   });
+});
+
+void it('L19: a repair’s new window is transcribed when recognised, missing without audio, and a kept piece keeps its window’s settled status (a piece of a pending window fails as deleted)', () => {
+  assert.equal(repairedWindowStatus('transcribe', undefined).status, 'transcribed');
+  assert.equal(repairedWindowStatus('silent', undefined).status, 'missing');
+  const failed = { status: 'failed', failure_code: 'asr.bad', failure_message: 'no' } as const;
+  assert.deepEqual(repairedWindowStatus('keep', failed), {
+    status: 'failed',
+    failureCode: 'asr.bad',
+    failureMessage: 'no',
+  });
+  const done = { status: 'transcribed', failure_code: null, failure_message: null } as const;
+  assert.deepEqual(repairedWindowStatus('keep', done), {
+    status: 'transcribed',
+    failureCode: null,
+    failureMessage: null,
+  });
+  const pending = { status: 'pending', failure_code: null, failure_message: null } as const;
+  assert.deepEqual(repairedWindowStatus('keep', pending), {
+    status: 'failed',
+    failureCode: 'audio.deleted',
+    failureMessage: 'its audio was deleted before it was transcribed',
+  });
+});
+
+void it('L19: a repair sets the cut where its plan says when the old cut lay inside a chain’s reserved stretch, and never moves it back otherwise', () => {
+  const chains = [{ start: 1000, oldLength: 500 }];
+  assert.deepEqual(repairCut(chains, 1200, 1100), { cut: 1100, atLeast: false });
+  assert.deepEqual(repairCut(chains, 1000, 1800), { cut: 1800, atLeast: true });
+  assert.deepEqual(repairCut(chains, 1500, 900), { cut: 900, atLeast: true });
 });

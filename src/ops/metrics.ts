@@ -2,6 +2,109 @@ import { Gauge, Registry } from 'prom-client';
 import type { Db } from '../db/schema.ts';
 import { healthFigures, queueStats, storedBytesByWorkspace } from './queue-stats-store.ts';
 
+/** The health figures, each a gauge: the figure's key, the metric's name and its help. */
+const HEALTH_FIGURES: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, string, string]> = [
+  ['leasesReclaimed', 'verbatim_leases_reclaimed_total', 'Attempts closed as lease_expired'],
+  [
+    'jobsQuarantined',
+    'verbatim_jobs_quarantined_total',
+    'Jobs ever isolated (J7/J20: past their reclaim cap, or a window past its error budget)',
+  ],
+  [
+    'jobsIsolated',
+    'verbatim_jobs_isolated',
+    'Jobs in the isolated lane now, running alone on a slow backoff (J20)',
+  ],
+  [
+    'jobsPoison',
+    'verbatim_jobs_poison_total',
+    'Jobs declared poison: their isolated runner died run after run (J20)',
+  ],
+  [
+    'heldStretches',
+    'verbatim_held_stretches',
+    'Windows with no transcript whose audio is held for them (J20: awaiting transcription, or failed and kept for a resubmit)',
+  ],
+  [
+    'heldStretchOldestSeconds',
+    'verbatim_held_stretch_oldest_seconds',
+    'How long the oldest held stretch has been held (J20)',
+  ],
+  ['jobsFailed', 'verbatim_jobs_failed', 'Jobs that ended failed (dead letters)'],
+  [
+    'minutesOutagesInProgress',
+    'verbatim_minutes_outages_in_progress',
+    'Minutes jobs waiting out a model outage',
+  ],
+  ['outboxPending', 'verbatim_outbox_pending', 'Events not yet delivered'],
+  ['outboxFailed', 'verbatim_outbox_failed', 'Events whose delivery failed for good'],
+  [
+    'oldestOutboxPendingAgeSeconds',
+    'verbatim_outbox_oldest_pending_age_seconds',
+    'Age of the oldest undelivered event',
+  ],
+  ['workersAlive', 'verbatim_workers_alive', 'Workers heartbeating'],
+  [
+    'audioAwaitingDeletion',
+    'verbatim_cleanup_backlog_blobs',
+    'Audio objects of ended meetings not yet handed to deletion',
+  ],
+  ['cleanupPending', 'verbatim_cleanup_pending_objects', 'Objects handed to deletion and not yet deleted'],
+  [
+    'cleanupFailing',
+    'verbatim_cleanup_failed_objects',
+    'Pending object deletions that have failed at least once (B9: alert when it grows)',
+  ],
+  [
+    'cleanupStagedExpired',
+    'verbatim_cleanup_orphans_awaiting',
+    'Staged writes past their deadline, waiting for the cleanup pass',
+  ],
+  [
+    'oldestCleanupPendingAgeSeconds',
+    'verbatim_cleanup_oldest_pending_age_seconds',
+    'Age of the oldest pending object deletion (B9)',
+  ],
+  ['webhooksPending', 'verbatim_webhook_deliveries_pending', 'Webhook deliveries not yet accepted'],
+  ['webhooksFailed', 'verbatim_webhook_deliveries_failed', 'Webhook deliveries that ran out of attempts'],
+  [
+    'botRecordingsOverdue',
+    'verbatim_bot_recordings_overdue',
+    'Bot recordings still without a bot after their meeting was due to start (R5/X1)',
+  ],
+  [
+    'botRecordingsErroring',
+    'verbatim_bot_recordings_erroring',
+    'Pending bot recordings whose last create the provider refused or failed (out of credit, bad key, outage)',
+  ],
+  ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
+  [
+    'searchLedgerMeetings',
+    'verbatim_search_ledger_meetings',
+    'Published meetings whose search index is missing or behind (O2: the re-drive works them off)',
+  ],
+  [
+    'searchLedgerOldestSeconds',
+    'verbatim_search_ledger_oldest_seconds',
+    'Seconds since the oldest meeting the search index is behind on last changed',
+  ],
+  [
+    'draftsShed',
+    'verbatim_drafts_shed_total',
+    'Draft captions skipped because the drafts queue was behind real time (L22: add workers when it grows)',
+  ],
+  [
+    'lateChunksRepairing',
+    'verbatim_late_chunks_pending',
+    'Chunks that arrived after the timeline went past them, not yet in the transcript (L19)',
+  ],
+  [
+    'lateChunksStuck',
+    'verbatim_late_chunks_stuck',
+    'Late chunks whose repair gave up (no repair job queued): resubmit the meeting once the cause is fixed',
+  ],
+];
+
 /**
  * X2: Prometheus metrics computed from the database at scrape time, so every api replica reports
  * the same figures for work done by any worker process.
@@ -26,107 +129,6 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     labelNames: ['queue'],
     registers: [registry],
   });
-  const figures: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, string, string]> = [
-    ['leasesReclaimed', 'verbatim_leases_reclaimed_total', 'Attempts closed as lease_expired'],
-    [
-      'jobsQuarantined',
-      'verbatim_jobs_quarantined_total',
-      'Jobs ever isolated (J7/J20: past their reclaim cap, or a window past its error budget)',
-    ],
-    [
-      'jobsIsolated',
-      'verbatim_jobs_isolated',
-      'Jobs in the isolated lane now, running alone on a slow backoff (J20)',
-    ],
-    [
-      'jobsPoison',
-      'verbatim_jobs_poison_total',
-      'Jobs declared poison: their isolated runner died run after run (J20)',
-    ],
-    [
-      'heldStretches',
-      'verbatim_held_stretches',
-      'Windows with no transcript whose audio is held for them (J20: awaiting transcription, or failed and kept for a resubmit)',
-    ],
-    [
-      'heldStretchOldestSeconds',
-      'verbatim_held_stretch_oldest_seconds',
-      'How long the oldest held stretch has been held (J20)',
-    ],
-    ['jobsFailed', 'verbatim_jobs_failed', 'Jobs that ended failed (dead letters)'],
-    [
-      'minutesOutagesInProgress',
-      'verbatim_minutes_outages_in_progress',
-      'Minutes jobs waiting out a model outage',
-    ],
-    ['outboxPending', 'verbatim_outbox_pending', 'Events not yet delivered'],
-    ['outboxFailed', 'verbatim_outbox_failed', 'Events whose delivery failed for good'],
-    [
-      'oldestOutboxPendingAgeSeconds',
-      'verbatim_outbox_oldest_pending_age_seconds',
-      'Age of the oldest undelivered event',
-    ],
-    ['workersAlive', 'verbatim_workers_alive', 'Workers heartbeating'],
-    [
-      'audioAwaitingDeletion',
-      'verbatim_cleanup_backlog_blobs',
-      'Audio objects of ended meetings not yet handed to deletion',
-    ],
-    ['cleanupPending', 'verbatim_cleanup_pending_objects', 'Objects handed to deletion and not yet deleted'],
-    [
-      'cleanupFailing',
-      'verbatim_cleanup_failed_objects',
-      'Pending object deletions that have failed at least once (B9: alert when it grows)',
-    ],
-    [
-      'cleanupStagedExpired',
-      'verbatim_cleanup_orphans_awaiting',
-      'Staged writes past their deadline, waiting for the cleanup pass',
-    ],
-    [
-      'oldestCleanupPendingAgeSeconds',
-      'verbatim_cleanup_oldest_pending_age_seconds',
-      'Age of the oldest pending object deletion (B9)',
-    ],
-    ['webhooksPending', 'verbatim_webhook_deliveries_pending', 'Webhook deliveries not yet accepted'],
-    ['webhooksFailed', 'verbatim_webhook_deliveries_failed', 'Webhook deliveries that ran out of attempts'],
-    [
-      'botRecordingsOverdue',
-      'verbatim_bot_recordings_overdue',
-      'Bot recordings still without a bot after their meeting was due to start (R5/X1)',
-    ],
-    [
-      'botRecordingsErroring',
-      'verbatim_bot_recordings_erroring',
-      'Pending bot recordings whose last create the provider refused or failed (out of credit, bad key, outage)',
-    ],
-    ['calendarFeedsFailing', 'verbatim_calendar_feeds_failing', 'Calendar feeds whose last read failed'],
-    [
-      'searchLedgerMeetings',
-      'verbatim_search_ledger_meetings',
-      'Published meetings whose search index is missing or behind (O2: the re-drive works them off)',
-    ],
-    [
-      'searchLedgerOldestSeconds',
-      'verbatim_search_ledger_oldest_seconds',
-      'Seconds since the oldest meeting the search index is behind on last changed',
-    ],
-    [
-      'draftsShed',
-      'verbatim_drafts_shed_total',
-      'Draft captions skipped because the drafts queue was behind real time (L22: add workers when it grows)',
-    ],
-    [
-      'lateChunksRepairing',
-      'verbatim_late_chunks_pending',
-      'Chunks that arrived after the timeline went past them, not yet in the transcript (L19)',
-    ],
-    [
-      'lateChunksStuck',
-      'verbatim_late_chunks_stuck',
-      'Late chunks whose repair gave up (no repair job queued): resubmit the meeting once the cause is fixed',
-    ],
-  ];
   // S9: no workspace ids as labels (a scraper is not a tenant, and ids are unbounded label values);
   // `verbatim status` lists bytes per workspace for an operator with database access.
   const storedBytes = new Gauge({
@@ -139,7 +141,7 @@ export function createMetrics(db: Db): { registry: Registry; refresh: () => Prom
     help: 'Bytes held by the workspace holding most (compare with the workspace quota; `verbatim status` names it)',
     registers: [registry],
   });
-  const gauges = figures.map(([key, name, help]) => ({
+  const gauges = HEALTH_FIGURES.map(([key, name, help]) => ({
     key,
     gauge: new Gauge({ name, help, registers: [registry] }),
   }));

@@ -83,33 +83,10 @@ export async function startWorker(
   });
 
   const { bots } = deps;
-  /** Each step on its own: one failing step is logged and the others still run. */
-  const runSteps = async (steps: Array<[string, () => Promise<unknown>]>): Promise<void> => {
-    for (const [name, step] of steps) {
-      try {
-        await step();
-      } catch (err) {
-        wlog.warn(
-          { sweep: name, err: err instanceof Error ? err.message : String(err) },
-          'sweep step failed',
-        );
-      }
-    }
-  };
   // L23: the meetings' streams compacted once a minute per process, not on every sweep.
-  let streamsCompactedAt = 0;
-  const compactStreamsIfDue = async (): Promise<number> => {
-    if (Date.now() - streamsCompactedAt < 60_000) return 0;
-    streamsCompactedAt = Date.now();
-    return compactStreams(deps.db);
-  };
+  const compactStreamsIfDue = throttled(60_000, () => compactStreams(deps.db));
   // O2: the search index's ledger re-driven every ten seconds per process.
-  let searchRedrivenAt = 0;
-  const redriveSearchIfDue = async (): Promise<number> => {
-    if (Date.now() - searchRedrivenAt < SEARCH_REDRIVE_MS) return 0;
-    searchRedrivenAt = Date.now();
-    return redriveSearchIndex(deps);
-  };
+  const redriveSearchIfDue = throttled(SEARCH_REDRIVE_MS, () => redriveSearchIndex(deps));
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['reclaim-expired-leases', () => sweeps.reclaimExpiredLeases(sweepActor)],
@@ -126,18 +103,13 @@ export async function startWorker(
       ['object-cleanup', () => cleanupPass(deps, workerId)],
       ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
     ];
-    await runSteps(steps);
+    await runSteps(steps, wlog);
   };
   // One sweep at a time in a process, whether its timer or the cron backstop asks: a tick that
   // finds one running waits for it rather than starting a second (two cleanup passes of one
   // owner would hand back each other's rows).
-  let sweeping: Promise<void> | null = null;
-  const sweepOnce = (): Promise<void> => {
-    sweeping ??= sweep().finally(() => {
-      sweeping = null;
-    });
-    return sweeping;
-  };
+  const sweepRuns = oneAtATime(sweep);
+  const sweepOnce = sweepRuns.run;
   // The provider's steps run on their own timer: a slow or hanging bot provider, or a run waiting
   // for a budget slot, must never hold up lease reclaims and the other fast sweeps. One at a time
   // in a process, whether the timer or the cron backstop asks (runBotBackstops relies on it).
@@ -146,102 +118,21 @@ export async function startWorker(
       ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
       ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
     ];
-    await runSteps(steps);
+    await runSteps(steps, wlog);
   };
-  let providerSweeping: Promise<void> | null = null;
-  const providerSweepOnce = (): Promise<void> => {
-    providerSweeping ??= providerSweep().finally(() => {
-      providerSweeping = null;
-    });
-    return providerSweeping;
-  };
+  const providerSweeps = oneAtATime(providerSweep);
+  const providerSweepOnce = providerSweeps.run;
 
-  const transportPool = new TransportPool(
-    {
-      connectionString,
-      ...(config.idleTransactionMs > 0
-        ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
-        : {}),
-      // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
-      max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
-    },
-    (stack) =>
-      wlog.warn({ stack }, 'a transport connection was released twice (graphile-worker LISTEN); ignored'),
-  );
-  transportPool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
-  transportPool.on('connect', (c) =>
-    c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')),
-  );
+  const transportPool = createTransportPool(config, connectionString, wlog);
 
-  const byQueue = new Map<QueueName, JobDefinition[]>();
-  for (const def of definitions) {
-    const queue = QUEUE_OF[def.kind];
-    byQueue.set(queue, [...(byQueue.get(queue) ?? []), def]);
-  }
-  const concurrencyOf: Record<QueueName, number> = {
-    [QueueName.intake]: config.concurrency.intake,
-    [QueueName.transcription]: config.concurrency.transcription,
-    [QueueName.closeout]: config.concurrency.closeout,
-    [QueueName.minutes]: config.concurrency.minutes,
-    [QueueName.bots]: config.concurrency.bots,
-  };
-  // One runner per job queue (L13), plus a delivery runner for the outbox dispatcher and the cron
-  // backstop of the sweeps, so neither waits behind a long decode or a slow minutes model.
-  const specs: Array<{ taskList: TaskList; concurrency: number; crontab: string | null }> = [];
-  for (const [queue, defs] of byQueue) {
-    const taskList: TaskList = {};
-    for (const def of defs) {
-      taskList[def.kind] = async (payload) => {
-        const delivery = payload as DeliveryPayload;
-        // J20: an isolated job runs alone, in a process of its own that this worker watches.
-        const lane = await deps.jobs.laneOf(delivery.jobId);
-        // Isolated but nothing to run now (a stale delivery, or its runner is at it): dropped.
-        if (lane === 'isolated-idle') return;
-        if (lane === 'isolated') {
-          await runIsolatedDelivery(def.kind, delivery, {
-            jobs: deps.jobs,
-            log: wlog,
-            config,
-            workerId,
-            connectionString,
-            hooks,
-            shutdownSignal: shutdown.signal,
-          });
-          return;
-        }
-        await runDelivery(def, delivery, {
-          jobs: deps.jobs,
-          log: wlog,
-          checkpoints: deps.checkpoints,
-          workerId,
-          heartbeatMs: config.heartbeatMs,
-          leaseMs: config.leaseMs,
-          maxRunMs: config.jobTimeoutMs,
-          shutdownSignal: shutdown.signal,
-        });
-      };
-    }
-    specs.push({ taskList, concurrency: concurrencyOf[queue], crontab: null });
-  }
-  // L22: drafts on a runner of their own, one at a time, never retried (src/meetings/drafts.ts).
-  // A worker with drafts off still takes the jobs (an api process with them on enqueued them) and
-  // drops them, so none is left in the queue for ever.
-  specs.push({
-    taskList: {
-      [DRAFT_TASK]: async (payload) => {
-        if (!config.drafts) return;
-        try {
-          const outcome = await makeDraft(deps, payload as DraftPayload);
-          if (outcome === 'shed') wlog.debug({ payload }, 'draft shed: the drafts queue is behind real time');
-        } catch (err) {
-          // Best effort: the window's final words come all the same.
-          wlog.info({ err: err instanceof Error ? err.message : String(err) }, 'draft not made');
-        }
-      },
-    },
-    concurrency: 1,
-    crontab: null,
+  const { byQueue, specs } = jobRunnerSpecs(deps, definitions, {
+    log: wlog,
+    workerId,
+    connectionString,
+    hooks,
+    shutdownSignal: shutdown.signal,
   });
+  specs.push(draftRunnerSpec(deps, wlog));
   specs.push({
     taskList: {
       [DISPATCH_TASK]: async () => {
@@ -256,9 +147,8 @@ export async function startWorker(
     crontab: `*/5 * * * * ${BACKSTOP_TASK}`,
   });
   const runners: Runner[] = [];
-  const graphileLogger = bridgeLogger(wlog);
   try {
-    await startRunners();
+    await startRunners(specs, runners, transportPool, registry, workerId, wlog);
   } catch (err) {
     // A start cut short (the database went away): undo what started, so the caller may try again.
     await Promise.allSettled(runners.map((r) => r.stop()));
@@ -266,29 +156,6 @@ export async function startWorker(
     await lifeLock.stop();
     await transportPool.end().catch(() => undefined);
     throw err;
-  }
-  async function startRunners(): Promise<void> {
-    for (const spec of specs) {
-      const events: WorkerEvents = new EventEmitter();
-      events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
-        registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
-          wlog.error({ err: String(err) }, 'could not record transport pool id');
-        });
-      });
-      runners.push(
-        await run({
-          pgPool: transportPool,
-          taskList: spec.taskList,
-          concurrency: spec.concurrency,
-          noHandleSignals: true,
-          pollInterval: 1000,
-          logger: graphileLogger,
-          events,
-          // An empty crontab would make graphile-worker read ./crontab; say "no cron" explicitly.
-          ...(spec.crontab === null ? { parsedCronItems: [] } : { crontab: spec.crontab }),
-        }),
-      );
-    }
   }
 
   const heartbeat = setInterval(() => {
@@ -298,7 +165,7 @@ export async function startWorker(
   }, config.heartbeatMs);
   // A tick that finds the previous sweep still running is skipped, so a slow sweep never piles up.
   const sweepTimer = setInterval(() => {
-    if (!sweeping) void sweepOnce();
+    if (!sweepRuns.running()) void sweepOnce();
   }, config.sweepMs);
   // J18: each worker watches the others' life locks; a death is reclaimed at once, not at lease end.
   let watching: Promise<void> | null = null;
@@ -322,7 +189,7 @@ export async function startWorker(
   }, config.deathCheckMs);
   const providerTimer = bots
     ? setInterval(() => {
-        if (!providerSweeping) void providerSweepOnce();
+        if (!providerSweeps.running()) void providerSweepOnce();
       }, config.sweepMs)
     : null;
   await deps.checkpoints.hit('worker.started', {});
@@ -340,8 +207,8 @@ export async function startWorker(
       await drained;
       clearTimeout(timer);
       clearInterval(heartbeat);
-      await sweeping?.catch(() => undefined);
-      await providerSweeping?.catch(() => undefined);
+      await sweepRuns.running()?.catch(() => undefined);
+      await providerSweeps.running()?.catch(() => undefined);
       await watching?.catch(() => undefined);
       // Stopped first, then the lock released: a free lock on a stopped row is not a death.
       await registry.stopped(workerId).catch(() => undefined);
@@ -360,4 +227,201 @@ function bridgeLogger(log: Logger): GraphileLogger {
     else if (name === 'warning') log.warn(fields, message);
     else log.debug(fields, message);
   });
+}
+
+/** The pool graphile-worker runs on, with room for every runner's LISTEN and every job. */
+function createTransportPool(
+  config: MeetingDeps['config'],
+  connectionString: string,
+  wlog: Logger,
+): TransportPool {
+  const pool = new TransportPool(
+    {
+      connectionString,
+      ...(config.idleTransactionMs > 0
+        ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
+        : {}),
+      // A LISTEN connection per runner (drafts too), one per concurrent job, and room for graphile-worker itself.
+      max: 10 + Object.values(config.concurrency).reduce((a, b) => a + b, 0),
+    },
+    (stack) =>
+      wlog.warn({ stack }, 'a transport connection was released twice (graphile-worker LISTEN); ignored'),
+  );
+  pool.on('error', (err) => wlog.warn({ err: err.message }, 'idle transport connection failed'));
+  pool.on('connect', (c) =>
+    c.on('error', (err) => wlog.warn({ err: err.message }, 'transport connection failed')),
+  );
+  return pool;
+}
+
+interface RunnerSpec {
+  taskList: TaskList;
+  concurrency: number;
+  crontab: string | null;
+}
+
+/**
+ * One runner per job queue (L13), each delivery run in this process or, for an isolated job, in a
+ * process of its own (J20).
+ */
+function jobRunnerSpecs(
+  deps: MeetingDeps,
+  definitions: JobDefinition[],
+  lane: {
+    log: Logger;
+    workerId: string;
+    connectionString: string;
+    hooks: TerminalFailureHooks;
+    shutdownSignal: AbortSignal;
+  },
+): { byQueue: Map<QueueName, JobDefinition[]>; specs: RunnerSpec[] } {
+  const { config } = deps;
+  const byQueue = new Map<QueueName, JobDefinition[]>();
+  for (const def of definitions) {
+    const queue = QUEUE_OF[def.kind];
+    byQueue.set(queue, [...(byQueue.get(queue) ?? []), def]);
+  }
+  const concurrencyOf: Record<QueueName, number> = {
+    [QueueName.intake]: config.concurrency.intake,
+    [QueueName.transcription]: config.concurrency.transcription,
+    [QueueName.closeout]: config.concurrency.closeout,
+    [QueueName.minutes]: config.concurrency.minutes,
+    [QueueName.bots]: config.concurrency.bots,
+  };
+  // One runner per job queue (L13), plus a delivery runner for the outbox dispatcher and the cron
+  // backstop of the sweeps, so neither waits behind a long decode or a slow minutes model.
+  const specs: RunnerSpec[] = [];
+  for (const [queue, defs] of byQueue) {
+    const taskList: TaskList = {};
+    for (const def of defs) {
+      taskList[def.kind] = async (payload) => {
+        const delivery = payload as DeliveryPayload;
+        // J20: an isolated job runs alone, in a process of its own that this worker watches.
+        const which = await deps.jobs.laneOf(delivery.jobId);
+        // Isolated but nothing to run now (a stale delivery, or its runner is at it): dropped.
+        if (which === 'isolated-idle') return;
+        if (which === 'isolated') {
+          await runIsolatedDelivery(def.kind, delivery, {
+            jobs: deps.jobs,
+            log: lane.log,
+            config,
+            workerId: lane.workerId,
+            connectionString: lane.connectionString,
+            hooks: lane.hooks,
+            shutdownSignal: lane.shutdownSignal,
+          });
+          return;
+        }
+        await runDelivery(def, delivery, {
+          jobs: deps.jobs,
+          log: lane.log,
+          checkpoints: deps.checkpoints,
+          workerId: lane.workerId,
+          heartbeatMs: config.heartbeatMs,
+          leaseMs: config.leaseMs,
+          maxRunMs: config.jobTimeoutMs,
+          shutdownSignal: lane.shutdownSignal,
+        });
+      };
+    }
+    specs.push({ taskList, concurrency: concurrencyOf[queue], crontab: null });
+  }
+  return { byQueue, specs };
+}
+
+/** L22: the drafts' runner. */
+function draftRunnerSpec(deps: MeetingDeps, wlog: Logger): RunnerSpec {
+  const { config } = deps;
+  // L22: drafts on a runner of their own, one at a time, never retried (src/meetings/drafts.ts).
+  // A worker with drafts off still takes the jobs (an api process with them on enqueued them) and
+  // drops them, so none is left in the queue for ever.
+  return {
+    taskList: {
+      [DRAFT_TASK]: async (payload) => {
+        if (!config.drafts) return;
+        try {
+          const outcome = await makeDraft(deps, payload as DraftPayload);
+          if (outcome === 'shed') wlog.debug({ payload }, 'draft shed: the drafts queue is behind real time');
+        } catch (err) {
+          // Best effort: the window's final words come all the same.
+          wlog.info({ err: err instanceof Error ? err.message : String(err) }, 'draft not made');
+        }
+      },
+    },
+    concurrency: 1,
+    crontab: null,
+  };
+}
+
+async function startRunners(
+  specs: RunnerSpec[],
+  runners: Runner[],
+  transportPool: TransportPool,
+  registry: WorkerRegistry,
+  workerId: string,
+  wlog: Logger,
+): Promise<void> {
+  const graphileLogger = bridgeLogger(wlog);
+  for (const spec of specs) {
+    const events: WorkerEvents = new EventEmitter();
+    events.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
+      registry.addPool(workerId, workerPool.id).catch((err: unknown) => {
+        wlog.error({ err: String(err) }, 'could not record transport pool id');
+      });
+    });
+    runners.push(
+      await run({
+        pgPool: transportPool,
+        taskList: spec.taskList,
+        concurrency: spec.concurrency,
+        noHandleSignals: true,
+        pollInterval: 1000,
+        logger: graphileLogger,
+        events,
+        // An empty crontab would make graphile-worker read ./crontab; say "no cron" explicitly.
+        ...(spec.crontab === null ? { parsedCronItems: [] } : { crontab: spec.crontab }),
+      }),
+    );
+  }
+}
+
+/** Each step on its own: one failing step is logged and the others still run. */
+async function runSteps(steps: Array<[string, () => Promise<unknown>]>, wlog: Logger): Promise<void> {
+  for (const [name, step] of steps) {
+    try {
+      await step();
+    } catch (err) {
+      wlog.warn({ sweep: name, err: err instanceof Error ? err.message : String(err) }, 'sweep step failed');
+    }
+  }
+}
+
+/** `fn` at most once per `ms` in this process; 0 when it is not due. */
+function throttled(ms: number, fn: () => Promise<number>): () => Promise<number> {
+  let at = 0;
+  return async () => {
+    if (Date.now() - at < ms) return 0;
+    at = Date.now();
+    return fn();
+  };
+}
+
+/**
+ * One run of `fn` at a time in a process: a caller that finds one running waits for it rather
+ * than starting a second. `running()` is the run in progress, if any.
+ */
+function oneAtATime(fn: () => Promise<void>): {
+  run: () => Promise<void>;
+  running: () => Promise<void> | null;
+} {
+  let current: Promise<void> | null = null;
+  return {
+    run: () => {
+      current ??= fn().finally(() => {
+        current = null;
+      });
+      return current;
+    },
+    running: () => current,
+  };
 }

@@ -27,92 +27,11 @@ export async function observe(ctx: {
   chat: FakeProvider;
   store: StoreWatcher;
 }): Promise<History> {
-  const api = async (url: string, headers: Record<string, string> = {}) => {
-    // An answer after quiescence; a slow one is asked again on the other api process.
-    for (let i = 0; ; i++) {
-      try {
-        const res = await fetch(`http://127.0.0.1:${ctx.apiPorts[i % ctx.apiPorts.length]}${url}`, {
-          headers: { authorization: `Bearer ${ctx.apiKey}`, ...headers },
-          signal: AbortSignal.timeout(10_000),
-        });
-        const text = await res.text();
-        if (res.status >= 500 && i < 5) continue;
-        let json: { [k: string]: unknown } | null = null;
-        try {
-          json = JSON.parse(text) as { [k: string]: unknown };
-        } catch {
-          json = null;
-        }
-        return { status: res.status, json, text };
-      } catch (err) {
-        if (i >= 5) return { status: 0, json: null, text: String(err) };
-      }
-    }
-  };
+  const api = apiReader(ctx.apiPorts, ctx.apiKey);
 
   const meetings: MeetingObservation[] = [];
   const botMeetings = new Set<string>();
-  for (const client of ctx.meetings) {
-    let id = client.id;
-    let number = client.number;
-    let accepted = client.accepted;
-    let status = 'lost';
-    let failureCode: string | null = null;
-    let noMeeting = false;
-    if (client.kind === 'bot') {
-      // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
-      const rec = await api(`/v1/bot-recordings/${client.id}`);
-      const recorded = ctx.bots.recorded.get(client.id);
-      number = recorded?.number ?? -1;
-      accepted = recorded ? new Map([[BOT_MARK, recorded.samples]]) : new Map();
-      const meetingId = typeof rec.json?.meetingId === 'string' ? rec.json.meetingId : null;
-      if (rec.status === 200 && meetingId) {
-        botMeetings.add(meetingId);
-        id = meetingId;
-      } else if (rec.status === 200) {
-        // No meeting: the recording's own end is the outcome (no audio, or a failure with its reason).
-        const s = String(rec.json?.status);
-        status = ['complete', 'failed', 'canceled', 'not_recorded'].includes(s)
-          ? s === 'complete'
-            ? 'complete'
-            : 'failed'
-          : s;
-        failureCode = (rec.json?.failure as { code?: string } | null)?.code ?? null;
-        noMeeting = true;
-      }
-    }
-    let segments: MeetingObservation['segments'] = null;
-    let transcriptError: string | undefined;
-    if (!noMeeting && !client.deleted) {
-      const view = await api(`/v1/meetings/${id}`);
-      if (view.status === 200) {
-        status = String(view.json?.status);
-        failureCode = (view.json?.failure as { code?: string } | null)?.code ?? null;
-        const t = await api(`/v1/meetings/${id}/transcript`);
-        if (t.status === 200 && Array.isArray(t.json?.segments))
-          segments = t.json.segments as NonNullable<MeetingObservation['segments']>;
-        else transcriptError = `${t.status}: ${t.text.slice(0, 200)}`;
-      } else if (view.status !== 404) status = `unreadable (${view.status})`;
-    }
-    meetings.push({
-      id,
-      number,
-      label: client.format ? `${client.scenario} ${client.format}` : client.scenario,
-      lossy: client.lossy,
-      noMeeting,
-      kind: client.kind,
-      deleted: client.deleted,
-      expectFailure: client.expectFailure,
-      accepted,
-      unanswered: client.unanswered,
-      canceled: client.canceled,
-      regenerations: client.regenerations,
-      status: client.deleted ? 'deleted' : status,
-      failureCode,
-      segments,
-      ...(transcriptError ? { transcriptError } : {}),
-    });
-  }
+  for (const client of ctx.meetings) meetings.push(await observeMeeting(client, api, ctx.bots, botMeetings));
 
   // Every meeting the API lists, to find one no client made.
   const listed: string[] = [];
@@ -169,53 +88,7 @@ export async function observe(ctx: {
              where a.owner = substr(e.actor, 8) and j.meeting_id = w.meeting_id
                and (a.xmin = e.xmin or a.started_at <= e.at and (a.ended_at is null or a.ended_at >= e.at)))`,
     );
-    // Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and
-    // what the provider says of its bot. Printed only when the run fails, so it can be read.
-    const botTrails: string[] = [];
-    const unsettled = await q<{ id: string; status: string; bot_id: string | null; ends_at: Date }>(
-      `select id, status, bot_id, ends_at from bot_recordings
-        where status not in ('complete', 'failed', 'canceled', 'not_recorded') order by created_at`,
-    );
-    for (const r of unsettled) {
-      const at = (d: Date) => new Date(d).toISOString().slice(11, 23);
-      botTrails.push(
-        `bot recording ${r.id}: ${r.status}, bot ${r.bot_id ?? '(none)'}, ends ${at(r.ends_at)}`,
-      );
-      const audit = await q<{
-        at: Date;
-        from_status: string | null;
-        to_status: string;
-        actor: string;
-        reason: string | null;
-      }>(
-        `select at, from_status, to_status, actor, reason from audit_events
-          where subject_type = 'bot_recording' and subject_id = $1 order by at, id`,
-        [r.id],
-      );
-      for (const a of audit)
-        botTrails.push(
-          `    ${at(a.at)} ${a.from_status ?? '-'} → ${a.to_status} by ${a.actor}: ${a.reason ?? ''}`,
-        );
-      const hooks = await q<{
-        received_at: Date;
-        id: string;
-        bot_id: string | null;
-        code: string | null;
-        outcome: string;
-      }>(
-        `select received_at, id, bot_id, code, outcome from provider_webhook_events
-          where recording_id = $1 or bot_id = $2 order by received_at, id`,
-        [r.id, r.bot_id ?? ''],
-      );
-      for (const h of hooks)
-        botTrails.push(
-          `    ${at(h.received_at)} webhook ${h.id} bot ${h.bot_id ?? '-'} ${h.code ?? '-'} → ${h.outcome}`,
-        );
-      for (const bot of ctx.bots.fake.bots().filter((b) => b.metadata['verbatim_recording'] === r.id))
-        botTrails.push(
-          `    provider bot ${bot.id}: ${bot.statusChanges.map((c) => `${c.code}@${c.created_at.slice(11, 23)}`).join(' ')}`,
-        );
-    }
+    const botTrails = await readBotTrails(q, ctx.bots);
     // The windows each meeting gave up on (failed, with their reasons): read only to explain a
     // loss the oracle found from outside.
     const windowTrails = await q<{
@@ -260,4 +133,158 @@ export async function observe(ctx: {
   } finally {
     await db.end();
   }
+}
+
+interface ApiAnswer {
+  status: number;
+  json: { [k: string]: unknown } | null;
+  text: string;
+}
+type ApiRead = (url: string, headers?: Record<string, string>) => Promise<ApiAnswer>;
+
+/** Reads the API after quiescence; a slow answer is asked again on the other api process. */
+function apiReader(ports: number[], apiKey: string): ApiRead {
+  return async (url: string, headers: Record<string, string> = {}): Promise<ApiAnswer> => {
+    // An answer after quiescence; a slow one is asked again on the other api process.
+    for (let i = 0; ; i++) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${ports[i % ports.length]}${url}`, {
+          headers: { authorization: `Bearer ${apiKey}`, ...headers },
+          signal: AbortSignal.timeout(10_000),
+        });
+        const text = await res.text();
+        if (res.status >= 500 && i < 5) continue;
+        let json: { [k: string]: unknown } | null = null;
+        try {
+          json = JSON.parse(text) as { [k: string]: unknown };
+        } catch {
+          json = null;
+        }
+        return { status: res.status, json, text };
+      } catch (err) {
+        if (i >= 5) return { status: 0, json: null, text: String(err) };
+      }
+    }
+  };
+}
+
+/** What became of one client's meeting, read through the API (a bot's through its recording). */
+async function observeMeeting(
+  client: ClientMeeting,
+  api: ApiRead,
+  bots: BotWorld,
+  botMeetings: Set<string>,
+): Promise<MeetingObservation> {
+  let id = client.id;
+  let number = client.number;
+  let accepted = client.accepted;
+  let status = 'lost';
+  let failureCode: string | null = null;
+  let noMeeting = false;
+  if (client.kind === 'bot') {
+    // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
+    const rec = await api(`/v1/bot-recordings/${client.id}`);
+    const recorded = bots.recorded.get(client.id);
+    number = recorded?.number ?? -1;
+    accepted = recorded ? new Map([[BOT_MARK, recorded.samples]]) : new Map();
+    const meetingId = typeof rec.json?.meetingId === 'string' ? rec.json.meetingId : null;
+    if (rec.status === 200 && meetingId) {
+      botMeetings.add(meetingId);
+      id = meetingId;
+    } else if (rec.status === 200) {
+      // No meeting: the recording's own end is the outcome (no audio, or a failure with its reason).
+      const s = String(rec.json?.status);
+      status = ['complete', 'failed', 'canceled', 'not_recorded'].includes(s)
+        ? s === 'complete'
+          ? 'complete'
+          : 'failed'
+        : s;
+      failureCode = (rec.json?.failure as { code?: string } | null)?.code ?? null;
+      noMeeting = true;
+    }
+  }
+  let segments: MeetingObservation['segments'] = null;
+  let transcriptError: string | undefined;
+  if (!noMeeting && !client.deleted) {
+    const view = await api(`/v1/meetings/${id}`);
+    if (view.status === 200) {
+      status = String(view.json?.status);
+      failureCode = (view.json?.failure as { code?: string } | null)?.code ?? null;
+      const t = await api(`/v1/meetings/${id}/transcript`);
+      if (t.status === 200 && Array.isArray(t.json?.segments))
+        segments = t.json.segments as NonNullable<MeetingObservation['segments']>;
+      else transcriptError = `${t.status}: ${t.text.slice(0, 200)}`;
+    } else if (view.status !== 404) status = `unreadable (${view.status})`;
+  }
+  return {
+    id,
+    number,
+    label: client.format ? `${client.scenario} ${client.format}` : client.scenario,
+    lossy: client.lossy,
+    noMeeting,
+    kind: client.kind,
+    deleted: client.deleted,
+    expectFailure: client.expectFailure,
+    accepted,
+    unanswered: client.unanswered,
+    canceled: client.canceled,
+    regenerations: client.regenerations,
+    status: client.deleted ? 'deleted' : status,
+    failureCode,
+    segments,
+    ...(transcriptError ? { transcriptError } : {}),
+  };
+}
+
+type Query = <T extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<T[]>;
+
+/**
+ * Each bot recording left unsettled, told in full: what moved it, what its webhooks did, and what
+ * the provider says of its bot. Printed only when the run fails, so it can be read.
+ */
+async function readBotTrails(q: Query, bots: BotWorld): Promise<string[]> {
+  const botTrails: string[] = [];
+  const unsettled = await q<{ id: string; status: string; bot_id: string | null; ends_at: Date }>(
+    `select id, status, bot_id, ends_at from bot_recordings
+      where status not in ('complete', 'failed', 'canceled', 'not_recorded') order by created_at`,
+  );
+  for (const r of unsettled) {
+    const at = (d: Date) => new Date(d).toISOString().slice(11, 23);
+    botTrails.push(`bot recording ${r.id}: ${r.status}, bot ${r.bot_id ?? '(none)'}, ends ${at(r.ends_at)}`);
+    const audit = await q<{
+      at: Date;
+      from_status: string | null;
+      to_status: string;
+      actor: string;
+      reason: string | null;
+    }>(
+      `select at, from_status, to_status, actor, reason from audit_events
+        where subject_type = 'bot_recording' and subject_id = $1 order by at, id`,
+      [r.id],
+    );
+    for (const a of audit)
+      botTrails.push(
+        `    ${at(a.at)} ${a.from_status ?? '-'} → ${a.to_status} by ${a.actor}: ${a.reason ?? ''}`,
+      );
+    const hooks = await q<{
+      received_at: Date;
+      id: string;
+      bot_id: string | null;
+      code: string | null;
+      outcome: string;
+    }>(
+      `select received_at, id, bot_id, code, outcome from provider_webhook_events
+        where recording_id = $1 or bot_id = $2 order by received_at, id`,
+      [r.id, r.bot_id ?? ''],
+    );
+    for (const h of hooks)
+      botTrails.push(
+        `    ${at(h.received_at)} webhook ${h.id} bot ${h.bot_id ?? '-'} ${h.code ?? '-'} → ${h.outcome}`,
+      );
+    for (const bot of bots.fake.bots().filter((b) => b.metadata['verbatim_recording'] === r.id))
+      botTrails.push(
+        `    provider bot ${bot.id}: ${bot.statusChanges.map((c) => `${c.code}@${c.created_at.slice(11, 23)}`).join(' ')}`,
+      );
+  }
+  return botTrails;
 }

@@ -99,128 +99,7 @@ export function checkHistory(h: History): Violation[] {
   const speech = h.providerLogs?.find((p) => p.provider === 'speech')?.calls ?? [];
   const answeredAt = new Map(speech.map((c) => [c.call, c.answeredAt]));
 
-  for (const m of h.meetings) {
-    const subject = `meeting ${m.id}${m.label ? ` (${m.label})` : ''}`;
-    if (m.deleted) continue;
-
-    // V11: what a client made is there until it deletes it; its transcript can be read.
-    if (m.status === 'lost') {
-      add('V11', subject, 'its client never deleted it, but the API answers 404: the meeting is lost');
-      if ([...m.accepted.values()].some((n) => n > 0) && !m.canceled)
-        add('V1', subject, `${m.accepted.size} accepted marks are lost with the meeting`);
-      continue;
-    }
-    if (m.segments === null && TERMINAL.has(m.status) && !m.noMeeting)
-      add('V11', subject, `its transcript could not be read (${m.transcriptError ?? 'no answer'})`);
-
-    // V2
-    const good = !m.expectFailure && !m.canceled;
-    if (!TERMINAL.has(m.status)) add('V2', subject, `status ${m.status} after quiescence`);
-    else if (m.status !== 'complete' && !m.failureCode) add('V2', subject, `${m.status} with no reason`);
-    if (m.expectFailure) {
-      if (m.status !== 'failed') add('V2', subject, `a bad file ended ${m.status}, not failed`);
-      continue;
-    }
-    const heard = [...m.accepted.values()].some((n) => n > 0);
-    if (m.status === 'failed' && good && (heard || m.kind !== 'bot'))
-      add('V2', subject, `a good meeting ended failed (${m.failureCode ?? 'no reason'})`);
-    if (m.status !== 'complete') {
-      // Good audio that was accepted (or that a bot recorded) must reach a transcript: a meeting
-      // that ends failed for any reason but its own cancel has lost those words, even with a reason.
-      if (TERMINAL.has(m.status) && !m.canceled && heard)
-        add(
-          'V1',
-          subject,
-          m.kind === 'bot'
-            ? `its bot recorded audio, but it ended ${m.status} (${m.failureCode ?? 'no reason'})`
-            : `${m.accepted.size} accepted marks are in no transcript: it ended ${m.status} (${m.failureCode ?? 'no reason'})`,
-        );
-      continue;
-    }
-    if (m.segments === null) continue;
-
-    // V1
-    const r = readTranscript(m.segments, m.number, m.lossy);
-    if (r.foreign.length > 0)
-      add('V1', subject, `words not from its audio: ${r.foreign.slice(0, 3).join(' ')}`);
-    if (m.lossy) {
-      // Tones are read to within a tolerance (codecs smear each change of tone by a block or so).
-      for (const [mark, n] of m.accepted) {
-        const got = r.samples.get(mark) ?? 0;
-        if (got < n - LOSSY_TOLERANCE) add('V1', subject, `tone ${mark}: ${n - got} of ${n} samples lost`);
-        else if (got > n + LOSSY_TOLERANCE)
-          add('V1', subject, `tone ${mark}: ${got - n} samples transcribed twice`);
-      }
-      // A tone never sent, read for a block or two, is a misread at a codec's edge: noise.
-      let noise = r.noise;
-      for (const [mark, got] of r.samples)
-        if (!m.accepted.has(mark)) {
-          if (got > LOSSY_TOLERANCE) add('V1', subject, `tone ${mark} in the transcript was never sent`);
-          else noise += got;
-        }
-      if (noise > LOSSY_TOLERANCE * Math.max(1, m.accepted.size))
-        add('V1', subject, `${noise} samples of noise, more than the codec makes`);
-    } else {
-      for (const [mark, n] of m.accepted) {
-        const got = r.samples.get(mark) ?? 0;
-        if (got < n) add('V1', subject, `mark ${mark}: ${n - got} of ${n} samples lost`);
-        else if (got > n) add('V1', subject, `mark ${mark}: ${got - n} samples transcribed twice`);
-      }
-      for (const [mark, got] of r.samples) {
-        if (m.accepted.has(mark)) continue;
-        const sent = m.unanswered?.get(mark);
-        if (sent === undefined) add('V1', subject, `mark ${mark} in the transcript was never sent`);
-        else if (got > sent)
-          add('V1', subject, `mark ${mark} (unanswered): ${got - sent} samples transcribed twice`);
-      }
-    }
-    const sorted = [...r.order].sort((a, b) => a - b);
-    if (r.order.join() !== sorted.join() || new Set(r.order).size !== r.order.length)
-      add('V1', subject, `marks out of order along the timeline: ${r.order.slice(0, 12).join(',')}`);
-
-    // V5, from the marks: one recognition committed twice, or two stretches of the timeline over
-    // the same time (two windows overlapping: their audio transcribed twice).
-    for (const w of new Set(r.repeated)) add('V5', subject, `one recognition's words appear twice: ${w}`);
-    const spans = [...m.segments]
-      .filter((s) => s.endMs !== undefined)
-      .sort((a, b) => a.startMs - b.startMs || a.endMs! - b.endMs!);
-    for (let i = 1; i < spans.length; i++) {
-      const prevEnd = Math.max(...spans.slice(0, i).map((s) => s.endMs!));
-      if (prevEnd - spans[i]!.startMs > OVERLAP_MS) {
-        add(
-          'V5',
-          subject,
-          `segments overlap in time at ${spans[i]!.startMs} ms: a stretch transcribed twice`,
-        );
-        break;
-      }
-    }
-
-    // V4, from the store and the recogniser's log: the audio of each accepted mark stayed in the
-    // store until the recognitions whose words the transcript holds had been answered.
-    if (h.store && !m.lossy && m.number >= 0) {
-      for (const [mark, n] of m.accepted) {
-        const holders = h.store.filter((o) => o.marks.has(`${m.number}/${mark}`));
-        if (holders.length === 0 || holders.some((o) => o.goneAt === null)) continue;
-        const lastGone = Math.max(...holders.map((o) => o.goneAt!));
-        const words = r.words.filter((w) => w.mark === mark);
-        const late = words.filter((w) => (answeredAt.get(w.call) ?? Infinity) > lastGone);
-        const got = words.reduce((s, w) => s + w.samples, 0);
-        if (late.length > 0)
-          add(
-            'V4',
-            subject,
-            `mark ${mark}: its audio left the store before recognition ${late[0]!.call} answered`,
-          );
-        else if (got < n)
-          add(
-            'V4',
-            subject,
-            `mark ${mark}: its audio left the store with ${n - got} of ${n} samples never recognized`,
-          );
-      }
-    }
-  }
+  for (const m of h.meetings) checkMeeting(m, add, answeredAt, h.store);
 
   // V4: the store holds no audio once every meeting has ended (every one has, after quiescence;
   // V2 reports one that has not).
@@ -394,4 +273,131 @@ export function workOf(h: Pick<History, 'meetings'>, minutes: number): Work {
     botRecordings: complete.filter((m) => m.kind === 'bot' && [...m.accepted.values()].some((n) => n > 0))
       .length,
   };
+}
+
+type Add = (invariant: Invariant, subject: string, detail: string) => void;
+
+/** V1, V2, V10, V11 for one meeting: its status, its reason, its words and its marks. */
+function checkMeeting(
+  m: History['meetings'][number],
+  add: Add,
+  answeredAt: Map<number, number | null>,
+  store: History['store'],
+): void {
+  const subject = `meeting ${m.id}${m.label ? ` (${m.label})` : ''}`;
+  if (m.deleted) return;
+
+  // V11: what a client made is there until it deletes it; its transcript can be read.
+  if (m.status === 'lost') {
+    add('V11', subject, 'its client never deleted it, but the API answers 404: the meeting is lost');
+    if ([...m.accepted.values()].some((n) => n > 0) && !m.canceled)
+      add('V1', subject, `${m.accepted.size} accepted marks are lost with the meeting`);
+    return;
+  }
+  if (m.segments === null && TERMINAL.has(m.status) && !m.noMeeting)
+    add('V11', subject, `its transcript could not be read (${m.transcriptError ?? 'no answer'})`);
+
+  // V2
+  const good = !m.expectFailure && !m.canceled;
+  if (!TERMINAL.has(m.status)) add('V2', subject, `status ${m.status} after quiescence`);
+  else if (m.status !== 'complete' && !m.failureCode) add('V2', subject, `${m.status} with no reason`);
+  if (m.expectFailure) {
+    if (m.status !== 'failed') add('V2', subject, `a bad file ended ${m.status}, not failed`);
+    return;
+  }
+  const heard = [...m.accepted.values()].some((n) => n > 0);
+  if (m.status === 'failed' && good && (heard || m.kind !== 'bot'))
+    add('V2', subject, `a good meeting ended failed (${m.failureCode ?? 'no reason'})`);
+  if (m.status !== 'complete') {
+    // Good audio that was accepted (or that a bot recorded) must reach a transcript: a meeting
+    // that ends failed for any reason but its own cancel has lost those words, even with a reason.
+    if (TERMINAL.has(m.status) && !m.canceled && heard)
+      add(
+        'V1',
+        subject,
+        m.kind === 'bot'
+          ? `its bot recorded audio, but it ended ${m.status} (${m.failureCode ?? 'no reason'})`
+          : `${m.accepted.size} accepted marks are in no transcript: it ended ${m.status} (${m.failureCode ?? 'no reason'})`,
+      );
+    return;
+  }
+  if (m.segments === null) return;
+
+  // V1
+  const r = readTranscript(m.segments, m.number, m.lossy);
+  if (r.foreign.length > 0)
+    add('V1', subject, `words not from its audio: ${r.foreign.slice(0, 3).join(' ')}`);
+  if (m.lossy) {
+    // Tones are read to within a tolerance (codecs smear each change of tone by a block or so).
+    for (const [mark, n] of m.accepted) {
+      const got = r.samples.get(mark) ?? 0;
+      if (got < n - LOSSY_TOLERANCE) add('V1', subject, `tone ${mark}: ${n - got} of ${n} samples lost`);
+      else if (got > n + LOSSY_TOLERANCE)
+        add('V1', subject, `tone ${mark}: ${got - n} samples transcribed twice`);
+    }
+    // A tone never sent, read for a block or two, is a misread at a codec's edge: noise.
+    let noise = r.noise;
+    for (const [mark, got] of r.samples)
+      if (!m.accepted.has(mark)) {
+        if (got > LOSSY_TOLERANCE) add('V1', subject, `tone ${mark} in the transcript was never sent`);
+        else noise += got;
+      }
+    if (noise > LOSSY_TOLERANCE * Math.max(1, m.accepted.size))
+      add('V1', subject, `${noise} samples of noise, more than the codec makes`);
+  } else {
+    for (const [mark, n] of m.accepted) {
+      const got = r.samples.get(mark) ?? 0;
+      if (got < n) add('V1', subject, `mark ${mark}: ${n - got} of ${n} samples lost`);
+      else if (got > n) add('V1', subject, `mark ${mark}: ${got - n} samples transcribed twice`);
+    }
+    for (const [mark, got] of r.samples) {
+      if (m.accepted.has(mark)) continue;
+      const sent = m.unanswered?.get(mark);
+      if (sent === undefined) add('V1', subject, `mark ${mark} in the transcript was never sent`);
+      else if (got > sent)
+        add('V1', subject, `mark ${mark} (unanswered): ${got - sent} samples transcribed twice`);
+    }
+  }
+  const sorted = [...r.order].sort((a, b) => a - b);
+  if (r.order.join() !== sorted.join() || new Set(r.order).size !== r.order.length)
+    add('V1', subject, `marks out of order along the timeline: ${r.order.slice(0, 12).join(',')}`);
+
+  // V5, from the marks: one recognition committed twice, or two stretches of the timeline over
+  // the same time (two windows overlapping: their audio transcribed twice).
+  for (const w of new Set(r.repeated)) add('V5', subject, `one recognition's words appear twice: ${w}`);
+  const spans = [...m.segments]
+    .filter((s) => s.endMs !== undefined)
+    .sort((a, b) => a.startMs - b.startMs || a.endMs! - b.endMs!);
+  for (let i = 1; i < spans.length; i++) {
+    const prevEnd = Math.max(...spans.slice(0, i).map((s) => s.endMs!));
+    if (prevEnd - spans[i]!.startMs > OVERLAP_MS) {
+      add('V5', subject, `segments overlap in time at ${spans[i]!.startMs} ms: a stretch transcribed twice`);
+      break;
+    }
+  }
+
+  // V4, from the store and the recogniser's log: the audio of each accepted mark stayed in the
+  // store until the recognitions whose words the transcript holds had been answered.
+  if (store && !m.lossy && m.number >= 0) {
+    for (const [mark, n] of m.accepted) {
+      const holders = store.filter((o) => o.marks.has(`${m.number}/${mark}`));
+      if (holders.length === 0 || holders.some((o) => o.goneAt === null)) continue;
+      const lastGone = Math.max(...holders.map((o) => o.goneAt!));
+      const words = r.words.filter((w) => w.mark === mark);
+      const late = words.filter((w) => (answeredAt.get(w.call) ?? Infinity) > lastGone);
+      const got = words.reduce((s, w) => s + w.samples, 0);
+      if (late.length > 0)
+        add(
+          'V4',
+          subject,
+          `mark ${mark}: its audio left the store before recognition ${late[0]!.call} answered`,
+        );
+      else if (got < n)
+        add(
+          'V4',
+          subject,
+          `mark ${mark}: its audio left the store with ${n - got} of ${n} samples never recognized`,
+        );
+    }
+  }
 }

@@ -275,62 +275,66 @@ export class SimClient {
     }
   }
 
+  private async runBot(index: number, rng: Rng): Promise<void> {
+    // A calendar event a bot records: it starts within seconds; the bot world plays the meeting.
+    const start = Date.now() + 2_000 + rng.int(10_000);
+    const code = [3, 4, 3]
+      .map((n) => Array.from({ length: n }, () => 'abcdefghijkmnopqrstuvwxyz'[rng.int(25)]).join(''))
+      .join('-');
+    const res = await this.send(
+      'POST',
+      '/v1/calendar-events',
+      {
+        title: `sim ${index} bot`,
+        meetingUrl: `https://meet.google.com/${code}`,
+        start: new Date(start).toISOString(),
+        // A minute long: a bot the faults keep from being made by the end is never scheduled (R5).
+        end: new Date(start + 60_000).toISOString(),
+        eventId: `sim-${index}`,
+      },
+      undefined,
+      { kind: 'calendar' },
+    );
+    const recording = res?.json?.recording as { id?: unknown } | null | undefined;
+    if (!res || (res.status !== 201 && res.status !== 200) || typeof recording?.id !== 'string') return;
+    this.meetings.push({
+      id: recording.id,
+      number: -1, // the bot world numbers the audio its bot records
+      kind: 'bot',
+      scenario: 'bot',
+      deleted: false,
+      expectFailure: false,
+      accepted: new Map(),
+      unanswered: new Map(),
+      canceled: false,
+      regenerations: 0,
+    });
+    return;
+  }
+
+  private async runBatchCancel(index: number, rng: Rng): Promise<void> {
+    // A batch of uploads, canceled at a random moment: each ends complete (done before the cancel) or
+    // failed with its reason, and holds no audio either way.
+    const batch = await this.send('POST', '/v1/batches', { title: `sim batch ${index}` }, undefined, {
+      kind: 'batch',
+    });
+    if (!batch || batch.status !== 201 || typeof batch.json?.id !== 'string') return;
+    const batchId = batch.json.id;
+    const members: ClientMeeting[] = [];
+    for (let k = 0; k < 1 + rng.int(3); k++) {
+      const m = await this.create(index, 'batch-cancel', 'upload', batchId);
+      if (m) members.push(m);
+    }
+    await Promise.all(members.map((m) => this.upload(m, rng.fork(), false)));
+    await sleep(rng.int(4000));
+    for (const m of members) m.canceled = true;
+    await this.send('POST', `/v1/batches/${batchId}/cancel`, undefined, undefined, { kind: 'cancel' });
+    return;
+  }
+
   async run(scenario: Scenario, index: number, rng: Rng): Promise<void> {
-    if (scenario === 'bot') {
-      // A calendar event a bot records: it starts within seconds; the bot world plays the meeting.
-      const start = Date.now() + 2_000 + rng.int(10_000);
-      const code = [3, 4, 3]
-        .map((n) => Array.from({ length: n }, () => 'abcdefghijkmnopqrstuvwxyz'[rng.int(25)]).join(''))
-        .join('-');
-      const res = await this.send(
-        'POST',
-        '/v1/calendar-events',
-        {
-          title: `sim ${index} bot`,
-          meetingUrl: `https://meet.google.com/${code}`,
-          start: new Date(start).toISOString(),
-          // A minute long: a bot the faults keep from being made by the end is never scheduled (R5).
-          end: new Date(start + 60_000).toISOString(),
-          eventId: `sim-${index}`,
-        },
-        undefined,
-        { kind: 'calendar' },
-      );
-      const recording = res?.json?.recording as { id?: unknown } | null | undefined;
-      if (!res || (res.status !== 201 && res.status !== 200) || typeof recording?.id !== 'string') return;
-      this.meetings.push({
-        id: recording.id,
-        number: -1, // the bot world numbers the audio its bot records
-        kind: 'bot',
-        scenario,
-        deleted: false,
-        expectFailure: false,
-        accepted: new Map(),
-        unanswered: new Map(),
-        canceled: false,
-        regenerations: 0,
-      });
-      return;
-    }
-    if (scenario === 'batch-cancel') {
-      // A batch of uploads, canceled at a random moment: each ends complete (done before the cancel) or
-      // failed with its reason, and holds no audio either way.
-      const batch = await this.send('POST', '/v1/batches', { title: `sim batch ${index}` }, undefined, {
-        kind: 'batch',
-      });
-      if (!batch || batch.status !== 201 || typeof batch.json?.id !== 'string') return;
-      const batchId = batch.json.id;
-      const members: ClientMeeting[] = [];
-      for (let k = 0; k < 1 + rng.int(3); k++) {
-        const m = await this.create(index, scenario, 'upload', batchId);
-        if (m) members.push(m);
-      }
-      await Promise.all(members.map((m) => this.upload(m, rng.fork(), false)));
-      await sleep(rng.int(4000));
-      for (const m of members) m.canceled = true;
-      await this.send('POST', `/v1/batches/${batchId}/cancel`, undefined, undefined, { kind: 'cancel' });
-      return;
-    }
+    if (scenario === 'bot') return this.runBot(index, rng);
+    if (scenario === 'batch-cancel') return this.runBatchCancel(index, rng);
     const kind = scenario === 'upload' || scenario === 'bad-upload' ? 'upload' : 'live';
     const m = await this.create(index, scenario, kind);
     if (!m) return;

@@ -85,6 +85,12 @@ export class Member {
   alive(): boolean {
     return this.proc.proc.exitCode === null && this.proc.proc.signalCode === null;
   }
+
+  /** The heal: a stopped process runs again and is not stopped any more. */
+  resume(): void {
+    if (this.alive()) process.kill(this.proc.pid, 'SIGCONT');
+    this.stoppedUntil = 0;
+  }
 }
 
 export async function runFaults(ctx: {

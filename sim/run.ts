@@ -20,11 +20,11 @@ import { drawScenarios, SimClient } from './clients.ts';
 import { ALL_FAULTS, CHECKPOINTS, HARSH_PHASE, Member, runFaults, type FaultKind } from './faults.ts';
 import { MAX_MEETING_NUMBERS } from './marks.ts';
 import { observe } from './observe.ts';
-import { type Floors, type Work } from './history.ts';
+import { type Floors, type History, type Work } from './history.ts';
 import { checkHistory, INVARIANTS, workOf, type Invariant, type Violation } from './oracle.ts';
 import { listPlants, plantCaught, runPlant } from './plants.ts';
-import { startChat, startRecognizer, type ProviderReply } from './providers.ts';
-import { startReceiver, type ReceiverReply } from './receiver.ts';
+import { startChat, startRecognizer, type FakeProvider, type ProviderReply } from './providers.ts';
+import { startReceiver, type Receiver, type ReceiverReply } from './receiver.ts';
 import { Rng } from './rng.ts';
 import { StoreWatcher } from './store.ts';
 import { machineLoad, quiesce, waitHealthy } from './system.ts';
@@ -142,43 +142,9 @@ export async function simulate(opts: Options): Promise<RunResult> {
   const cluster: Cluster = startCluster(opts.port);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-sim-'));
   const faultDir = path.join(dataDir, 'checkpoint-faults');
-  const checkpointRng = rng.fork();
-  const armed = opts.faults.has('kill')
-    ? CHECKPOINTS.filter(() => checkpointRng.chance(0.75)).map((at) => ({
-        at,
-        action: 'kill',
-        times: 1 + checkpointRng.int(2),
-      }))
-    : [];
-  /** The heal: every armed checkpoint is marked spent, so no process is killed at one after it. */
-  const disarm = () => {
-    fs.mkdirSync(faultDir, { recursive: true });
-    armed.forEach((f, i) => {
-      for (let n = 0; n < f.times; n++)
-        try {
-          fs.writeFileSync(path.join(faultDir, `fault-${i}-${n}`), 'heal', { flag: 'wx' });
-        } catch {
-          // fired already
-        }
-    });
-  };
+  const { armed, disarm } = armCheckpoints(opts.faults, rng.fork(), faultDir);
   let faultsOn = true;
-  const providerRng = rng.fork();
-  const decide = (): ProviderReply => {
-    if (!faultsOn || !opts.faults.has('provider') || !providerRng.chance(0.25)) return 'ok';
-    return providerRng.pick<ProviderReply>(['503', '503', '429', 'reset', 'hang', 'quota']);
-  };
-  const recognizer = await startRecognizer(decide, rng.fork(), SPEECH_LIMIT);
-  const chat = await startChat(decide, rng.fork(), CHAT_LIMIT);
-  // The tenant's webhook endpoints fail a quarter of their requests while faults are on.
-  const receiverRng = rng.fork();
-  const receiver = await startReceiver(
-    () =>
-      !faultsOn || !receiverRng.chance(0.25)
-        ? 'ok'
-        : receiverRng.pick<ReceiverReply>(['500', 'reset', 'late']),
-    1_500,
-  );
+  const { recognizer, chat, receiver } = await startProviders(opts.faults, rng, () => faultsOn);
   const apiPorts: number[] = [];
   // Every meeting's audio (and every bot's recording) is marked with a number of its own.
   let numbers = 0;
@@ -201,59 +167,15 @@ export async function simulate(opts: Options): Promise<RunResult> {
   /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
   const disruptions: number[] = [];
   try {
-    const admin = new pg.Client({ connectionString: cluster.url });
-    await admin.connect();
-    await admin.query('create database sim');
-    await admin.end();
-    const dbUrl = cluster.url.replace(/\/postgres$/, '/sim');
+    const dbUrl = await createSimDatabase(cluster.url);
     dbUrlOfRun = dbUrl;
-    const env: Record<string, string> = {
-      DATABASE_URL: dbUrl,
-      VERBATIM_DATA_DIR: dataDir,
-      VERBATIM_LOG_LEVEL: 'warn',
-      VERBATIM_EGRESS_ALLOW: '127.0.0.0/8',
-      VERBATIM_ASR: 'whisper',
-      VERBATIM_WHISPER_URL: recognizer.url,
-      // A window takes the recogniser about 3 s (sim/providers.ts), up to about 9 s in its tail.
-      VERBATIM_ASR_TIMEOUT_SECONDS: '12',
-      // PocketSphinx on this machine runs one recognition per CPU at once (2 per worker).
-      VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
-      VERBATIM_MINUTES: 'openai',
-      VERBATIM_LLM_URL: chat.url,
-      VERBATIM_LLM_TIMEOUT_SECONDS: '4',
-      VERBATIM_WINDOW_SECONDS: '8',
-      VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
-      VERBATIM_CHUNK_SECONDS: '5',
-      VERBATIM_GAP_PATIENCE_SECONDS: '1',
-      VERBATIM_LEASE_SECONDS: String(LEASE_MS / 1000),
-      VERBATIM_HEARTBEAT_SECONDS: '0.4',
-      VERBATIM_SWEEP_SECONDS: '0.5',
-      VERBATIM_DEATH_CHECK_SECONDS: '0.25',
-      VERBATIM_RESCUE_AFTER_SECONDS: '1',
-      VERBATIM_RETRY_STEP_SECONDS: '0.3',
-      VERBATIM_CLOSEOUT_GRACE_SECONDS: '0.2',
-      VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
-      VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
-      // Poison protection (J7, L7, J20) runs with its real caps: a window killed with its worker
-      // again and again must still reach the transcript (issue 33). The isolated lane's backoff
-      // (a minute to an hour by default) is scaled down like every other wait here, so that a job
-      // isolated during the faults has its runs before the heal's bound.
-      VERBATIM_ISOLATION_BACKOFF_SECONDS: '1',
-      VERBATIM_ISOLATION_BACKOFF_CAP_SECONDS: '8',
-      VERBATIM_DB_IDLE_TRANSACTION_SECONDS: '5',
-      // A write cut off between staging and commit leaves its object to the cleanup at this deadline.
-      VERBATIM_STAGE_DEADLINE_SECONDS: '15',
-      VERBATIM_RATE_LIMIT_REQUESTS: '0',
-      VERBATIM_RATE_LIMIT_CHUNKS: '0',
-      VERBATIM_WEBHOOK_RETRY_SECONDS: '0.2',
-      VERBATIM_WEBHOOK_RETRY_CAP_SECONDS: '3',
-      VERBATIM_CLEANUP_BACKOFF_SECONDS: '0.2',
-      VERBATIM_CLEANUP_BACKOFF_CAP_SECONDS: '3',
-      VERBATIM_WEBHOOK_MAX_ATTEMPTS: '14',
-      VERBATIM_WEBHOOK_TIMEOUT_SECONDS: '1',
-      VERBATIM_METRICS_TOKEN: METRICS_TOKEN,
-      ...bots.env(),
-    };
+    const env = serviceEnv({
+      dbUrl,
+      dataDir,
+      speechUrl: recognizer.url,
+      chatUrl: chat.url,
+      bots: bots.env(),
+    });
     // The driver's own handle on the service (to make the workspace) is never killed at a checkpoint.
     app = await openApp(loadConfig(env), { logger: createLogger('silent') });
     env.VERBATIM_FAULTS = JSON.stringify(armed);
@@ -261,26 +183,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const workspaceId = await app.workspaces.createWorkspace('sim');
     const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
 
-    const onUnexpected = (m: Member, code: number | null, signal: string | null) => {
-      // Anywhere in this start's output: its stdout and stderr are two pipes, so a log line may be
-      // read after the checkpoint's own line (a process killed at a checkpoint dies right there).
-      disruptions.push(Date.now());
-      const atCheckpoint = /checkpoint (\S+): SIGKILL/.exec(m.proc.output());
-      if (signal === 'SIGKILL' && atCheckpoint) {
-        count('killed at a checkpoint');
-        note(`${m.name} killed itself at checkpoint ${atCheckpoint[1]}`);
-        return;
-      }
-      unexpected.push({ name: `${m.name}#${m.starts}`, code, signal, tail: m.proc.output().slice(-2000) });
-      note(`${m.name} exited on its own (code ${code}, signal ${signal})`);
-    };
-    for (let i = 0; i < opts.apis; i++) {
-      const port = 18_400 + ((opts.port + i * 7) % 1000);
-      apiPorts.push(port);
-      members.push(new Member(`api-${i}`, ['api'], { ...env, VERBATIM_PORT: String(port) }, onUnexpected));
-    }
-    for (let i = 0; i < opts.workers; i++)
-      members.push(new Member(`worker-${i}`, ['worker'], env, onUnexpected));
+    members.push(...makeMembers(opts, env, apiPorts, exitHandler({ count, note, unexpected, disruptions })));
     for (const m of members) m.start();
     await Promise.all(apiPorts.map((p) => waitHealthy(p)));
     bots.run();
@@ -288,15 +191,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const client = new SimClient(apiPorts, apiKey, rng.fork(), nextNumber);
     store = new StoreWatcher(path.join(dataDir, 'blobs'), client.sent);
     store.start();
-    for (const e of webhookEndpoints) {
-      const made = await client.send('POST', '/v1/webhooks', {
-        url: receiver.urlFor(e.name),
-        events: e.events,
-      });
-      if (made?.status !== 201 || typeof made.json?.secret !== 'string')
-        throw new Error(`could not register webhook endpoint ${e.name}: ${made?.status}`);
-      receiver.setSecret(e.name, made.json.secret);
-    }
+    await registerWebhooks(client, receiver, webhookEndpoints);
     const faultMs = opts.minutes * 60_000;
     const faultsFrom = Date.now();
     const faultsDone = runFaults({
@@ -312,35 +207,15 @@ export async function simulate(opts: Options): Promise<RunResult> {
       disrupted: (at) => disruptions.push(at),
       until: Date.now() + faultMs,
     });
-    // Clients start across the first 80% of the fault phase.
-    const clientRng = rng.fork();
     let clientsLeft = opts.meetings;
-    const scenarios = drawScenarios(opts.meetings, clientRng).map((kind, i) => {
-      const startAt = clientRng.next() * faultMs * 0.8;
-      const seed = clientRng.int(1e9);
-      return sleep(startAt)
-        .then(() => client.run(kind, i, new Rng(seed)))
-        .finally(() => clientsLeft--);
-    });
+    const scenarios = startClients(client, opts.meetings, rng.fork(), faultMs, () => clientsLeft--);
     await faultsDone;
     faultsOn = false;
-    // How much the service reached its providers while faults were on (it is starved if never),
-    // and how many recognitions a caller left before their answer (killed, stopped or timed out).
-    const harshFrom = faultsFrom + faultMs * HARSH_PHASE[0];
-    const harshTo = faultsFrom + faultMs * HARSH_PHASE[1];
-    const inHarsh = recognizer.log.filter((c) => c.arrivedAt >= harshFrom && c.arrivedAt < harshTo);
-    say(
-      `during the faults: ${recognizer.calls()} speech calls (${inHarsh.length} in the harsh stretch, ` +
-        `${inHarsh.filter((c) => c.outcome === 'abandoned').length} of them abandoned mid-recognition), ` +
-        `${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts; machine load ${os.loadavg()[0]!.toFixed(2)}`,
-    );
+    sayFaultPhase(recognizer, chat, receiver, faultsFrom, faultMs);
     note('heal: faults stop, every process runs');
     disarm();
     bots.heal();
-    for (const m of members) {
-      if (m.alive()) process.kill(m.proc.pid, 'SIGCONT');
-      m.stoppedUntil = 0;
-    }
+    for (const m of members) m.resume();
     const healAt = Date.now();
     client.healedAt = healAt;
     // Clients still at work count as busy: the heal ends when they are done and the system is quiet.
@@ -349,16 +224,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const healS = (Date.now() - healAt) / 1000;
     say(`heal → quiescence: ${healS.toFixed(1)} s${quiet ? '' : ' (NOT reached within 240 s)'}`);
 
-    count(
-      'provider',
-      [...recognizer.faults().values(), ...chat.faults().values()].reduce((a, b) => a + b, 0),
-    );
-    count('bot webhook lost', bots.lostWebhooks);
-    count('bot provider', bots.providerFaults);
-    count(
-      'webhook receiver',
-      [...receiver.faults.values()].reduce((a, b) => a + b, 0),
-    );
+    countOutsideFaults(count, recognizer, chat, receiver, bots);
     const history = await observe({
       dbUrl,
       apiPorts,
@@ -377,94 +243,32 @@ export async function simulate(opts: Options): Promise<RunResult> {
     const work = workOf(history, opts.minutes);
     history.work = { done: work, floors: FLOORS };
     const violations = checkHistory(history);
-    // --dump FILE: the whole history as JSON, to read a failure at leisure.
-    if (opts.dump)
-      fs.writeFileSync(
-        opts.dump,
-        JSON.stringify(history, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v), 1),
-      );
+    if (opts.dump) dumpHistory(opts.dump, history);
     if (!quiet)
       violations.push({ invariant: 'V3', subject: 'quiescence', detail: 'not reached within 240 s' });
 
-    // The table.
-    say('\nfaults injected');
-    let total = 0;
-    for (const [kind, n] of [...counts].sort()) {
-      say(`  ${kind.padEnd(24)} ${String(n).padStart(6)}`);
-      total += n;
-    }
-    say(`  ${'total'.padEnd(24)} ${String(total).padStart(6)}`);
-    const outcomes = new Map<string, number>();
-    for (const m of history.meetings) {
-      const key = m.deleted
-        ? `${m.label} deleted`
-        : `${m.label} ${m.status}${m.failureCode ? ` ${m.failureCode}` : ''}`;
-      outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
-    }
-    say('meetings by outcome');
-    for (const [k, n] of [...outcomes].sort()) say(`  ${k.padEnd(40)} ${String(n).padStart(4)}`);
-    const per = (n: number) => (n / opts.minutes).toFixed(1);
-    say(
-      `work per minute of faults (floors, V10): ${per(work.completedMeetings)} completed meetings (≥ ${FLOORS.completedMeetings}), ` +
-        `${per(work.acceptedAudioSeconds)} s of accepted audio (≥ ${FLOORS.acceptedAudioSeconds}), ` +
-        `${per(work.botRecordings)} bot recordings (≥ ${FLOORS.botRecordings})`,
-    );
-    const outcome = (log: typeof recognizer.log, o: string) => log.filter((c) => c.outcome === o).length;
-    say(
-      `providers: ${recognizer.calls()} speech calls (${outcome(recognizer.log, 'ok')} answered, ` +
-        `${outcome(recognizer.log, 'abandoned')} abandoned by a caller killed or timed out mid-recognition, ` +
-        `${outcome(recognizer.log, 'limited')} over the limit), ` +
-        `${chat.calls()} chat calls (${outcome(chat.log, 'limited')} over the limit); ` +
-        `store: ${history.store?.length ?? 0} objects seen, ${history.store?.filter((o) => o.goneAt === null).length ?? 0} left`,
-    );
-    // J20: how much of the run went through the isolated lane (read from the service's rows: a
-    // figure to look at, not a witness the oracle trusts).
-    const lane = await isolationFigures(dbUrl);
-    say(
-      `isolated lane (J20): ${lane.isolated} jobs isolated (${lane.windows} of them windows), ` +
-        `${lane.poison} declared poison, ${lane.runnerDeaths} isolated runner deaths`,
-    );
-    say(
-      `webhook events received: ${new Set(history.webhooks.receipts.map((r) => r.id)).size} ` +
-        `(${history.webhooks.receipts.length} requests taken, ${receiver.badSignatures} with a bad signature)`,
-    );
-    say('invariants');
-    for (const inv of Object.keys(INVARIANTS) as Invariant[]) {
-      const n = violations.filter((v) => v.invariant === inv).length;
-      say(`  ${inv.padEnd(3)} ${String(n).padStart(4)} violations  ${INVARIANTS[inv]}`);
-    }
-    say(`heal → quiescence ${healS.toFixed(1)} s`);
+    await report({
+      opts,
+      counts,
+      history,
+      work,
+      recognizer,
+      chat,
+      receiver,
+      dbUrl,
+      violations,
+      healS,
+      schedule,
+    });
     if (violations.length > 0) {
       keepForLooking = opts.keep;
       if (keepForLooking) say(`kept: ${dbUrl} and ${dataDir}`);
-      say(
-        `\nFAILED, seed ${opts.seed} (replay: npm run sim -- --seed ${opts.seed} --minutes ${opts.minutes})`,
-      );
-      for (const v of violations.slice(0, 40)) say(`  ${v.invariant} ${v.subject}: ${v.detail}`);
-      for (const line of history.botTrails ?? []) say(`  ${line}`);
-      for (const line of history.windowTrails ?? []) say(`  ${line}`);
-      say('fault schedule:');
-      for (const line of schedule) say(`  ${line}`);
     }
     return { failed: violations.length > 0, healS, counts, violations, work };
   } finally {
     store?.stop();
-    // --logs DIR: every process's output, its earlier starts included, to read a failure.
-    if (opts.logs) {
-      fs.mkdirSync(opts.logs, { recursive: true });
-      for (const m of members)
-        fs.writeFileSync(
-          path.join(opts.logs, `${opts.seed}-${m.name}.log`),
-          `${m.earlier}\n--- now\n${m.proc?.output() ?? ''}`,
-        );
-    }
-    for (const m of members) {
-      m.retired = true;
-      if (m.alive()) {
-        process.kill(m.proc.pid, 'SIGCONT');
-        m.proc.proc.kill('SIGKILL');
-      }
-    }
+    if (opts.logs) writeLogs(opts.logs, opts.seed, members);
+    endMembers(members);
     // J20: isolated runners outlive their workers by design; the run's end ends them.
     if (dbUrlOfRun) killIsolatedRunners(dbUrlOfRun);
     await app?.close().catch(() => undefined);
@@ -565,4 +369,340 @@ async function main(opts: Options): Promise<number> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   void main(parseArgs(process.argv.slice(2))).then((code) => process.exit(code));
+}
+
+/** The service's settings in the simulation: every wait scaled down, the fakes as its providers. */
+function serviceEnv(o: {
+  dbUrl: string;
+  dataDir: string;
+  speechUrl: string;
+  chatUrl: string;
+  bots: Record<string, string>;
+}): Record<string, string> {
+  return {
+    DATABASE_URL: o.dbUrl,
+    VERBATIM_DATA_DIR: o.dataDir,
+    VERBATIM_LOG_LEVEL: 'warn',
+    VERBATIM_EGRESS_ALLOW: '127.0.0.0/8',
+    VERBATIM_ASR: 'whisper',
+    VERBATIM_WHISPER_URL: o.speechUrl,
+    // A window takes the recogniser about 3 s (sim/providers.ts), up to about 9 s in its tail.
+    VERBATIM_ASR_TIMEOUT_SECONDS: '12',
+    // PocketSphinx on this machine runs one recognition per CPU at once (2 per worker).
+    VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
+    VERBATIM_MINUTES: 'openai',
+    VERBATIM_LLM_URL: o.chatUrl,
+    VERBATIM_LLM_TIMEOUT_SECONDS: '4',
+    VERBATIM_WINDOW_SECONDS: '8',
+    VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
+    VERBATIM_CHUNK_SECONDS: '5',
+    VERBATIM_GAP_PATIENCE_SECONDS: '1',
+    VERBATIM_LEASE_SECONDS: String(LEASE_MS / 1000),
+    VERBATIM_HEARTBEAT_SECONDS: '0.4',
+    VERBATIM_SWEEP_SECONDS: '0.5',
+    VERBATIM_DEATH_CHECK_SECONDS: '0.25',
+    VERBATIM_RESCUE_AFTER_SECONDS: '1',
+    VERBATIM_RETRY_STEP_SECONDS: '0.3',
+    VERBATIM_CLOSEOUT_GRACE_SECONDS: '0.2',
+    VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
+    VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
+    // Poison protection (J7, L7, J20) runs with its real caps: a window killed with its worker
+    // again and again must still reach the transcript (issue 33). The isolated lane's backoff
+    // (a minute to an hour by default) is scaled down like every other wait here, so that a job
+    // isolated during the faults has its runs before the heal's bound.
+    VERBATIM_ISOLATION_BACKOFF_SECONDS: '1',
+    VERBATIM_ISOLATION_BACKOFF_CAP_SECONDS: '8',
+    VERBATIM_DB_IDLE_TRANSACTION_SECONDS: '5',
+    // A write cut off between staging and commit leaves its object to the cleanup at this deadline.
+    VERBATIM_STAGE_DEADLINE_SECONDS: '15',
+    VERBATIM_RATE_LIMIT_REQUESTS: '0',
+    VERBATIM_RATE_LIMIT_CHUNKS: '0',
+    VERBATIM_WEBHOOK_RETRY_SECONDS: '0.2',
+    VERBATIM_WEBHOOK_RETRY_CAP_SECONDS: '3',
+    VERBATIM_CLEANUP_BACKOFF_SECONDS: '0.2',
+    VERBATIM_CLEANUP_BACKOFF_CAP_SECONDS: '3',
+    VERBATIM_WEBHOOK_MAX_ATTEMPTS: '14',
+    VERBATIM_WEBHOOK_TIMEOUT_SECONDS: '1',
+    VERBATIM_METRICS_TOKEN: METRICS_TOKEN,
+    ...o.bots,
+  };
+}
+
+/** The run's table: faults, outcomes, work, providers, the isolated lane, webhooks, invariants. */
+async function report(r: {
+  opts: Options;
+  counts: Map<string, number>;
+  history: History;
+  work: ReturnType<typeof workOf>;
+  recognizer: FakeProvider;
+  chat: FakeProvider;
+  receiver: Receiver;
+  dbUrl: string;
+  violations: Violation[];
+  healS: number;
+  schedule: string[];
+}): Promise<void> {
+  const { opts, counts, history, work, recognizer, chat, receiver, dbUrl, violations, healS, schedule } = r;
+  // The table.
+  say('\nfaults injected');
+  let total = 0;
+  for (const [kind, n] of [...counts].sort()) {
+    say(`  ${kind.padEnd(24)} ${String(n).padStart(6)}`);
+    total += n;
+  }
+  say(`  ${'total'.padEnd(24)} ${String(total).padStart(6)}`);
+  const outcomes = new Map<string, number>();
+  for (const m of history.meetings) {
+    const key = m.deleted
+      ? `${m.label} deleted`
+      : `${m.label} ${m.status}${m.failureCode ? ` ${m.failureCode}` : ''}`;
+    outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
+  }
+  say('meetings by outcome');
+  for (const [k, n] of [...outcomes].sort()) say(`  ${k.padEnd(40)} ${String(n).padStart(4)}`);
+  const per = (n: number) => (n / opts.minutes).toFixed(1);
+  say(
+    `work per minute of faults (floors, V10): ${per(work.completedMeetings)} completed meetings (≥ ${FLOORS.completedMeetings}), ` +
+      `${per(work.acceptedAudioSeconds)} s of accepted audio (≥ ${FLOORS.acceptedAudioSeconds}), ` +
+      `${per(work.botRecordings)} bot recordings (≥ ${FLOORS.botRecordings})`,
+  );
+  const outcome = (log: typeof recognizer.log, o: string) => log.filter((c) => c.outcome === o).length;
+  say(
+    `providers: ${recognizer.calls()} speech calls (${outcome(recognizer.log, 'ok')} answered, ` +
+      `${outcome(recognizer.log, 'abandoned')} abandoned by a caller killed or timed out mid-recognition, ` +
+      `${outcome(recognizer.log, 'limited')} over the limit), ` +
+      `${chat.calls()} chat calls (${outcome(chat.log, 'limited')} over the limit); ` +
+      `store: ${history.store?.length ?? 0} objects seen, ${history.store?.filter((o) => o.goneAt === null).length ?? 0} left`,
+  );
+  // J20: how much of the run went through the isolated lane (read from the service's rows: a
+  // figure to look at, not a witness the oracle trusts).
+  const lane = await isolationFigures(dbUrl);
+  say(
+    `isolated lane (J20): ${lane.isolated} jobs isolated (${lane.windows} of them windows), ` +
+      `${lane.poison} declared poison, ${lane.runnerDeaths} isolated runner deaths`,
+  );
+  say(
+    `webhook events received: ${new Set(history.webhooks.receipts.map((r) => r.id)).size} ` +
+      `(${history.webhooks.receipts.length} requests taken, ${receiver.badSignatures} with a bad signature)`,
+  );
+  say('invariants');
+  for (const inv of Object.keys(INVARIANTS) as Invariant[]) {
+    const n = violations.filter((v) => v.invariant === inv).length;
+    say(`  ${inv.padEnd(3)} ${String(n).padStart(4)} violations  ${INVARIANTS[inv]}`);
+  }
+  say(`heal → quiescence ${healS.toFixed(1)} s`);
+  if (violations.length > 0) {
+    say(`\nFAILED, seed ${opts.seed} (replay: npm run sim -- --seed ${opts.seed} --minutes ${opts.minutes})`);
+    for (const v of violations.slice(0, 40)) say(`  ${v.invariant} ${v.subject}: ${v.detail}`);
+    for (const line of history.botTrails ?? []) say(`  ${line}`);
+    for (const line of history.windowTrails ?? []) say(`  ${line}`);
+    say('fault schedule:');
+    for (const line of schedule) say(`  ${line}`);
+  }
+}
+
+/**
+ * The checkpoints processes kill themselves at (each with probability 3/4, once or twice), and the
+ * heal that marks every one spent, so no process is killed at one after it.
+ */
+function armCheckpoints(
+  faults: Set<FaultKind>,
+  checkpointRng: Rng,
+  faultDir: string,
+): { armed: Array<{ at: string; action: string; times: number }>; disarm: () => void } {
+  const armed = faults.has('kill')
+    ? CHECKPOINTS.filter(() => checkpointRng.chance(0.75)).map((at) => ({
+        at,
+        action: 'kill',
+        times: 1 + checkpointRng.int(2),
+      }))
+    : [];
+  const disarm = () => {
+    fs.mkdirSync(faultDir, { recursive: true });
+    armed.forEach((f, i) => {
+      for (let n = 0; n < f.times; n++)
+        try {
+          fs.writeFileSync(path.join(faultDir, `fault-${i}-${n}`), 'heal', { flag: 'wx' });
+        } catch {
+          // fired already
+        }
+    });
+  };
+  return { armed, disarm };
+}
+
+/** Every process of the service ends: a stopped one is continued first, then killed. */
+function endMembers(members: Member[]): void {
+  for (const m of members) {
+    m.retired = true;
+    if (m.alive()) {
+      process.kill(m.proc.pid, 'SIGCONT');
+      m.proc.proc.kill('SIGKILL');
+    }
+  }
+}
+
+/** --logs DIR: every process's output, its earlier starts included, to read a failure. */
+function writeLogs(dir: string, seed: number, members: Member[]): void {
+  fs.mkdirSync(dir, { recursive: true });
+  for (const m of members)
+    fs.writeFileSync(
+      path.join(dir, `${seed}-${m.name}.log`),
+      `${m.earlier}\n--- now\n${m.proc?.output() ?? ''}`,
+    );
+}
+
+/**
+ * The speech and chat providers, which fail a quarter of their requests while faults are on, and
+ * the tenant's webhook receiver, whose endpoints do too.
+ */
+async function startProviders(
+  faults: Set<FaultKind>,
+  rng: Rng,
+  faultsOn: () => boolean,
+): Promise<{ recognizer: FakeProvider; chat: FakeProvider; receiver: Receiver }> {
+  const providerRng = rng.fork();
+  const decide = (): ProviderReply => {
+    if (!faultsOn() || !faults.has('provider') || !providerRng.chance(0.25)) return 'ok';
+    return providerRng.pick<ProviderReply>(['503', '503', '429', 'reset', 'hang', 'quota']);
+  };
+  const recognizer = await startRecognizer(decide, rng.fork(), SPEECH_LIMIT);
+  const chat = await startChat(decide, rng.fork(), CHAT_LIMIT);
+  // The tenant's webhook endpoints fail a quarter of their requests while faults are on.
+  const receiverRng = rng.fork();
+  const receiver = await startReceiver(
+    () =>
+      !faultsOn() || !receiverRng.chance(0.25)
+        ? 'ok'
+        : receiverRng.pick<ReceiverReply>(['500', 'reset', 'late']),
+    1_500,
+  );
+  return { recognizer, chat, receiver };
+}
+
+/** The service's processes (not started yet): `apis` api processes, each on a port of its own, and the workers. */
+function makeMembers(
+  opts: Options,
+  env: Record<string, string>,
+  apiPorts: number[],
+  onUnexpected: (m: Member, code: number | null, signal: string | null) => void,
+): Member[] {
+  const members: Member[] = [];
+  for (let i = 0; i < opts.apis; i++) {
+    const port = 18_400 + ((opts.port + i * 7) % 1000);
+    apiPorts.push(port);
+    members.push(new Member(`api-${i}`, ['api'], { ...env, VERBATIM_PORT: String(port) }, onUnexpected));
+  }
+  for (let i = 0; i < opts.workers; i++)
+    members.push(new Member(`worker-${i}`, ['worker'], env, onUnexpected));
+  return members;
+}
+
+/**
+ * How much the service reached its providers while faults were on (it is starved if never), and how
+ * many recognitions a caller left before their answer (killed, stopped or timed out).
+ */
+function sayFaultPhase(
+  recognizer: FakeProvider,
+  chat: FakeProvider,
+  receiver: Receiver,
+  faultsFrom: number,
+  faultMs: number,
+): void {
+  const harshFrom = faultsFrom + faultMs * HARSH_PHASE[0];
+  const harshTo = faultsFrom + faultMs * HARSH_PHASE[1];
+  const inHarsh = recognizer.log.filter((c) => c.arrivedAt >= harshFrom && c.arrivedAt < harshTo);
+  say(
+    `during the faults: ${recognizer.calls()} speech calls (${inHarsh.length} in the harsh stretch, ` +
+      `${inHarsh.filter((c) => c.outcome === 'abandoned').length} of them abandoned mid-recognition), ` +
+      `${chat.calls()} chat calls, ${receiver.receipts.length} webhook receipts; machine load ${os.loadavg()[0]!.toFixed(2)}`,
+  );
+}
+
+/** The faults the fakes outside the service injected, counted into the run's table. */
+function countOutsideFaults(
+  count: (kind: string, n?: number) => void,
+  recognizer: FakeProvider,
+  chat: FakeProvider,
+  receiver: Receiver,
+  bots: BotWorld,
+): void {
+  const sum = (ns: Iterable<number>) => [...ns].reduce((a, b) => a + b, 0);
+  count('provider', sum([...recognizer.faults().values(), ...chat.faults().values()]));
+  count('bot webhook lost', bots.lostWebhooks);
+  count('bot provider', bots.providerFaults);
+  count('webhook receiver', sum(receiver.faults.values()));
+}
+
+/** --dump FILE: the whole history as JSON, to read a failure at leisure. */
+function dumpHistory(file: string, history: History): void {
+  fs.writeFileSync(
+    file,
+    JSON.stringify(history, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v), 1),
+  );
+}
+
+/** What the run records when a process of the service exits: killed at a checkpoint, or on its own. */
+function exitHandler(r: {
+  count: (kind: string) => void;
+  note: (what: string) => void;
+  unexpected: History['unexpectedExits'];
+  disruptions: number[];
+}): (m: Member, code: number | null, signal: string | null) => void {
+  return (m, code, signal) => {
+    // Anywhere in this start's output: its stdout and stderr are two pipes, so a log line may be
+    // read after the checkpoint's own line (a process killed at a checkpoint dies right there).
+    r.disruptions.push(Date.now());
+    const atCheckpoint = /checkpoint (\S+): SIGKILL/.exec(m.proc.output());
+    if (signal === 'SIGKILL' && atCheckpoint) {
+      r.count('killed at a checkpoint');
+      r.note(`${m.name} killed itself at checkpoint ${atCheckpoint[1]}`);
+      return;
+    }
+    r.unexpected.push({ name: `${m.name}#${m.starts}`, code, signal, tail: m.proc.output().slice(-2000) });
+    r.note(`${m.name} exited on its own (code ${code}, signal ${signal})`);
+  };
+}
+
+/** The tenant's webhook endpoints, registered through the API, their secrets given to the receiver. */
+async function registerWebhooks(
+  client: SimClient,
+  receiver: Receiver,
+  endpoints: Array<{ name: string; events: string[] }>,
+): Promise<void> {
+  for (const e of endpoints) {
+    const made = await client.send('POST', '/v1/webhooks', {
+      url: receiver.urlFor(e.name),
+      events: e.events,
+    });
+    if (made?.status !== 201 || typeof made.json?.secret !== 'string')
+      throw new Error(`could not register webhook endpoint ${e.name}: ${made?.status}`);
+    receiver.setSecret(e.name, made.json.secret);
+  }
+}
+
+/** The run's database on the cluster; its URL. */
+async function createSimDatabase(clusterUrl: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: clusterUrl });
+  await admin.connect();
+  await admin.query('create database sim');
+  await admin.end();
+  return clusterUrl.replace(/\/postgres$/, '/sim');
+}
+
+/** The clients' scenarios, started across the first 80% of the fault phase; `done` as each ends. */
+function startClients(
+  client: SimClient,
+  meetings: number,
+  clientRng: Rng,
+  faultMs: number,
+  done: () => void,
+): Array<Promise<void>> {
+  return drawScenarios(meetings, clientRng).map((kind, i) => {
+    const startAt = clientRng.next() * faultMs * 0.8;
+    const seed = clientRng.int(1e9);
+    return sleep(startAt)
+      .then(() => client.run(kind, i, new Rng(seed)))
+      .finally(done);
+  });
 }

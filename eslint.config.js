@@ -25,6 +25,17 @@ export default tseslint.config(
     },
   },
   {
+    // No function over about 150 lines: a reader holds one in view. Tests (a describe block is a
+    // file's worth of cases), the benchmarks' scripts and the frozen migrations (one SQL text
+    // each) are not held to it. src/api/meeting-routes.ts and src/api/openapi.ts wait for the
+    // API contract of issue 34 (route schemas, a generated document), which replaces them.
+    files: ['src/**/*.ts', 'web/src/**/*.{ts,tsx}', 'sim/**/*.ts', 'scripts/**/*.ts'],
+    ignores: ['src/db/migrations/**', 'src/api/meeting-routes.ts', 'src/api/openapi.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 150, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
     // The build config imports only vite and node:path; import-x cannot resolve vite's exports map.
     files: ['web/vite.config.ts'],
     rules: { 'import-x/no-cycle': 'off' },

@@ -208,3 +208,32 @@ void it('Boundaries: a store decides nothing a use case decides: it imports no u
     JSON.stringify(messages),
   );
 });
+
+void it('Readability: a function over 150 lines fails the lint run, in src, the web app and the simulation', async () => {
+  const long = (name: string) =>
+    [
+      `export function ${name}(n: number): number {`,
+      `  let x = n;`,
+      ...Array.from({ length: 151 }, (_, i) => `  x += ${i};`),
+      `  return x;`,
+      `}`,
+      `export function short(n: number): number {`,
+      `  return n + 1;`,
+      `}`,
+      '',
+    ].join('\n');
+  const files = [
+    probe(`src/meetings/${tag}-long.ts`, long('longUseCase')),
+    probe(`sim/${tag}-long.ts`, long('longScenario')),
+  ];
+  const messages = (await lint(files)).filter((m) => m.rule === 'max-lines-per-function');
+  assert.deepEqual(
+    messages.map((m) => m.file).sort(),
+    [`${tag}-long.ts`, `${tag}-long.ts`],
+    JSON.stringify(messages),
+  );
+  assert.ok(
+    messages.every((m) => /too many lines \(155\)/.test(m.message)),
+    JSON.stringify(messages),
+  );
+});

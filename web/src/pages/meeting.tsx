@@ -36,15 +36,7 @@ function useSession(): SessionState | null {
 const SETTLED_POLL_MS = 10_000;
 
 export function MeetingPage({ id, at = null }: { id: string; at?: number | null }) {
-  const [meetingPolled, setMeeting] = useState<Meeting | null>(null);
-  const [segments, setSegments] = useState<Segment[]>([]);
-  const [loadError, setLoadError] = useState<string | null>(null);
-  const [unreachable, setUnreachable] = useState(false);
-  const [nextSeq, setNextSeq] = useState<number | null>(null);
-  const [endRequested, setEndRequested] = useState(false);
   const [actionError, setActionError] = useState<string | null>(null);
-  /** Another tab of this browser holds this meeting's recording lock. */
-  const [elsewhere, setElsewhere] = useState(false);
   /** Bumped by Regenerate, to start polling again a meeting that had settled. */
   const [wake, setWake] = useState(0);
   const rec = useSession();
@@ -66,53 +58,18 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
     wasLive.current = false;
     cutAt.current = Date.now();
   }
-  const [polledAt, setPolledAt] = useState(0);
-
-  usePoll(
-    async () => {
-      try {
-        const pushed = streamRef.current;
-        const viaStream = pushed.link === 'live' && pushed.meeting !== null;
-        const asked = Date.now();
-        const m = viaStream ? pushed.meeting! : await call<Meeting>('GET', `/v1/meetings/${id}`);
-        setMeeting(m);
-        setUnreachable(false);
-        // Ended in another browser or through the API: this tab's microphone must not go on.
-        const mineNow = session();
-        if (
-          m.status !== 'created' &&
-          m.status !== 'recording' &&
-          mineNow?.meetingId === id &&
-          (mineNow.phase === 'recording' || mineNow.phase === 'starting')
-        )
-          await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
-        setLoadError(null);
-        if (m.status !== 'created' && !viaStream) {
-          const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
-          setSegments(t.segments);
-        }
-        if (!viaStream) setPolledAt(asked);
-        setElsewhere(await recordingElsewhere(id));
-        const stored = await (await outbox()).store.meeting(id);
-        setNextSeq(stored?.nextSeq ?? null);
-        setEndRequested(stored?.endRequested ?? false);
-        const settled = m.status === 'complete' || m.status === 'failed';
-        const late = m.lateAudio.lateChunks > 0 || m.lateAudio.repairing;
-        if (viaStream) return true;
-        if (!settled || m.minutes.status === 'pending' || late) return true;
-        // L19: a live meeting can still get late audio (from this tab's outbox or another client):
-        // look now and then, so a repair that lands shows without a reload.
-        return m.source === 'live' ? SETTLED_POLL_MS : false;
-      } catch (err) {
-        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500))
-          setUnreachable(true);
-        else setLoadError(err instanceof Error ? err.message : String(err));
-        return true;
-      }
-    },
-    1500,
-    [id, endRequested, wake, acknowledged],
-  );
+  const {
+    meetingPolled,
+    setMeeting,
+    segments,
+    loadError,
+    unreachable,
+    nextSeq,
+    endRequested,
+    setEndRequested,
+    elsewhere,
+    polledAt,
+  } = useMeetingPoll(id, streamRef, [wake, acknowledged]);
 
   // The stream's view while it is live, and after a cut until a poll newer than the cut answers.
   const streaming = stream.link === 'live' || (stream.link === 'connecting' && polledAt <= cutAt.current);
@@ -195,67 +152,18 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
       {mine && <UnsavedAudio chunks={mine.unsaved} title={meeting.title} />}
 
       {((live && open && !ending) || recordingHere) && (
-        <section class="card recorder" aria-label="Recording">
-          {recordingHere ? (
-            <>
-              <p class="elapsed">
-                <span class="dot" aria-hidden="true" /> Recording{' '}
-                <time data-testid="elapsed">{clock(mine.elapsedSeconds)}</time>
-              </p>
-              <label for="level">Input level</label>
-              <meter id="level" min={0} max={1} low={0.05} high={0.9} value={mine.level} />
-            </>
-          ) : elsewhere ? (
-            <p role="status" data-testid="recording-elsewhere">
-              This meeting is being recorded in another tab of this browser. Use that tab to continue or end
-              it.
-            </p>
-          ) : (
-            <p>
-              {meeting.status === 'created' || nextSeq !== null
-                ? 'Not recording in this tab.'
-                : 'This meeting was recorded elsewhere; you can end it here.'}
-            </p>
-          )}
-          <div class="row">
-            {!recordingHere && !elsewhere && (meeting.status === 'created' || nextSeq !== null) && (
-              <button type="button" onClick={() => void resume()}>
-                ● {meeting.status === 'created' ? 'Record' : 'Continue recording'}
-              </button>
-            )}
-            <button type="button" class="danger" onClick={() => void end()}>
-              ■ End meeting
-            </button>
-          </div>
-        </section>
+        <RecorderCard
+          meeting={meeting}
+          mine={recordingHere ? mine : null}
+          elsewhere={elsewhere}
+          nextSeq={nextSeq}
+          onResume={() => void resume()}
+          onEnd={() => void end()}
+        />
       )}
 
       {live && (pending > 0 || rejectedCount > 0 || trouble || (mine && open)) && (
-        <section class="card" aria-label="Audio sent">
-          <p
-            role="status"
-            data-testid="outbox"
-            data-pending={pending}
-            data-captured={mine?.chunksCaptured ?? ''}
-          >
-            {pending > 0
-              ? `${pending} ${pending === 1 ? 'chunk' : 'chunks'} of audio kept in this browser, waiting to be sent.`
-              : 'All audio captured so far is on the server.'}
-            {box?.offlineUntil && pending > 0
-              ? ` The server cannot be reached; trying again in ${Math.max(0, Math.ceil((box.offlineUntil - Date.now()) / 1000))} s.`
-              : ''}
-          </p>
-          {trouble && (
-            <p role="status" class="warn" data-testid="outbox-trouble">
-              {trouble.message}
-              {trouble.deleted
-                ? ''
-                : ` Next try in ${Math.max(0, Math.ceil((trouble.retryAt - Date.now()) / 1000))} s.`}
-            </p>
-          )}
-          {trouble?.notFound && <KeptAudio meetingId={id} title={meeting.title} />}
-          <RejectedChunks meetingId={id} title={meeting.title} />
-        </section>
+        <OutboxCard meetingId={id} title={meeting.title} pending={pending} captured={mine?.chunksCaptured} />
       )}
 
       {ending && open && (
@@ -274,15 +182,6 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
         <Finalizing meeting={meeting} />
       )}
 
-      {meeting.status === 'failed' && meeting.failure && (
-        <section class="card failure" aria-labelledby="failure-heading">
-          <h2 id="failure-heading">Why this meeting failed</h2>
-          <p role="alert" data-testid="failure-reason">
-            {meeting.failure.plain}
-          </p>
-        </section>
-      )}
-
       {meeting.status === 'complete' && (
         <MinutesPanel
           meeting={meeting}
@@ -293,35 +192,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
         />
       )}
 
-      {meeting.heldAudio && (
-        // J20: the gap shown: stretches still being tried, or kept for an operator to retry.
-        <p role="status" class={meeting.heldAudio.failed > 0 ? 'warn' : 'muted'} data-testid="held-audio">
-          {meeting.heldAudio.message}
-        </p>
-      )}
-
-      {meeting.status === 'complete' &&
-        !meeting.heldAudio &&
-        meeting.untranscribedWhenAudioDeleted &&
-        meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight >
-          0 && (
-          <p class="warn">
-            {meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight}{' '}
-            stretch(es) of this meeting have no transcript (recognition gave up or the audio never arrived).
-          </p>
-        )}
-
-      {meeting.lateAudio.message && (
-        <p
-          role="status"
-          class={meeting.lateAudio.failure && meeting.lateAudio.lateChunks > 0 ? 'warn' : 'muted'}
-          data-testid="late-audio"
-          data-revision={meeting.revision}
-          data-late={meeting.lateAudio.lateChunks}
-        >
-          {meeting.lateAudio.message}
-        </p>
-      )}
+      <AudioNotices meeting={meeting} />
 
       <Transcript
         meeting={meeting}
@@ -604,4 +475,224 @@ function Transcript({
       )}
     </section>
   );
+}
+
+/** The recorder: the elapsed time and input level while this tab records, or how to go on. */
+function RecorderCard({
+  meeting,
+  mine,
+  elsewhere,
+  nextSeq,
+  onResume,
+  onEnd,
+}: {
+  meeting: Meeting;
+  /** This tab's recording of the meeting, while it records. */
+  mine: NonNullable<ReturnType<typeof useSession>> | null;
+  elsewhere: boolean;
+  nextSeq: number | null;
+  onResume: () => void;
+  onEnd: () => void;
+}) {
+  const recordingHere = mine !== null;
+  return (
+    <section class="card recorder" aria-label="Recording">
+      {recordingHere ? (
+        <>
+          <p class="elapsed">
+            <span class="dot" aria-hidden="true" /> Recording{' '}
+            <time data-testid="elapsed">{clock(mine.elapsedSeconds)}</time>
+          </p>
+          <label for="level">Input level</label>
+          <meter id="level" min={0} max={1} low={0.05} high={0.9} value={mine.level} />
+        </>
+      ) : elsewhere ? (
+        <p role="status" data-testid="recording-elsewhere">
+          This meeting is being recorded in another tab of this browser. Use that tab to continue or end it.
+        </p>
+      ) : (
+        <p>
+          {meeting.status === 'created' || nextSeq !== null
+            ? 'Not recording in this tab.'
+            : 'This meeting was recorded elsewhere; you can end it here.'}
+        </p>
+      )}
+      <div class="row">
+        {!recordingHere && !elsewhere && (meeting.status === 'created' || nextSeq !== null) && (
+          <button type="button" onClick={onResume}>
+            ● {meeting.status === 'created' ? 'Record' : 'Continue recording'}
+          </button>
+        )}
+        <button type="button" class="danger" onClick={onEnd}>
+          ■ End meeting
+        </button>
+      </div>
+    </section>
+  );
+}
+
+/** L-outbox: the audio this browser still holds for the meeting, and why it is not sent yet. */
+function OutboxCard({
+  meetingId: id,
+  title,
+  pending,
+  captured,
+}: {
+  meetingId: string;
+  title: string;
+  pending: number;
+  captured: number | undefined;
+}) {
+  const box = useOutbox();
+  const trouble = box?.trouble[id];
+  return (
+    <section class="card" aria-label="Audio sent">
+      <p role="status" data-testid="outbox" data-pending={pending} data-captured={captured ?? ''}>
+        {pending > 0
+          ? `${pending} ${pending === 1 ? 'chunk' : 'chunks'} of audio kept in this browser, waiting to be sent.`
+          : 'All audio captured so far is on the server.'}
+        {box?.offlineUntil && pending > 0
+          ? ` The server cannot be reached; trying again in ${Math.max(0, Math.ceil((box.offlineUntil - Date.now()) / 1000))} s.`
+          : ''}
+      </p>
+      {trouble && (
+        <p role="status" class="warn" data-testid="outbox-trouble">
+          {trouble.message}
+          {trouble.deleted
+            ? ''
+            : ` Next try in ${Math.max(0, Math.ceil((trouble.retryAt - Date.now()) / 1000))} s.`}
+        </p>
+      )}
+      {trouble?.notFound && <KeptAudio meetingId={id} title={title} />}
+      <RejectedChunks meetingId={id} title={title} />
+    </section>
+  );
+}
+
+/**
+ * What the meeting says of its audio: why it failed, stretches held for another try (J20), stretches
+ * with no transcript, late audio being repaired in (L19).
+ */
+function AudioNotices({ meeting }: { meeting: Meeting }) {
+  return (
+    <>
+      {meeting.status === 'failed' && meeting.failure && (
+        <section class="card failure" aria-labelledby="failure-heading">
+          <h2 id="failure-heading">Why this meeting failed</h2>
+          <p role="alert" data-testid="failure-reason">
+            {meeting.failure.plain}
+          </p>
+        </section>
+      )}
+      {meeting.heldAudio && (
+        // J20: the gap shown: stretches still being tried, or kept for an operator to retry.
+        <p role="status" class={meeting.heldAudio.failed > 0 ? 'warn' : 'muted'} data-testid="held-audio">
+          {meeting.heldAudio.message}
+        </p>
+      )}
+
+      {meeting.status === 'complete' &&
+        !meeting.heldAudio &&
+        meeting.untranscribedWhenAudioDeleted &&
+        meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight >
+          0 && (
+          <p class="warn">
+            {meeting.untranscribedWhenAudioDeleted.exhausted + meeting.untranscribedWhenAudioDeleted.inFlight}{' '}
+            stretch(es) of this meeting have no transcript (recognition gave up or the audio never arrived).
+          </p>
+        )}
+
+      {meeting.lateAudio.message && (
+        <p
+          role="status"
+          class={meeting.lateAudio.failure && meeting.lateAudio.lateChunks > 0 ? 'warn' : 'muted'}
+          data-testid="late-audio"
+          data-revision={meeting.revision}
+          data-late={meeting.lateAudio.lateChunks}
+        >
+          {meeting.lateAudio.message}
+        </p>
+      )}
+    </>
+  );
+}
+
+/**
+ * The meeting as the server has it: read from the stream while it is live, polled otherwise (the
+ * transcript too), with what this browser keeps of it (its outbox's next chunk and End). A
+ * recording in this tab of a meeting ended elsewhere is stopped. `wakes` start polling again a
+ * meeting that had settled.
+ */
+function useMeetingPoll(
+  id: string,
+  streamRef: { current: ReturnType<typeof useMeetingStream> },
+  wakes: number[],
+) {
+  const [meetingPolled, setMeeting] = useState<Meeting | null>(null);
+  const [segments, setSegments] = useState<Segment[]>([]);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [unreachable, setUnreachable] = useState(false);
+  const [nextSeq, setNextSeq] = useState<number | null>(null);
+  const [endRequested, setEndRequested] = useState(false);
+  /** Another tab of this browser holds this meeting's recording lock. */
+  const [elsewhere, setElsewhere] = useState(false);
+  const [polledAt, setPolledAt] = useState(0);
+
+  usePoll(
+    async () => {
+      try {
+        const pushed = streamRef.current;
+        const viaStream = pushed.link === 'live' && pushed.meeting !== null;
+        const asked = Date.now();
+        const m = viaStream ? pushed.meeting! : await call<Meeting>('GET', `/v1/meetings/${id}`);
+        setMeeting(m);
+        setUnreachable(false);
+        // Ended in another browser or through the API: this tab's microphone must not go on.
+        const mineNow = session();
+        if (
+          m.status !== 'created' &&
+          m.status !== 'recording' &&
+          mineNow?.meetingId === id &&
+          (mineNow.phase === 'recording' || mineNow.phase === 'starting')
+        )
+          await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
+        setLoadError(null);
+        if (m.status !== 'created' && !viaStream) {
+          const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
+          setSegments(t.segments);
+        }
+        if (!viaStream) setPolledAt(asked);
+        setElsewhere(await recordingElsewhere(id));
+        const stored = await (await outbox()).store.meeting(id);
+        setNextSeq(stored?.nextSeq ?? null);
+        setEndRequested(stored?.endRequested ?? false);
+        const settled = m.status === 'complete' || m.status === 'failed';
+        const late = m.lateAudio.lateChunks > 0 || m.lateAudio.repairing;
+        if (viaStream) return true;
+        if (!settled || m.minutes.status === 'pending' || late) return true;
+        // L19: a live meeting can still get late audio (from this tab's outbox or another client):
+        // look now and then, so a repair that lands shows without a reload.
+        return m.source === 'live' ? SETTLED_POLL_MS : false;
+      } catch (err) {
+        if (err instanceof NetworkError || (err instanceof ApiError && err.status >= 500))
+          setUnreachable(true);
+        else setLoadError(err instanceof Error ? err.message : String(err));
+        return true;
+      }
+    },
+    1500,
+    [id, endRequested, ...wakes],
+  );
+  return {
+    meetingPolled,
+    setMeeting,
+    segments,
+    loadError,
+    unreachable,
+    nextSeq,
+    endRequested,
+    setEndRequested,
+    elsewhere,
+    polledAt,
+  };
 }

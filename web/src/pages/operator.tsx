@@ -99,47 +99,7 @@ export function OperatorPage() {
           {error}
         </p>
       )}
-      <section class="card" aria-labelledby="queues-heading">
-        <h2 id="queues-heading">
-          Queues <span class="scope">(whole installation)</span>
-        </h2>
-        <div class="scroll">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Queue</th>
-                <th scope="col">Pending</th>
-                <th scope="col">Due</th>
-                <th scope="col">Running</th>
-                <th scope="col">Oldest due</th>
-              </tr>
-            </thead>
-            <tbody>
-              {data.queues.length === 0 && (
-                <tr>
-                  <td colSpan={5}>No jobs yet.</td>
-                </tr>
-              )}
-              {data.queues.map((q) => (
-                <tr key={q.queue} data-queue={q.queue}>
-                  <th scope="row">{q.queue}</th>
-                  <td>{q.pending}</td>
-                  <td>{q.due}</td>
-                  <td>{q.running}</td>
-                  <td>{q.due ? seconds(q.oldestPendingAgeSeconds) : '–'}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-        <p class="muted" data-testid="installation-health">
-          Whole installation: workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events
-          pending: {h.outboxPending}
-          {h.outboxFailed ? ` (failed ${h.outboxFailed})` : ''} · webhooks pending {h.webhooksPending}, failed{' '}
-          {h.webhooksFailed}
-        </p>
-      </section>
-
+      <QueuesCard queues={data.queues} health={h} />
       <section class="card" aria-labelledby="outages-heading">
         <h2 id="outages-heading">Outages in progress</h2>
         <p data-testid="workspace-outages">
@@ -237,5 +197,51 @@ export function OperatorPage() {
         </ul>
       </section>
     </>
+  );
+}
+
+/** The queues of the whole installation (pending, due, running, the oldest due job) and its health. */
+function QueuesCard({ queues, health: h }: { queues: Overview['queues']; health: Overview['health'] }) {
+  return (
+    <section class="card" aria-labelledby="queues-heading">
+      <h2 id="queues-heading">
+        Queues <span class="scope">(whole installation)</span>
+      </h2>
+      <div class="scroll">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Queue</th>
+              <th scope="col">Pending</th>
+              <th scope="col">Due</th>
+              <th scope="col">Running</th>
+              <th scope="col">Oldest due</th>
+            </tr>
+          </thead>
+          <tbody>
+            {queues.length === 0 && (
+              <tr>
+                <td colSpan={5}>No jobs yet.</td>
+              </tr>
+            )}
+            {queues.map((q) => (
+              <tr key={q.queue} data-queue={q.queue}>
+                <th scope="row">{q.queue}</th>
+                <td>{q.pending}</td>
+                <td>{q.due}</td>
+                <td>{q.running}</td>
+                <td>{q.due ? seconds(q.oldestPendingAgeSeconds) : '–'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <p class="muted" data-testid="installation-health">
+        Whole installation: workers alive: {h.workersAlive} · leases reclaimed: {h.leasesReclaimed} · events
+        pending: {h.outboxPending}
+        {h.outboxFailed ? ` (failed ${h.outboxFailed})` : ''} · webhooks pending {h.webhooksPending}, failed{' '}
+        {h.webhooksFailed}
+      </p>
+    </section>
   );
 }

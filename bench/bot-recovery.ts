@@ -1,5 +1,5 @@
 /**
- * (g) Bot recovery cost (issue 5): provider calls per endpoint for one recovery run over stuck
+ * (g) Bot recovery cost: provider calls per endpoint for one recovery run over stuck
  * recordings spread across workspaces, against the fake Recall server, next to the naive design
  * (one list call per stuck row, then a create for each row the list did not find).
  *

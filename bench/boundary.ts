@@ -1,5 +1,5 @@
 /**
- * (e) Boundary loss (issue 3): the word error rate of a multi-minute synthetic meeting transcribed
+ * (e) Boundary loss: the word error rate of a multi-minute synthetic meeting transcribed
  * window by window, divided by the same recogniser's rate on the whole file — for fixed 60 s cuts
  * and for Verbatim's cuts at quiet points (L18). Real flite speech, real PocketSphinx.
  */

@@ -1,5 +1,5 @@
 /**
- * (d) Close-out latency (issue 3): End → complete, minus the grace period, for a live meeting of
+ * (d) Close-out latency: End → complete, minus the grace period, for a live meeting of
  * three 5 s chunks, with an instant recogniser and the extractive minutes writer, in-process.
  */
 import fs from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * (c) under a kill storm (issue 33, J20): one api and three worker processes of the real CLI, with
+ * (c) under a kill storm (J20): one api and three worker processes of the real CLI, with
  * the default settings and real PocketSphinx, take uploads and live meetings while a random one of
  * them is SIGKILLed every `killEveryMs` for `stormMs` (a supervisor starts it again after 0.3 s, as
  * systemd would). The clients are patient: each request is retried until it is answered. Then the

@@ -1,5 +1,5 @@
 /**
- * (i) Speech → text on screen (issue 15): a meeting of flite sentences streamed at real pace in 5 s
+ * (i) Speech → text on screen: a meeting of flite sentences streamed at real pace in 5 s
  * chunks over HTTP to an api and a worker on this machine (real PocketSphinx), its SSE stream read
  * as a browser reads it. For each sentence: the time from the end of its audio (when it was
  * "spoken") until most of its longer words are on screen, counting the text of every event (draft

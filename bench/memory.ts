@@ -1,5 +1,5 @@
 /**
- * (k) Memory against the recording's length (issue 16, J19/B10): one `verbatim start` process (api
+ * (k) Memory against the recording's length (J19/B10): one `verbatim start` process (api
  * and worker in one) on this machine, idle, then uploading and splitting a recording of 10 min, 1 h
  * and 6 h (the flite sentences of (i), repeated; sent as a stream, never built whole), transcribed
  * by an instant recogniser (a Whisper-compatible server on 127.0.0.1 that answers at once), until

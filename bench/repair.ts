@@ -1,5 +1,5 @@
 /**
- * (h) Repair latency (issue 11): a chunk that arrives after its meeting completed → the transcript
+ * (h) Repair latency: a chunk that arrives after its meeting completed → the transcript
  * revised (its repair committed), with an instant recogniser, in-process. Next to it, in the same
  * run and on the same worker, the on-time path: a chunk that fills a window → that window
  * transcribed.

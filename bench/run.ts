@@ -6,11 +6,11 @@
  *   (b) Verbatim windows/s through claim → heartbeat → commit → audit, instant recogniser, same C
  *   (c) kill-to-rerun latency after SIGKILL: defaults (J18 death watch), the same with only the
  *       lease (the baseline), and short lease settings
- *   (d) close-out latency: End → complete minus the grace period, instant recogniser (issue 3)
- *   (e) boundary loss: windowed / whole-file word error rate, fixed cuts vs. ours (issue 3)
+ *   (d) close-out latency: End → complete minus the grace period, instant recogniser
+ *   (e) boundary loss: windowed / whole-file word error rate, fixed cuts vs. ours
  *   (f) many meetings at once: M live meetings streaming 5 s chunks concurrently in accelerated
  *       time → windows transcribed/s and window-fill-to-transcript lag p50/p95, instant recogniser,
- *       same C, next to (a)'s no-op jobs/s (issue 3; no target given, so figures only)
+ *       same C, next to (a)'s no-op jobs/s (no target given, so figures only)
  *
  * (b) is run twice: as specified, one meeting holding all N windows, and with the same N windows in
  * one-hour meetings (60 windows of the default 60 s), which separates the per-window cost from the

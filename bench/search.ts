@@ -1,5 +1,5 @@
 /**
- * (j) Search latency and indexing throughput (issue 18). A corpus of BENCH_SEARCH_MEETINGS (2,000)
+ * (j) Search latency and indexing throughput. A corpus of BENCH_SEARCH_MEETINGS (2,000)
  * published meetings of BENCH_SEARCH_MINUTES (60) minutes each, one 5 s segment of generated speech
  * after another (a fixed vocabulary drawn with a Zipf law, so some words are in every meeting and
  * some in a few, seeded so every run has the same text), is written to the tables a transcription

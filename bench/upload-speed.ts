@@ -1,5 +1,5 @@
 /**
- * (l) Upload speed against the machine's limit (issue 15): a 10-minute recording (the flite
+ * (l) Upload speed against the machine's limit: a 10-minute recording (the flite
  * sentences of (i), repeated) uploaded through Verbatim's API to an api and a worker on this machine
  * with the defaults (real PocketSphinx; transcription concurrency `auto`, one per CPU), timed from
  * the start of the upload to the published transcript and to `complete`, next to the recogniser

@@ -2,7 +2,7 @@
  * The simulation's processes and the faults injected into them (docs/simulation.md, "Faults"):
  * real SIGKILL and SIGSTOP of the service's processes, terminated database backends, Postgres
  * restarts and lost queue messages, drawn from the seed. The fault phase has a harsh stretch with
- * the rates of the fault run of issue 33 (a kill every 1.5–3 s, stops past the lease), so kills
+ * the harsh rates (a kill every 1.5–3 s, stops past the lease), so kills
  * land inside recognitions and a window can be killed several times in a row.
  */
 import pg from 'pg';
@@ -38,7 +38,7 @@ export const CHECKPOINTS = (Object.keys(CHECKPOINT_CATALOG) as CheckpointName[])
  */
 const CALM = { kill: 0.15, stop: 0.2, terminate: 12, queueLoss: 1 };
 /**
- * The harsh stretch (the fault run of issue 33): a SIGKILL of a random process every 1.5–3 s, and
+ * The harsh stretch: a SIGKILL of a random process every 1.5–3 s, and
  * SIGSTOPs longer than the lease (so the stopped worker's job is reclaimed while it sleeps, and its
  * late writes must be fenced), at 0.4/s.
  */

@@ -407,7 +407,7 @@ function serviceEnv(o: {
     VERBATIM_CLOSEOUT_POLL_SECONDS: '0.3',
     VERBATIM_MINUTES_RETRY_SECONDS: '0.3',
     // Poison protection (J7, L7, J20) runs with its real caps: a window killed with its worker
-    // again and again must still reach the transcript (issue 33). The isolated lane's backoff
+    // again and again must still reach the transcript. The isolated lane's backoff
     // (a minute to an hour by default) is scaled down like every other wait here, so that a job
     // isolated during the faults has its runs before the heal's bound.
     VERBATIM_ISOLATION_BACKOFF_SECONDS: '1',

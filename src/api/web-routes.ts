@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 export const DEFAULT_WEB_ROOT = path.resolve(import.meta.dirname, '../../dist/web');
 
 /**
- * The web app (issue 6) from the same process as the API, at `/`. The app routes with the URL
+ * The web app from the same process as the API, at `/`. The app routes with the URL
  * hash, so only real files are served here and every other path stays a JSON 404.
  */
 export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {

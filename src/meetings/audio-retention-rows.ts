@@ -47,8 +47,7 @@ export async function pinnedBlobIds(trx: Tx, meetingId: string, keep: KeptAudio)
  * still at it (queued behind a backlog, waiting out a speech outage, or isolated on its slow
  * backoff), or it failed on the way (poison, an error that did not pass) and its audio was not
  * released. That window's stretch of the chunks (or the decoded stream), or an upload window's
- * own object. Before, it was deleted with the rest and the window's words were lost (found by the
- * 30-minute simulation, and by a kill every 1.5–3 s with real recognition).
+ * own object. Deleted with the rest, the window's words would be lost.
  */
 function heardByHeldWindow(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknown>) {
   return sql<boolean>`exists (

@@ -21,7 +21,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
     kind: JobKind.writeMinutes,
     run: async (ctx) => {
       const meetingId = payloadOf(ctx.job, JobKind.writeMinutes).meetingId;
-      // One minutes job of a meeting sends its prompt at a time (V6: two workers sent one prompt,
+      // One minutes job of a meeting sends its prompt at a time (V6: two workers would send one prompt,
       // the second inside the Retry-After the first had been given). A later job (a newer
       // revision, a request) reads the newer text, so an earlier one ends without writing; a later
       // one waits while an earlier one runs or waits out its own backoff, which ends it.
@@ -81,7 +81,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
           if (waited < config.minutesWaitCapMs) {
             ctx.log.warn({ meetingId, code: error.code }, 'minutes model unavailable; trying again later');
             // The provider's Retry-After is honoured when it asks for longer (V6: a request sent
-            // again inside it was a limit exceeded; found by the simulation).
+            // again inside it would exceed the provider's limit).
             const asked = err instanceof AppError ? (err.retryAfterSeconds ?? 0) * 1000 : 0;
             await ctx.requeue(Math.max(config.minutesRetryMs, asked), `minutes model outage: ${error.code}`);
             return;

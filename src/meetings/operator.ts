@@ -247,7 +247,7 @@ async function recreateWork(deps: MeetingDeps, trx: Tx, meeting: MeetingRow, act
     await createCloseOutJob(deps, trx, meeting, actor);
     // A published transcript's windows still in retry (past the close-out's cap, L4) had their jobs
     // superseded above; the close-out does not go back to them, so they get jobs of their own again
-    // (their words then revise the transcript, L19). Without this their audio was deleted untranscribed.
+    // (their words then revise the transcript, L19); else their audio would be deleted untranscribed.
     let again = 0;
     if (meeting.transcript_completed_at) {
       for (const w of windows) {

@@ -1,4 +1,4 @@
-// A job context without a worker process (issue 34): claims a job through the real job store and
+// A job context without a worker process: claims a job through the real job store and
 // hands its handler the context a worker would, so one handler run can be driven and its outcome
 // read in-process. Settling goes through the same fenced store methods as src/jobs/job-runner.ts.
 import { attemptContext, type Settlement } from '../../src/jobs/attempt-context.ts';

@@ -27,8 +27,32 @@ const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
   'video/webm': 'webm',
 };
 
+/** What the meeting route groups share: the dependencies and the tenant-scoped readers of a meeting. */
+interface MeetingRouteKit {
+  deps: MeetingDeps;
+  timings: ViewTimings;
+  viewIn: (trx: Executor, m: MeetingRow) => ReturnType<typeof meetingViewIn>;
+  viewOf: (m: MeetingRow) => ReturnType<typeof meetingViewIn>;
+  getMeeting: (workspaceId: string, id: string) => Promise<MeetingRow>;
+  viewById: (workspaceId: string, id: string) => ReturnType<typeof meetingViewIn>;
+}
+
 export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void {
-  const { deps } = api;
+  const kit = meetingRouteKit(api.deps);
+  // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
+  // S7: at the server's small limit; only the recording and chunk routes raise theirs.
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+    done(null, body);
+  });
+
+  registerMeetingCreate(app, kit);
+  registerMeetingAudio(app, kit);
+  registerMeetingReads(app, kit);
+  registerMeetingActions(app, kit);
+  registerBatchRoutes(app, kit);
+}
+
+function meetingRouteKit(deps: MeetingDeps): MeetingRouteKit {
   const timings = viewTimings(deps);
   // S10: every meeting read here runs as the tenant (src/db/tenant.ts), so a read that forgot its
   // workspace filter finds nothing of another workspace; the writes stay on the system path.
@@ -41,12 +65,12 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       viewIn(trx, await deps.meetings.get(workspaceId, id, trx)),
     );
 
-  // Recordings arrive as raw bytes of any media type; the handler decides what it accepts (415).
-  // S7: at the server's small limit; only the recording and chunk routes raise theirs.
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
-    done(null, body);
-  });
+  return { deps, timings, viewIn, viewOf, getMeeting, viewById };
+}
 
+/** POST /v1/meetings: a new meeting, or the one an Idempotency-Key already made. */
+function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void {
+  const { deps, timings, viewOf } = kit;
   app.post('/v1/meetings', async (req, reply) => {
     const body = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -119,7 +143,11 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       .header('idempotent-replayed', 'true')
       .send(await viewOf(meeting));
   });
+}
 
+/** Audio in: the whole recording (upload meetings), live chunks, and the end of a live meeting. */
+function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void {
+  const { deps, viewOf, getMeeting } = kit;
   // B10: a recording goes to storage as it arrives. Its route lives in a scope whose only parser
   // hands the request stream through untouched, so no whole-body buffer is ever made.
   void app.register((scope, _options, registered) => {
@@ -196,7 +224,11 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
     const meeting = await endMeeting(deps, workspaceOf(req), req.params.id, declaredChunks(req.body));
     return reply.status(202).send(await viewOf(meeting));
   });
+}
 
+/** Reads: one meeting, its transcript, the list. */
+function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void {
+  const { deps, viewIn, viewById } = kit;
   app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) =>
     viewById(workspaceOf(req), req.params.id),
   );
@@ -229,41 +261,6 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       }
     },
   );
-
-  app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
-    await regenerateMinutes(deps, workspaceOf(req), req.params.id);
-    return reply.status(202).send(await viewById(workspaceOf(req), req.params.id));
-  });
-
-  app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
-    await deleteMeeting(deps, workspaceOf(req), req.params.id);
-    return reply.status(204).send();
-  });
-
-  app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
-    const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
-    return reply.status(202).send({ ...result, meeting: await viewById(workspaceOf(req), req.params.id) });
-  });
-
-  app.post('/v1/batches', async (req, reply) => {
-    const body = (req.body ?? {}) as Record<string, unknown>;
-    const title = body.title ?? 'Upload batch';
-    if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
-      throw invalid('batch.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
-    }
-    const batch = await createBatch(deps, workspaceOf(req), title.trim());
-    return reply.status(201).send(batchView(batch, []));
-  });
-
-  app.get<{ Params: { id: string } }>('/v1/batches/:id', async (req) => {
-    const { batch, meetings } = await getBatch(deps, workspaceOf(req), req.params.id);
-    return batchView(batch, meetings);
-  });
-
-  app.post<{ Params: { id: string } }>('/v1/batches/:id/cancel', async (req, reply) => {
-    const { batch, meetings } = await cancelBatch(deps, workspaceOf(req), req.params.id);
-    return reply.status(202).send(batchView(batch, meetings));
-  });
 
   app.get<{ Querystring: { status?: string; limit?: string; cursor?: string; q?: string } }>(
     '/v1/meetings',
@@ -299,6 +296,49 @@ export function registerMeetingRoutes(app: FastifyInstance, api: ApiDeps): void 
       });
     },
   );
+}
+
+/** Operator actions on one meeting: new minutes, delete, resubmit. */
+function registerMeetingActions(app: FastifyInstance, kit: MeetingRouteKit): void {
+  const { deps, viewById } = kit;
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
+    await regenerateMinutes(deps, workspaceOf(req), req.params.id);
+    return reply.status(202).send(await viewById(workspaceOf(req), req.params.id));
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
+    await deleteMeeting(deps, workspaceOf(req), req.params.id);
+    return reply.status(204).send();
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
+    const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
+    return reply.status(202).send({ ...result, meeting: await viewById(workspaceOf(req), req.params.id) });
+  });
+}
+
+/** Upload batches: create, read, cancel. */
+function registerBatchRoutes(app: FastifyInstance, kit: MeetingRouteKit): void {
+  const { deps } = kit;
+  app.post('/v1/batches', async (req, reply) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const title = body.title ?? 'Upload batch';
+    if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
+      throw invalid('batch.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
+    }
+    const batch = await createBatch(deps, workspaceOf(req), title.trim());
+    return reply.status(201).send(batchView(batch, []));
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/batches/:id', async (req) => {
+    const { batch, meetings } = await getBatch(deps, workspaceOf(req), req.params.id);
+    return batchView(batch, meetings);
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/batches/:id/cancel', async (req, reply) => {
+    const { batch, meetings } = await cancelBatch(deps, workspaceOf(req), req.params.id);
+    return reply.status(202).send(batchView(batch, meetings));
+  });
 }
 
 /** L20: End's optional body, `{"chunks": N}`: the number of chunks the client recorded. */

@@ -1,6 +1,7 @@
-import { BotRecordingStatus, MeetingSource, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import { BotRecordingStatus, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { WEBHOOK_EVENTS } from '../events/webhooks.ts';
 import { ACCEPTED_AUDIO_TYPES } from '../meetings/intake.ts';
+import { MeetingSchema } from './schemas.ts';
 
 const error = { $ref: '#/components/schemas/Error' };
 const meeting = { $ref: '#/components/schemas/Meeting' };
@@ -74,138 +75,8 @@ export function openApiDocument(maxUploadBytes: number) {
             },
           },
         },
-        Meeting: {
-          type: 'object',
-          properties: {
-            id: { type: 'string', format: 'uuid' },
-            title: { type: 'string' },
-            source: { enum: Object.values(MeetingSource) },
-            language: { type: ['string', 'null'] },
-            status: { enum: Object.values(MeetingStatus) },
-            durationMs: { type: ['integer', 'null'] },
-            windows: {
-              type: 'object',
-              description:
-                'done / still being attempted / held (J20: isolated after its workers kept dying or its errors ran out, tried again alone on a slow backoff; the meeting does not wait for it) / retries exhausted / no audio or no job',
-              properties: {
-                total: { type: 'integer' },
-                done: { type: 'integer' },
-                inFlight: { type: 'integer' },
-                held: { type: 'integer' },
-                exhausted: { type: 'integer' },
-                missing: { type: 'integer' },
-              },
-            },
-            heldAudio: {
-              type: ['object', 'null'],
-              description:
-                'J20: stretches with no transcript whose audio is kept for them (the gap a completed meeting shows): `awaiting` are still tried and their words are added when they come (a new revision, meeting.transcript_revised); `failed` were given up and are kept for an operator to resubmit until `keptUntil` (VERBATIM_HELD_AUDIO_DAYS after the meeting ended), then deleted. Null when there is none.',
-              properties: {
-                awaiting: { type: 'integer' },
-                failed: { type: 'integer' },
-                keptUntil: { type: ['string', 'null'], format: 'date-time' },
-                message: { type: 'string' },
-              },
-            },
-            progress: {
-              type: ['object', 'null'],
-              description:
-                'L17: the step a recording, transcribing or finalizing meeting is in; null once complete or failed',
-              properties: {
-                stage: {
-                  enum: [
-                    'recording',
-                    'transcribing',
-                    'grace',
-                    'waiting_for_windows',
-                    'last_stretch',
-                    'writing_minutes',
-                    'finishing',
-                  ],
-                },
-                message: { type: 'string' },
-              },
-            },
-            transcriptComplete: { type: 'boolean' },
-            revision: {
-              type: 'integer',
-              description:
-                'L19: how many times the published transcript was revised with audio that arrived late (0 until then)',
-            },
-            declaredChunks: {
-              type: ['integer', 'null'],
-              description: 'L20: the number of chunks End declared; a seq at or past it is refused',
-            },
-            missingChunks: {
-              type: 'array',
-              items: { type: 'integer' },
-              description:
-                'Seqs the timeline went past without their chunk (at most 1000 listed); each is still taken if it comes',
-            },
-            missingChunkCount: { type: 'integer' },
-            lateAudio: {
-              type: 'object',
-              description: 'L19: audio stored but not (yet) in the transcript, and repairs, in plain words',
-              properties: {
-                waitingChunks: {
-                  type: 'integer',
-                  description:
-                    'chunks stored ahead of one that has not arrived, waiting for it or the patience',
-                },
-                lateChunks: {
-                  type: 'integer',
-                  description: 'chunks that arrived after the timeline went past them or after the close-out',
-                },
-                repairing: { type: 'boolean' },
-                lastRepairAt: { type: ['string', 'null'], format: 'date-time' },
-                failure: {
-                  type: ['object', 'null'],
-                  description: 'a repair that gave up; POST …/resubmit tries again',
-                  properties: {
-                    code: { type: 'string' },
-                    message: { type: 'string' },
-                    plain: { type: 'string' },
-                  },
-                },
-                message: { type: ['string', 'null'], description: 'one sentence for the screen' },
-              },
-            },
-            minutes: {
-              type: 'object',
-              properties: {
-                status: { enum: Object.values(MinutesStatus) },
-                revision: {
-                  type: ['integer', 'null'],
-                  description: 'the transcript revision these minutes describe',
-                },
-                stale: {
-                  type: 'boolean',
-                  description:
-                    'the minutes describe an earlier revision of the transcript (being rewritten, or a rewrite failed)',
-                },
-                reason: {
-                  type: ['object', 'null'],
-                  description: 'why there are no minutes; `plain` says it in plain words',
-                  properties: {
-                    code: { type: 'string' },
-                    message: { type: 'string' },
-                    plain: { type: 'string' },
-                  },
-                },
-                content: { type: ['object', 'null'] },
-              },
-            },
-            failure: {
-              type: ['object', 'null'],
-              properties: {
-                code: { type: 'string' },
-                message: { type: 'string' },
-                plain: { type: 'string' },
-              },
-            },
-            audioDeletedAt: { type: ['string', 'null'], format: 'date-time' },
-          },
-        },
+        // One declaration of the shape: the TypeBox schema the web app takes its type from.
+        Meeting: MeetingSchema,
       },
     },
     security: [{ bearer: [] }],

@@ -10,6 +10,7 @@ import { buildAppApi, openApp, type App, type AppOverrides } from '../../src/app
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
+import { ResponseContract } from './openapi-contract.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -106,6 +107,7 @@ export async function startHarness(
 
   const env = (extra: Record<string, string> = {}) => ({ ...baseEnv, ...extra });
 
+  let contract: ResponseContract | undefined;
   return {
     db,
     dataDir,
@@ -135,6 +137,20 @@ export async function startHarness(
         payload: body === undefined ? undefined : isBuffer ? body : JSON.stringify(body),
       });
       responses.push(res.body);
+      // Issue 34 scope 5: every response a test gets must match the API's contract.
+      contract ??= new ResponseContract((await api.inject({ method: 'GET', url: '/openapi.json' })).json());
+      const problems = contract.problems(
+        method,
+        url,
+        res.statusCode,
+        String(res.headers['content-type'] ?? ''),
+        res.body,
+      );
+      if (problems.length > 0) {
+        throw new Error(
+          `the response breaks the OpenAPI contract:\n${problems.join('\n')}\n${res.body.slice(0, 2000)}`,
+        );
+      }
       let json: unknown = null;
       try {
         json = JSON.parse(res.body);

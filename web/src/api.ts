@@ -1,6 +1,6 @@
 /** The Verbatim HTTP API from the browser: same origin, `Authorization: Bearer <key>`. */
 // Types only (erased from the bundle): the statuses are declared once, in the server's domain.
-import type { MeetingSource, MeetingStatus, MinutesStatus } from '../../src/domain/status.ts';
+import type { MeetingResponse, MinutesContent, ReasonResponse } from '../../src/api/schemas.ts';
 
 const KEY = 'verbatim.apiKey';
 
@@ -68,67 +68,10 @@ export async function call<T>(
   return (await res.json()) as T;
 }
 
-export interface Reason {
-  code: string;
-  message: string | null;
-  plain: string;
-}
-
-export interface Meeting {
-  id: string;
-  title: string;
-  source: MeetingSource;
-  status: MeetingStatus;
-  durationMs: number | null;
-  windows: {
-    total: number;
-    done: number;
-    inFlight: number;
-    held: number;
-    exhausted: number;
-    missing: number;
-  };
-  progress: { stage: string; message: string } | null;
-  transcriptComplete: boolean;
-  /** How many times the published transcript was revised with late audio (L19). */
-  revision: number;
-  minutes: {
-    status: MinutesStatus;
-    reason: Reason | null;
-    content: Minutes | null;
-    writtenAt: string | null;
-    revision: number | null;
-    stale: boolean;
-  };
-  failure: Reason | null;
-  declaredChunks: number | null;
-  missingChunks: number[];
-  missingChunkCount: number;
-  lateAudio: {
-    waitingChunks: number;
-    lateChunks: number;
-    repairing: boolean;
-    lastRepairAt: string | null;
-    failure: Reason | null;
-    message: string | null;
-  };
-  /** J20: stretches with no transcript whose audio is held: the gap a completed meeting shows. */
-  heldAudio: { awaiting: number; failed: number; keptUntil: string | null; message: string } | null;
-  untranscribedWhenAudioDeleted: { inFlight: number; exhausted: number } | null;
-  createdAt: string;
-  finalizingAt: string | null;
-  completedAt: string | null;
-  failedAt: string | null;
-}
-
-export interface Minutes {
-  writer: 'llm' | 'extractive';
-  model: string | null;
-  summary: string;
-  decisions: string[];
-  actionItems: string[];
-  note: string | null;
-}
+// The response shapes are declared once, as the server's TypeBox schemas (src/api/schemas.ts).
+export type Reason = ReasonResponse;
+export type Meeting = MeetingResponse;
+export type Minutes = MinutesContent;
 
 export interface Segment {
   startMs: number;

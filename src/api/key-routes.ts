@@ -2,6 +2,51 @@ import type { FastifyInstance } from 'fastify';
 import { AppError, assertNever, ErrorKind } from '../domain/errors.ts';
 import { parseNewKeyRequest } from '../workspaces/api-keys.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
+import { empty, ERRORS, ID_PARAMS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
+import { ApiKeyCreatedSchema, ApiKeyListSchema, ApiKeySchema } from './schemas.ts';
+
+const LIST_SCHEMA: RouteSchema = {
+  summary:
+    'S9: the workspace’s API keys with their status (active, expired, revoked), created, last used, expires and revoked times; never a key or its hash (`hint` is the public part only)',
+  response: {
+    200: json(
+      '{apiKeys: [{id, name, hint, status, createdAt, lastUsedAt, expiresAt, revokedAt}]}',
+      ApiKeyListSchema,
+    ),
+    ...ERRORS,
+  },
+};
+const CREATE_SCHEMA: RouteSchema = {
+  summary: 'S9: create an API key for this workspace; the answer carries the key, shown once',
+  body: jsonBody(
+    {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        name: { type: 'string', maxLength: 100, description: 'a label (default "api")' },
+        expiresAt: {
+          type: 'string',
+          format: 'date-time',
+          description: 'when the key stops working (a future time with a zone); none: it never expires',
+        },
+      },
+    },
+    false,
+  ),
+  response: { 201: json('The key as listed, plus `key` (shown once)', ApiKeyCreatedSchema), ...ERRORS },
+};
+const LAST_KEY = refusal('The last active key (api_key.last_key): create another first');
+const DELETE_SCHEMA: RouteSchema = {
+  summary:
+    'S9: revoke one of this workspace’s keys; its next request gets 401. Another workspace’s key, or one already revoked: 404. The workspace’s last active key: 409 api_key.last_key (create another first)',
+  params: ID_PARAMS,
+  response: { 204: empty('Revoked'), ...ERRORS, 409: LAST_KEY },
+};
+const REVOKE_SCHEMA: RouteSchema = {
+  summary: 'S9: the same as DELETE /v1/api-keys/{id}, answering with the revoked key as listed',
+  params: ID_PARAMS,
+  response: { 200: json('The revoked key (no secret)', ApiKeySchema), ...ERRORS, 409: LAST_KEY },
+};
 
 /**
  * S9: a workspace's own API keys. Listing never shows a secret; a new key is shown once; another
@@ -11,9 +56,11 @@ import { workspaceOf, type ApiDeps } from './context.ts';
 export function registerKeyRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { workspaces } = api;
 
-  app.get('/v1/api-keys', async (req) => ({ apiKeys: await workspaces.listApiKeys(workspaceOf(req)) }));
+  app.get('/v1/api-keys', { schema: LIST_SCHEMA }, async (req) => ({
+    apiKeys: await workspaces.listApiKeys(workspaceOf(req)),
+  }));
 
-  app.post('/v1/api-keys', async (req, reply) => {
+  app.post('/v1/api-keys', { schema: CREATE_SCHEMA }, async (req, reply) => {
     const workspaceId = workspaceOf(req);
     const request = parseNewKeyRequest(req.body, new Date());
     const created = await workspaces.createApiKey(workspaceId, request.name, {
@@ -46,12 +93,16 @@ export function registerKeyRoutes(app: FastifyInstance, api: ApiDeps): void {
     }
   };
 
-  app.delete<{ Params: { id: string } }>('/v1/api-keys/:id', async (req, reply) => {
-    await revoke(workspaceOf(req), req.params.id);
-    return reply.status(204).send();
-  });
+  app.delete<{ Params: { id: string } }>(
+    '/v1/api-keys/:id',
+    { schema: DELETE_SCHEMA },
+    async (req, reply) => {
+      await revoke(workspaceOf(req), req.params.id);
+      return reply.status(204).send();
+    },
+  );
 
-  app.post<{ Params: { id: string } }>('/v1/api-keys/:id/revoke', async (req) =>
+  app.post<{ Params: { id: string } }>('/v1/api-keys/:id/revoke', { schema: REVOKE_SCHEMA }, async (req) =>
     revoke(workspaceOf(req), req.params.id),
   );
 }

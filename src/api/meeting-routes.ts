@@ -15,8 +15,27 @@ import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { formatBytes, STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
+import {
+  bytesBody,
+  empty,
+  ERRORS,
+  ID_PARAMS,
+  json,
+  jsonBody,
+  refusal,
+  type RouteSchema,
+} from './contract.ts';
+import {
+  BatchSchema,
+  ChunkStoredSchema,
+  MeetingListSchema,
+  ref,
+  ResubmitSchema,
+  TranscriptSchema,
+} from './schemas.ts';
 
 const MAX_TITLE = 300;
+const MEETING = ref('Meeting');
 
 /** Live chunks: standalone 16 kHz WAV, or consecutive pieces of one WebM (Opus) stream. */
 const CHUNK_TYPES: Record<string, ChunkFormat | undefined> = {
@@ -71,7 +90,39 @@ function meetingRouteKit(deps: MeetingDeps): MeetingRouteKit {
 /** POST /v1/meetings: a new meeting, or the one an Idempotency-Key already made. */
 function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void {
   const { deps, timings, viewOf } = kit;
-  app.post('/v1/meetings', async (req, reply) => {
+  const schema: RouteSchema = {
+    summary: 'Create a meeting',
+    headers: {
+      type: 'object',
+      properties: {
+        'idempotency-key': {
+          type: 'string',
+          minLength: 1,
+          maxLength: 200,
+          description:
+            'send the same key again when an answer was lost: the meeting that key made is answered (200, header idempotent-replayed), never a second one; 409 meeting.idempotency_key_reused if the details differ; 410 meeting.deleted if that meeting was deleted since',
+        },
+      },
+    },
+    body: jsonBody({
+      type: 'object',
+      required: ['source'],
+      properties: {
+        source: { enum: ['upload', 'live'] },
+        title: { type: 'string', maxLength: MAX_TITLE },
+        language: { type: 'string', examples: ['en'] },
+        batchId: { type: 'string', format: 'uuid', description: 'an upload batch (POST /v1/batches)' },
+      },
+    }),
+    response: {
+      201: json('Created', MEETING),
+      200: json('The meeting an earlier create with this Idempotency-Key made', MEETING),
+      ...ERRORS,
+      409: refusal('meeting.idempotency_key_reused, or batch.canceled'),
+      410: refusal('meeting.deleted: the meeting this Idempotency-Key made was deleted'),
+    },
+  };
+  app.post('/v1/meetings', { schema }, async (req, reply) => {
     const body = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw invalid('request.body', 'send a JSON object: {"source": "upload", "title": "…"}');
@@ -157,7 +208,23 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
     });
     scope.put<{ Params: { id: string } }>(
       '/v1/meetings/:id/recording',
-      { bodyLimit: deps.config.maxUploadBytes, config: STREAMED_UPLOAD_ROUTE },
+      {
+        bodyLimit: deps.config.maxUploadBytes,
+        config: STREAMED_UPLOAD_ROUTE,
+        schema: {
+          summary: 'Upload the recording of an upload meeting; answers 202 once stored and committed',
+          description: `Raw audio bytes, at most ${deps.config.maxUploadBytes} bytes.`,
+          params: ID_PARAMS,
+          body: bytesBody(ACCEPTED_AUDIO_TYPES),
+          response: {
+            202: json('Accepted', MEETING),
+            ...ERRORS,
+            409: refusal('The meeting already has a recording or is not an upload meeting'),
+            413: refusal('Too large, or `storage.quota_exceeded`'),
+            415: refusal('Not an accepted audio type'),
+          },
+        } satisfies RouteSchema,
+      },
       async (req, reply) => {
         const workspaceId = workspaceOf(req);
         await getMeeting(workspaceId, req.params.id);
@@ -196,7 +263,7 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
 
   app.put<{ Params: { id: string; seq: string } }>(
     '/v1/meetings/:id/chunks/:seq',
-    { bodyLimit: deps.config.maxChunkBytes, config: UPLOAD_ROUTE },
+    { bodyLimit: deps.config.maxChunkBytes, config: UPLOAD_ROUTE, schema: CHUNK_SCHEMA },
     async (req, reply) => {
       const workspaceId = workspaceOf(req);
       await getMeeting(workspaceId, req.params.id);
@@ -220,21 +287,74 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
     },
   );
 
-  app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', async (req, reply) => {
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', { schema: END_SCHEMA }, async (req, reply) => {
     const meeting = await endMeeting(deps, workspaceOf(req), req.params.id, declaredChunks(req.body));
     return reply.status(202).send(await viewOf(meeting));
   });
 }
 
+const CHUNK_SCHEMA: RouteSchema = {
+  summary:
+    'Store one live chunk, in any order and at any time while the meeting exists (L19); idempotent on (meeting, seq)',
+  description:
+    'A chunk at the frontier is placed and the windows it fills are cut; one ahead of a missing chunk waits; one whose stretch the timeline already went past (or that comes after the close-out or after completion) is added by a repair that re-cuts and re-transcribes the windows it touches. See docs/live-meetings.md.',
+  params: {
+    type: 'object',
+    required: ['id', 'seq'],
+    properties: { id: { type: 'string', format: 'uuid' }, seq: { type: 'integer', minimum: 0 } },
+  },
+  body: bytesBody(Object.keys(CHUNK_TYPES)),
+  response: {
+    201: json('Stored; `meeting` is the meeting as it now stands', ChunkStoredSchema),
+    200: json('The same chunk was already stored', ChunkStoredSchema),
+    ...ERRORS,
+    409: {
+      ...refusal(
+        '`chunk.conflict`: other bytes under this seq; `chunk.after_end`: seq at or past the count End declared; `chunk.too_far_ahead`: seq more than VERBATIM_MAX_SEQ_AHEAD above the highest stored (retryable, with Retry-After; nothing stored); `meeting.not_live`',
+      ),
+      headers: { 'Retry-After': { type: 'integer', description: 'with chunk.too_far_ahead' } },
+    },
+    410: refusal('`chunk.too_late`: the meeting ended more than VERBATIM_LATE_AUDIO_DAYS ago'),
+    413: refusal('Too large, or `storage.quota_exceeded`'),
+    415: refusal(
+      'Not a 16 kHz mono 16-bit WAV, a WebM chunk 0 without the stream header, or a format other than the meeting’s',
+    ),
+  },
+};
+
+const END_SCHEMA: RouteSchema = {
+  summary: 'End a live meeting: finalizing now, close-out after the grace period',
+  description:
+    'L20: with `{"chunks": N}`, seqs 0…N−1 are expected; a missing one is still taken later and repaired, any seq ≥ N is refused. When all N are stored the close-out starts at once (L24). Without a body the count is the highest stored seq + 1 at the close-out, and no chunk is refused for coming after End. Ending an ended meeting changes nothing.',
+  params: ID_PARAMS,
+  body: jsonBody({ type: 'object', properties: { chunks: { type: 'integer', minimum: 0 } } }, false),
+  response: {
+    202: json('Accepted', MEETING),
+    ...ERRORS,
+    409: refusal(
+      '`end.chunks_below_stored`: a chunk at or past N is already stored; `end.chunks_conflict`: ended before with another count',
+    ),
+  },
+};
+
 /** Reads: one meeting, its transcript, the list. */
 function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void {
   const { deps, viewIn, viewById } = kit;
-  app.get<{ Params: { id: string } }>('/v1/meetings/:id', async (req) =>
-    viewById(workspaceOf(req), req.params.id),
+  app.get<{ Params: { id: string } }>(
+    '/v1/meetings/:id',
+    {
+      schema: {
+        summary: 'Meeting status, window counts, minutes and failure reason',
+        params: ID_PARAMS,
+        response: { 200: json('The meeting', MEETING), ...ERRORS },
+      } satisfies RouteSchema,
+    },
+    async (req) => viewById(workspaceOf(req), req.params.id),
   );
 
   app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
     '/v1/meetings/:id/transcript',
+    { schema: TRANSCRIPT_SCHEMA },
     async (req, reply) => {
       const workspaceId = workspaceOf(req);
       const { meeting, segments } = await withTenant(deps.db, workspaceId, async (trx) => {
@@ -264,6 +384,7 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
 
   app.get<{ Querystring: { status?: string; limit?: string; cursor?: string; q?: string } }>(
     '/v1/meetings',
+    { schema: LIST_SCHEMA },
     async (req) => {
       const { status, limit: limitText, cursor, q } = req.query;
       if (q !== undefined && (typeof q !== 'string' || q.length > MAX_TITLE)) {
@@ -298,20 +419,75 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
   );
 }
 
+const TRANSCRIPT_SCHEMA: RouteSchema = {
+  summary: 'Transcript segments; JSON carries `revision` (L19)',
+  params: ID_PARAMS,
+  querystring: {
+    type: 'object',
+    properties: { format: { enum: ['json', 'txt', 'vtt', 'srt'], default: 'json' } },
+  },
+  response: {
+    200: {
+      description: 'Segments (JSON) or a text rendering',
+      content: {
+        'application/json': { schema: TranscriptSchema },
+        'text/plain': { schema: { type: 'string' } },
+        'text/vtt': { schema: { type: 'string' } },
+        'application/x-subrip': { schema: { type: 'string' } },
+      },
+    },
+    ...ERRORS,
+  },
+};
+
+const LIST_SCHEMA: RouteSchema = {
+  summary: 'List meetings, newest first',
+  querystring: {
+    type: 'object',
+    properties: {
+      status: { enum: Object.values(MeetingStatus) },
+      limit: { type: 'integer', minimum: 1, maximum: 200, default: 50 },
+      cursor: { type: 'string', description: 'nextCursor of the page before' },
+      q: { type: 'string', maxLength: MAX_TITLE, description: 'case-insensitive part of the title' },
+    },
+  },
+  response: { 200: json('{meetings, nextCursor}', MeetingListSchema), ...ERRORS },
+};
+
 /** Operator actions on one meeting: new minutes, delete, resubmit. */
 function registerMeetingActions(app: FastifyInstance, kit: MeetingRouteKit): void {
   const { deps, viewById } = kit;
-  app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', async (req, reply) => {
+  const action = (summary: string, response: RouteSchema['response']): { schema: RouteSchema } => ({
+    schema: { summary, params: ID_PARAMS, response },
+  });
+  const minutes = action('Regenerate the minutes from the transcript', {
+    202: json('Accepted: the meeting, its minutes being written', MEETING),
+    ...ERRORS,
+    409: refusal('No finished transcript yet'),
+  });
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/minutes', minutes, async (req, reply) => {
     await regenerateMinutes(deps, workspaceOf(req), req.params.id);
     return reply.status(202).send(await viewById(workspaceOf(req), req.params.id));
   });
 
-  app.delete<{ Params: { id: string } }>('/v1/meetings/:id', async (req, reply) => {
+  const remove = action(
+    'Delete a meeting and everything of it in one transaction; its audio goes through the cleanup outbox',
+    { 204: empty('Deleted'), ...ERRORS },
+  );
+  app.delete<{ Params: { id: string } }>('/v1/meetings/:id', remove, async (req, reply) => {
     await deleteMeeting(deps, workspaceOf(req), req.params.id);
     return reply.status(204).send();
   });
 
-  app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', async (req, reply) => {
+  const resubmit = action(
+    'A new request for the meeting’s unfinished work: active jobs superseded (history kept), remaining work created',
+    {
+      202: json('Resubmitted: counts of superseded and created jobs, and the meeting', ResubmitSchema),
+      ...ERRORS,
+      409: refusal('The meeting ended and its audio was deleted, or it has not started'),
+    },
+  );
+  app.post<{ Params: { id: string } }>('/v1/meetings/:id/resubmit', resubmit, async (req, reply) => {
     const result = await resubmitMeeting(deps, workspaceOf(req), req.params.id);
     return reply.status(202).send({ ...result, meeting: await viewById(workspaceOf(req), req.params.id) });
   });
@@ -320,7 +496,15 @@ function registerMeetingActions(app: FastifyInstance, kit: MeetingRouteKit): voi
 /** Upload batches: create, read, cancel. */
 function registerBatchRoutes(app: FastifyInstance, kit: MeetingRouteKit): void {
   const { deps } = kit;
-  app.post('/v1/batches', async (req, reply) => {
+  const create: RouteSchema = {
+    summary: 'Create an upload batch; create meetings with "batchId" to put them in it',
+    body: jsonBody(
+      { type: 'object', properties: { title: { type: 'string', maxLength: MAX_TITLE } } },
+      false,
+    ),
+    response: { 201: json('The batch', BatchSchema), ...ERRORS },
+  };
+  app.post('/v1/batches', { schema: create }, async (req, reply) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const title = body.title ?? 'Upload batch';
     if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
@@ -330,12 +514,23 @@ function registerBatchRoutes(app: FastifyInstance, kit: MeetingRouteKit): void {
     return reply.status(201).send(batchView(batch, []));
   });
 
-  app.get<{ Params: { id: string } }>('/v1/batches/:id', async (req) => {
+  const read: RouteSchema = {
+    summary: 'A batch and the status of its meetings',
+    params: ID_PARAMS,
+    response: { 200: json('The batch', BatchSchema), ...ERRORS },
+  };
+  app.get<{ Params: { id: string } }>('/v1/batches/:id', { schema: read }, async (req) => {
     const { batch, meetings } = await getBatch(deps, workspaceOf(req), req.params.id);
     return batchView(batch, meetings);
   });
 
-  app.post<{ Params: { id: string } }>('/v1/batches/:id/cancel', async (req, reply) => {
+  const cancel: RouteSchema = {
+    summary:
+      'Cancel a batch: its jobs canceled and running attempts closed at once, its meetings failed as canceled, then their audio deleted',
+    params: ID_PARAMS,
+    response: { 202: json('The canceled batch', BatchSchema), ...ERRORS },
+  };
+  app.post<{ Params: { id: string } }>('/v1/batches/:id/cancel', { schema: cancel }, async (req, reply) => {
     const { batch, meetings } = await cancelBatch(deps, workspaceOf(req), req.params.id);
     return reply.status(202).send(batchView(batch, meetings));
   });

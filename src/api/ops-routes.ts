@@ -4,19 +4,50 @@ import { databaseAnswers } from '../db/connect.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { createMetrics } from '../ops/metrics.ts';
 import { operatorOverview } from '../ops/overview-store.ts';
-import { openApiDocument } from './openapi.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
+import { ERRORS, json, refusal, type RouteSchema } from './contract.ts';
+import { HealthSchema, OverviewSchema } from './schemas.ts';
+
+const HEALTH_SCHEMA: RouteSchema = {
+  summary: 'Liveness and database readiness',
+  security: [],
+  response: {
+    200: json('ok', HealthSchema),
+    503: json('The database does not answer', HealthSchema),
+  },
+};
+const METRICS_SCHEMA: RouteSchema = {
+  summary:
+    'S9: Prometheus metrics (installation-wide; no workspace ids), with `Authorization: Bearer <VERBATIM_METRICS_TOKEN>`',
+  security: [{ metricsToken: [] }],
+  response: {
+    200: { description: 'text', content: { 'text/plain': { schema: { type: 'string' } } } },
+    401: refusal('Missing or wrong metrics token'),
+    404: refusal('VERBATIM_METRICS_TOKEN is not set: metrics are off'),
+  },
+};
+const OVERVIEW_SCHEMA: RouteSchema = {
+  summary:
+    'X1 for the web app: queues (pending, due, running, oldest due age), health figures, dead letters with their attempt histories, minutes outages in progress, cleanup backlog; job lists are the caller’s workspace only',
+  response: {
+    200: json(
+      '{queues, health (installation-wide), workspace (this workspace’s failed, quarantined and outage counts), deadLetters, outages, storedBytes}',
+      OverviewSchema,
+    ),
+    ...ERRORS,
+  },
+};
 
 export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { registry, refresh } = createMetrics(api.deps.db);
 
-  app.get('/healthz', async (_req, reply) => {
+  app.get('/healthz', { schema: HEALTH_SCHEMA }, async (_req, reply) => {
     if (await databaseAnswers(api.deps.db)) return { status: 'ok', database: 'ok' };
     return reply.status(503).send({ status: 'unavailable', database: 'unreachable' });
   });
 
   // S9: closed unless the operator set a token; the token is compared in constant time.
-  app.get('/metrics', async (req, reply) => {
+  app.get('/metrics', { schema: METRICS_SCHEMA }, async (req, reply) => {
     const token = api.deps.config.metricsToken;
     if (token === null) {
       throw new AppError(
@@ -38,9 +69,12 @@ export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   });
 
   // X1: the operator page's figures (queues, dead letters with attempts, outages, cleanup backlog).
-  app.get('/v1/operator/overview', (req) => operatorOverview(api.deps.db, workspaceOf(req)));
+  app.get('/v1/operator/overview', { schema: OVERVIEW_SCHEMA }, (req) =>
+    operatorOverview(api.deps.db, workspaceOf(req)),
+  );
 
-  app.get('/openapi.json', () => openApiDocument(api.deps.config.maxUploadBytes));
+  // The document the routes' schemas make (src/api/contract.ts).
+  app.get('/openapi.json', () => app.swagger());
 }
 
 /** Compares SHA-256 digests, so neither the length nor a common prefix of the token leaks by timing. */

@@ -7,6 +7,22 @@ import {
 } from '../bots/provider-webhooks.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { ApiDeps } from './context.ts';
+import { json, refusal, type RouteSchema } from './contract.ts';
+
+const WEBHOOK_SCHEMA: RouteSchema = {
+  summary:
+    'R7/R8: the bot provider’s webhooks, verified by signature (Standard Webhooks / Svix headers), not by API key',
+  security: [],
+  response: {
+    200: json('{outcome}', {
+      type: 'object',
+      required: ['outcome'],
+      properties: { outcome: { type: 'string' } },
+    }),
+    400: refusal('The body is not JSON (webhook.body)'),
+    401: refusal('Bad or stale signature'),
+  },
+};
 
 /**
  * R7/R8: the bot provider's webhooks. Outside /v1 (no API key): a delivery is authenticated by its
@@ -31,6 +47,7 @@ export function registerProviderRoutes(app: FastifyInstance, api: ApiDeps): void
       '/providers/recall/webhooks',
       {
         bodyLimit: deps.config.requestLimits.maxProviderWebhookBytes,
+        schema: WEBHOOK_SCHEMA,
         onRequest: (req, _reply, next) => {
           next(
             providerWebhookMayVerify(deps.config.recall.webhookSecrets, req.headers)

@@ -4,7 +4,7 @@
  * Schemas and types only: nothing here runs a request.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { MeetingSource, MeetingStatus, MinutesStatus } from '../domain/status.ts';
+import { BotRecordingStatus, MeetingSource, MeetingStatus, MinutesStatus } from '../domain/status.ts';
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 const Timestamp = Type.String({ format: 'date-time' });
@@ -139,6 +139,227 @@ export const MeetingSchema = Type.Object({
   failedAt: Nullable(Timestamp),
 });
 
+/** The one error shape every refusal has (src/api/server.ts). */
+export const ErrorSchema = Type.Object({
+  error: Type.Object({ kind: Type.String(), code: Type.String(), message: Type.String() }),
+});
+
+/** A bot recording as the API shows it (src/bots/recordings.ts recordingView). */
+export const BotRecordingSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  meetingUrl: Type.String(),
+  joinAt: Timestamp,
+  endsAt: Timestamp,
+  status: OneOf(
+    Object.values(BotRecordingStatus),
+    'R7/R9: pending (no bot yet) → scheduled → joining → in_call → recording → processing (the import) → complete; or failed, canceled, not_recorded',
+  ),
+  botId: Nullable(Type.String()),
+  failure: Nullable(Type.Object({ code: Type.String(), message: Nullable(Type.String()) })),
+  meetingId: Nullable(Type.String({ format: 'uuid' })),
+  lastError: Nullable(Type.String()),
+});
+
+/** The shared schemas, registered by name: a route refers to them as `{ $ref: 'Meeting#' }`. */
+export const SHARED_SCHEMAS = {
+  Error: ErrorSchema,
+  Meeting: MeetingSchema,
+  BotRecording: BotRecordingSchema,
+};
+export const ref = (name: keyof typeof SHARED_SCHEMAS) => Type.Unsafe({ $ref: `${name}#` });
+const MeetingRef = ref('Meeting');
+const Cursor = Nullable(
+  Type.String({ description: 'give it as `cursor` for the next page; null at the end' }),
+);
+
+export const MeetingListSchema = Type.Object({ meetings: Type.Array(MeetingRef), nextCursor: Cursor });
+
+export const ChunkStoredSchema = Type.Object({
+  seq: Type.Integer(),
+  created: Type.Boolean(),
+  meeting: MeetingRef,
+});
+
+const Segment = Type.Object({ startMs: Type.Integer(), endMs: Type.Integer(), text: Type.String() });
+export const TranscriptSchema = Type.Object({
+  meetingId: Type.String({ format: 'uuid' }),
+  complete: Type.Boolean(),
+  revision: Type.Integer(),
+  segments: Type.Array(Segment),
+});
+
+export const ResubmitSchema = Type.Object(
+  { superseded: Type.Integer(), created: Type.Integer(), meeting: MeetingRef },
+  { additionalProperties: true },
+);
+
+export const BatchSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  createdAt: Timestamp,
+  canceledAt: Nullable(Timestamp),
+  meetings: Type.Array(
+    Type.Object({
+      id: Type.String({ format: 'uuid' }),
+      title: Type.String(),
+      status: OneOf(Object.values(MeetingStatus)),
+      failureCode: Nullable(Type.String()),
+    }),
+  ),
+});
+
+const WebhookEndpoint = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  url: Type.String(),
+  events: Type.Array(Type.String()),
+  createdAt: Timestamp,
+  disabledAt: Nullable(Timestamp),
+});
+export const WebhookCreatedSchema = Type.Composite([
+  WebhookEndpoint,
+  Type.Object({ secret: Type.String({ description: 'the signing secret, shown this once' }) }),
+]);
+export const WebhookListSchema = Type.Object({ webhooks: Type.Array(WebhookEndpoint) });
+export const DeliveryLogSchema = Type.Object({
+  deliveries: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      eventId: Type.String(),
+      eventType: Type.String(),
+      status: Type.String(),
+      attempts: Type.Integer(),
+      nextAttemptAt: Nullable(Timestamp),
+      lastError: Nullable(Type.String()),
+      createdAt: Timestamp,
+      deliveredAt: Nullable(Timestamp),
+      failedAt: Nullable(Timestamp),
+      log: Type.Array(
+        Type.Object({
+          attempt: Type.Integer(),
+          statusCode: Nullable(Type.Integer()),
+          error: Nullable(Type.String()),
+          durationMs: Nullable(Type.Integer()),
+          at: Timestamp,
+        }),
+      ),
+    }),
+  ),
+});
+
+export const ApiKeySchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  workspaceId: Type.String(),
+  name: Type.String(),
+  hint: Type.String({ description: 'the public part of the key only' }),
+  status: OneOf(['active', 'expired', 'revoked'] as const),
+  createdAt: Timestamp,
+  lastUsedAt: Nullable(Timestamp),
+  expiresAt: Nullable(Timestamp),
+  revokedAt: Nullable(Timestamp),
+});
+export const ApiKeyListSchema = Type.Object({ apiKeys: Type.Array(ApiKeySchema) });
+export const ApiKeyCreatedSchema = Type.Composite([
+  ApiKeySchema,
+  Type.Object({ key: Type.String({ description: 'the key, shown this once' }) }),
+]);
+
+export const CalendarEventResultSchema = Type.Object({
+  recording: Nullable(ref('BotRecording')),
+  duplicate: Type.Boolean(),
+  replaced: Nullable(Type.String({ description: 'the id of the recording this one replaced' })),
+  skipped: Nullable(Type.String({ description: 'why nothing was made' })),
+});
+const Feed = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  url: Type.String({ description: 'the address with its secret parts redacted' }),
+  createdAt: Timestamp,
+  lastPolledAt: Nullable(Timestamp),
+  lastError: Nullable(Type.String()),
+  nextPollAt: Nullable(Timestamp),
+});
+export const FeedSchema = Feed;
+export const FeedListSchema = Type.Object({ feeds: Type.Array(Feed) });
+export const FeedRemovedSchema = Type.Object({ id: Type.String(), canceled: Type.Integer() });
+export const BotRecordingListSchema = Type.Object({
+  recordings: Type.Array(ref('BotRecording')),
+  nextCursor: Cursor,
+});
+export const BotStoppedSchema = Type.Composite([
+  BotRecordingSchema,
+  Type.Object({ leaving: Type.Boolean({ description: 'the bot is being taken out of the call' }) }),
+]);
+export const BotSettingsSchema = Type.Object({ enabled: Type.Boolean() });
+export const BotSettingsChangedSchema = Type.Object({ enabled: Type.Boolean(), canceled: Type.Integer() });
+
+const Hit = Type.Object({
+  kind: OneOf(['segment', 'minutes'] as const),
+  startMs: Nullable(Type.Integer({ description: 'null for a line of the minutes' })),
+  endMs: Nullable(Type.Integer()),
+  snippet: Type.String(),
+  highlights: Type.Array(Type.Object({ start: Type.Integer(), end: Type.Integer() }), {
+    description: '[start, end) offsets into the snippet',
+  }),
+  snippetHtml: Type.String({ description: 'the snippet escaped, matches in <mark>' }),
+});
+export const SearchSchema = Type.Object({
+  query: Type.String(),
+  results: Type.Array(
+    Type.Object({
+      meeting: Type.Object({
+        id: Type.String({ format: 'uuid' }),
+        title: Type.String(),
+        createdAt: Timestamp,
+        source: OneOf(Object.values(MeetingSource)),
+        status: OneOf(Object.values(MeetingStatus)),
+      }),
+      score: Type.Number(),
+      hitCount: Type.Integer(),
+      hits: Type.Array(Hit),
+    }),
+  ),
+  nextCursor: Cursor,
+});
+
+const Passage = Type.Object({
+  n: Type.Integer(),
+  meetingId: Type.String({ format: 'uuid' }),
+  meetingTitle: Type.String(),
+  meetingDate: Timestamp,
+  kind: OneOf(['segment', 'minutes'] as const),
+  startMs: Nullable(Type.Integer()),
+  endMs: Nullable(Type.Integer()),
+  text: Type.String(),
+});
+export const AskSchema = Type.Object({
+  question: Type.String(),
+  mode: OneOf(['model', 'passages'] as const),
+  answer: Nullable(Type.String({ description: 'null in `passages` mode' })),
+  note: Nullable(Type.String()),
+  model: Nullable(Type.String()),
+  citations: Type.Array(Passage),
+  passages: Type.Array(Passage),
+});
+
+export const OverviewSchema = Type.Object(
+  {
+    queues: Type.Unknown(),
+    health: Type.Unknown({ description: 'installation-wide' }),
+    workspace: Type.Unknown({
+      description: 'this workspace’s failed, quarantined and outage counts',
+    }),
+    deadLetters: Type.Array(Type.Unknown()),
+    outages: Type.Unknown(),
+    storedBytes: Type.Unknown(),
+  },
+  { additionalProperties: true },
+);
+
+export const HealthSchema = Type.Object({ status: Type.String(), database: Type.String() });
+
 export type MeetingResponse = Static<typeof MeetingSchema>;
 export type ReasonResponse = Static<typeof ReasonSchema>;
+export type TranscriptResponse = Static<typeof TranscriptSchema>;
+export type SearchResponse = Static<typeof SearchSchema>;
+export type AskResponse = Static<typeof AskSchema>;
 export type MinutesContent = Static<typeof MinutesContentSchema>;

@@ -11,6 +11,48 @@ import {
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { ask, QUESTION_MAX, type AskPassage } from '../search/ask.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
+import { ERRORS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
+import { AskSchema, SearchSchema } from './schemas.ts';
+
+const SEARCH_SCHEMA: RouteSchema = {
+  summary:
+    'O4: search what was said, across the workspace’s transcripts and minutes. `q` takes web search syntax: words (all must match), "quoted phrases", `or`, `-word`. English meetings are stemmed ("contracts" finds "contract"); meetings in other languages match word for word. Results are meetings, best first, each with its best hits: the segment’s start time (null for a line of the minutes), the plain `snippet`, the `highlights` as [start, end) offsets into it, and `snippetHtml` (escaped, matches in <mark>).',
+  querystring: {
+    type: 'object',
+    required: ['q'],
+    properties: {
+      q: { type: 'string', minLength: 1, maxLength: SEARCH_QUERY_MAX },
+      from: { type: 'string', format: 'date-time' },
+      to: { type: 'string', format: 'date-time' },
+      source: { enum: Object.values(MeetingSource) },
+      status: { enum: Object.values(MeetingStatus) },
+      limit: { type: 'integer', minimum: 1, maximum: SEARCH_PAGE_MAX, default: SEARCH_PAGE_DEFAULT },
+      cursor: { type: 'string', description: 'nextCursor of the page before' },
+    },
+  },
+  response: {
+    200: json('{ query, results: [{ meeting, score, hitCount, hits }], nextCursor }', SearchSchema),
+    ...ERRORS,
+    400: refusal(
+      'search.query, search.limit, search.cursor, search.from, search.to, search.source or search.status',
+    ),
+  },
+};
+
+const ASK_SCHEMA: RouteSchema = {
+  summary:
+    'O5: a question answered from the workspace’s meetings. The best passages (search hits widened with the transcript around them) are given to the chat model, whose answer cites them as [n]; `citations` are the passages it cited, never one it was not given. With no model configured, or the model out or over its quota, `mode` is `passages`: the answer is the passages themselves, and `note` says why in plain words.',
+  body: jsonBody({
+    type: 'object',
+    required: ['question'],
+    properties: { question: { type: 'string', minLength: 1, maxLength: QUESTION_MAX } },
+  }),
+  response: {
+    200: json('{ question, mode: model|passages, answer, note, model, citations, passages }', AskSchema),
+    ...ERRORS,
+    400: refusal('ask.question'),
+  },
+};
 
 interface SearchQuery {
   q?: string;
@@ -26,7 +68,7 @@ interface SearchQuery {
 export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
 
-  app.get<{ Querystring: SearchQuery }>('/v1/search', async (req) => {
+  app.get<{ Querystring: SearchQuery }>('/v1/search', { schema: SEARCH_SCHEMA }, async (req) => {
     const workspaceId = workspaceOf(req);
     const query = req.query;
     const q = (query.q ?? '').trim();
@@ -68,7 +110,7 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
     };
   });
 
-  app.post('/v1/ask', async (req) => {
+  app.post('/v1/ask', { schema: ASK_SCHEMA }, async (req) => {
     const workspaceId = workspaceOf(req);
     const body = (req.body ?? {}) as Record<string, unknown>;
     const question = typeof body.question === 'string' ? body.question.trim() : '';

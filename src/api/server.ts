@@ -17,6 +17,7 @@ import {
 } from './request-limits.ts';
 import { DEFAULT_WEB_ROOT, registerWebRoutes } from './web-routes.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
+import { apiRoutes, registerApiContract } from './contract.ts';
 
 export type { ApiDeps } from './context.ts';
 
@@ -79,15 +80,21 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     });
   });
 
-  registerMeetingRoutes(app, api);
-  registerOpsRoutes(app, api);
-  registerWebhookRoutes(app, api);
-  registerProviderRoutes(app, api);
-  registerBotRoutes(app, api);
-  registerKeyRoutes(app, api);
-  registerStreamRoutes(app, api);
-  registerSearchRoutes(app, api);
-  registerWebRoutes(app, api.webRoot ?? DEFAULT_WEB_ROOT);
+  // The routes declare their schemas, and the OpenAPI document is made from them (contract.ts).
+  registerApiContract(app);
+  void app.register(
+    apiRoutes((routes) => {
+      registerMeetingRoutes(routes, api);
+      registerOpsRoutes(routes, api);
+      registerWebhookRoutes(routes, api);
+      registerProviderRoutes(routes, api);
+      registerBotRoutes(routes, api);
+      registerKeyRoutes(routes, api);
+      registerStreamRoutes(routes, api);
+      registerSearchRoutes(routes, api);
+      registerWebRoutes(routes, api.webRoot ?? DEFAULT_WEB_ROOT);
+    }),
+  );
   return app;
 }
 

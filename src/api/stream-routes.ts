@@ -5,6 +5,23 @@ import { readStream, type StreamEvent } from '../meetings/stream-store.ts';
 import { meetingViewIn } from './meeting-routes.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { StreamHub } from './stream-hub.ts';
+import { ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
+
+const EVENTS_SCHEMA: RouteSchema = {
+  summary:
+    'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive.',
+  params: ID_PARAMS,
+  headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^[0-9]+$' } } },
+  querystring: { type: 'object', properties: { lastEventId: { type: 'string', pattern: '^[0-9]+$' } } },
+  response: {
+    200: {
+      description: 'text/event-stream',
+      content: { 'text/event-stream': { schema: { type: 'string' } } },
+    },
+    ...ERRORS,
+    400: refusal('Last-Event-ID is not an id this stream sent (stream.bad_last_event_id)'),
+  },
+};
 
 /** A comment line this often keeps proxies and clients from taking a quiet meeting for a dead line. */
 const KEEP_ALIVE_MS = 15_000;
@@ -43,6 +60,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
 
   app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>(
     '/v1/meetings/:id/events',
+    { schema: EVENTS_SCHEMA },
     async (req, reply) => {
       const workspaceId = workspaceOf(req);
       let cursor = lastEventId(req.headers['last-event-id'] ?? req.query.lastEventId);

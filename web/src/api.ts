@@ -1,6 +1,13 @@
 /** The Verbatim HTTP API from the browser: same origin, `Authorization: Bearer <key>`. */
 // Types only (erased from the bundle): the statuses are declared once, in the server's domain.
-import type { MeetingResponse, MinutesContent, ReasonResponse } from '../../src/api/schemas.ts';
+import type {
+  AskResponse,
+  MeetingResponse,
+  MinutesContent,
+  ReasonResponse,
+  SearchResponse,
+  TranscriptResponse,
+} from '../../src/api/schemas.ts';
 
 const KEY = 'verbatim.apiKey';
 
@@ -73,11 +80,11 @@ export type Reason = ReasonResponse;
 export type Meeting = MeetingResponse;
 export type Minutes = MinutesContent;
 
-export interface Segment {
-  startMs: number;
-  endMs: number;
-  text: string;
-}
+export type Transcript = TranscriptResponse;
+export type Segment = TranscriptResponse['segments'][number];
+export type SearchResult = SearchResponse['results'][number];
+export type Ask = AskResponse;
+export type AskPassage = AskResponse['passages'][number];
 
 /**
  * One request whose every outcome is a value, never an exception: status 0 for no answer (network

@@ -1,41 +1,8 @@
 import { useState } from 'preact/hooks';
-import { call } from '../api.ts';
+import { call, type Ask as AskAnswer, type AskPassage, type SearchResult } from '../api.ts';
 import { clock } from '../format.ts';
 
-interface Highlight {
-  start: number;
-  end: number;
-}
-
-interface SearchHit {
-  kind: 'segment' | 'minutes';
-  startMs: number | null;
-  snippet: string;
-  highlights: Highlight[];
-}
-
-interface SearchResult {
-  meeting: { id: string; title: string; createdAt: string };
-  hitCount: number;
-  hits: SearchHit[];
-}
-
-interface AskPassage {
-  n: number;
-  meetingId: string;
-  meetingTitle: string;
-  meetingDate: string;
-  startMs: number | null;
-  text: string;
-}
-
-interface AskAnswer {
-  mode: 'model' | 'passages';
-  answer: string | null;
-  note: string | null;
-  citations: AskPassage[];
-  passages: AskPassage[];
-}
+type Highlight = SearchResult['hits'][number]['highlights'][number];
 
 /** Where a hit or a citation opens: its meeting's transcript at that moment (minutes: the meeting). */
 function hrefOf(meetingId: string, startMs: number | null): string {

@@ -271,6 +271,18 @@ export class PgJobStore {
    * token, reported as LostLeaseError), then `then` on its rows, in one transaction. For hot paths
    * that settle an attempt in one statement and decide on what it returns.
    */
+  /**
+   * The same statement alone, with nothing to decide on its result: one round trip in autocommit,
+   * no transaction around it (a live window's commit, the hottest path).
+   */
+  async runFencedStatementAlone<R>(
+    handle: AttemptHandle,
+    build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<R>,
+  ): Promise<R[]> {
+    const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
+    return (await fencedCall(handle, () => build(ids).execute(this.db))).rows;
+  }
+
   async runFencedStatement<R, T>(
     handle: AttemptHandle,
     build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<R>,

@@ -1,7 +1,7 @@
 import type { Tx, WindowRow } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { mayPass } from '../domain/retry-policy.ts';
-import { JobKind, WindowStatus } from '../domain/status.ts';
+import { JobKind, MeetingSource, MeetingStatus, WindowStatus } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -33,13 +33,24 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       const segments = await recogniseSource(deps, source, ctx.signal);
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
       const rows = segmentRows(source.window, segments);
-      // J5 in one statement: fence, window and segments, close-out start if last, completion.
+      // J5 in one statement: fence, window and segments, completion, and the close-out gate's facts.
       await ctx.completeWith(async (handle) => {
-        await deps.jobs.runFencedStatement(
-          handle,
-          (ids) => completeWindowAttemptStatement(ids, ctx.actor, rows),
-          (trx, [result]) =>
-            startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor, result?.facts ?? null),
+        const build = (ids: { jobId: string; attemptId: string; token: string }) =>
+          completeWindowAttemptStatement(ids, ctx.actor, rows);
+        if (source.meetingSource === MeetingSource.live) {
+          // A live meeting is never processing: no gate to apply, so no transaction around the
+          // statement (it holds no lock of the meeting's). Should one ever come back processing,
+          // the gate is asked again under its own lock.
+          const [result] = await deps.jobs.runFencedStatementAlone(handle, build);
+          if (result?.facts?.status === MeetingStatus.processing)
+            await deps.db
+              .transaction()
+              .execute((trx) => startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor));
+          return;
+        }
+        // The gate's decision commits with the window: of two last windows, exactly one starts it.
+        await deps.jobs.runFencedStatement(handle, build, (trx, [result]) =>
+          startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor, result?.facts ?? null),
         );
       });
       // L19: a window that settles after its transcript was published revises it (the sweep does

@@ -64,6 +64,8 @@ export interface WindowSource {
   objectKey: string | null;
   deletedAt: Date | null;
   language: string | null;
+  /** The meeting's source: a live meeting is never `processing`, so its windows pass no close-out gate. */
+  meetingSource: string;
 }
 
 /** The window with what recognising it needs (its audio's key, the meeting's language), in one read. */
@@ -73,11 +75,22 @@ export async function loadWindowSource(db: Executor, windowId: string): Promise<
     .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
     .leftJoin('blobs', 'blobs.id', 'windows.blob_id')
     .selectAll('windows')
-    .select(['blobs.object_key', 'blobs.deleted_at as blob_deleted_at', 'meetings.language'])
+    .select([
+      'blobs.object_key',
+      'blobs.deleted_at as blob_deleted_at',
+      'meetings.language',
+      'meetings.source as meeting_source',
+    ])
     .where('windows.id', '=', windowId)
     .executeTakeFirstOrThrow();
-  const { object_key, blob_deleted_at, language, ...window } = row;
-  return { window, objectKey: object_key, deletedAt: blob_deleted_at, language };
+  const { object_key, blob_deleted_at, language, meeting_source, ...window } = row;
+  return {
+    window,
+    objectKey: object_key,
+    deletedAt: blob_deleted_at,
+    language,
+    meetingSource: meeting_source,
+  };
 }
 
 /**

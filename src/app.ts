@@ -13,6 +13,8 @@ import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
+import { SharedProviderHolds } from './adapters/provider-hold-store.ts';
+import type { RetryAfterHolds } from './adapters/provider-http.ts';
 import { buildApi } from './api/server.ts';
 import { Checkpoints } from './checkpoints.ts';
 import type { Config } from './config.ts';
@@ -59,13 +61,6 @@ export interface App {
 }
 
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
-  const transcriber = overrides.transcriber ?? makeTranscriber(config);
-  // L22: only the local recogniser has a quicker search and a process kept ready for the next
-  // draft; a Whisper server is asked the same way as for the finals.
-  const draftTranscriber =
-    overrides.transcriber === undefined && config.asr.kind === 'pocketsphinx'
-      ? makeTranscriber(config, { fast: config.draftRecogniser === 'fast', warm: true })
-      : transcriber;
   const log = overrides.logger ?? createLogger(config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
   let connectionString = config.databaseUrl;
@@ -91,6 +86,15 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
       'VERBATIM_RECALL_API_KEY is set but VERBATIM_RECALL_WEBHOOK_SECRETS is empty: provider webhooks will be refused',
     );
   }
+  // V6: a provider's Retry-After holds every process of the installation.
+  const holds = new SharedProviderHolds(database.db);
+  const transcriber = overrides.transcriber ?? makeTranscriber(config, holds);
+  // L22: only the local recogniser has a quicker search and a process kept ready for the next
+  // draft; a Whisper server is asked the same way as for the finals.
+  const draftTranscriber =
+    overrides.transcriber === undefined && config.asr.kind === 'pocketsphinx'
+      ? makeTranscriber(config, holds, { fast: config.draftRecogniser === 'fast', warm: true })
+      : transcriber;
   const checkpoints = new Checkpoints(config.faults, config.faultStateDir);
   const timings = {
     leaseMs: config.leaseMs,
@@ -114,8 +118,8 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     blobs: createBlobStore(config),
     transcriber,
     draftTranscriber,
-    minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config),
-    answerWriter: makeAnswerWriter(config),
+    minutesWriter: overrides.minutesWriter ?? makeMinutesWriter(config, holds),
+    answerWriter: makeAnswerWriter(config, holds),
     search: new SearchStore(database.db),
     decoder: new FfmpegAudioDecoder({ ffmpegPath: config.ffmpegPath, maxSeconds: config.maxAudioSeconds }),
     config,
@@ -193,7 +197,11 @@ export function buildAppApi(app: App) {
   });
 }
 
-function makeTranscriber(config: Config, local: { fast?: boolean; warm?: boolean } = {}): Transcriber {
+function makeTranscriber(
+  config: Config,
+  holds: RetryAfterHolds,
+  local: { fast?: boolean; warm?: boolean } = {},
+): Transcriber {
   switch (config.asr.kind) {
     case 'pocketsphinx':
       return new PocketsphinxTranscriber({ timeoutMs: config.asr.timeoutMs, ...local });
@@ -203,6 +211,7 @@ function makeTranscriber(config: Config, local: { fast?: boolean; warm?: boolean
         apiKey: config.asr.apiKey || undefined,
         model: config.asr.model,
         timeoutMs: config.asr.timeoutMs,
+        holds,
       });
     default:
       return assertNever(config.asr.kind, 'ASR kind');
@@ -210,17 +219,18 @@ function makeTranscriber(config: Config, local: { fast?: boolean; warm?: boolean
 }
 
 /** O5: the minutes' chat model answers questions too; offline there is none. */
-function makeAnswerWriter(config: Config): AnswerWriter | null {
+function makeAnswerWriter(config: Config, holds: RetryAfterHolds): AnswerWriter | null {
   if (config.minutes.kind !== 'openai') return null;
   return new OpenAiAnswerWriter({
     baseUrl: config.minutes.url,
     apiKey: config.minutes.apiKey || undefined,
     model: config.minutes.model,
     timeoutMs: config.minutes.timeoutMs,
+    holds,
   });
 }
 
-function makeMinutesWriter(config: Config): MinutesWriter {
+function makeMinutesWriter(config: Config, holds: RetryAfterHolds): MinutesWriter {
   switch (config.minutes.kind) {
     case 'extractive':
       return new ExtractiveMinutesWriter();
@@ -230,6 +240,7 @@ function makeMinutesWriter(config: Config): MinutesWriter {
         apiKey: config.minutes.apiKey || undefined,
         model: config.minutes.model,
         timeoutMs: config.minutes.timeoutMs,
+        holds,
       });
     default:
       return assertNever(config.minutes.kind, 'minutes writer');

@@ -1,7 +1,7 @@
 import { clock } from '../domain/transcript-format.ts';
 import type { AnswerPassage, AnswerWriter } from '../ports.ts';
 import { chatContent } from './openai-minutes-writer.ts';
-import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl, type RetryAfterHolds } from './provider-http.ts';
 
 const SYSTEM_PROMPT = [
   'You answer questions about meetings using only the numbered passages you are given, which are',
@@ -19,9 +19,16 @@ export class OpenAiAnswerWriter implements AnswerWriter {
   private readonly timeoutMs: number;
 
   /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
-  private readonly holds = new ProviderHolds();
+  private readonly holds: RetryAfterHolds;
 
-  constructor(options: { baseUrl: string; apiKey?: string | null; model?: string; timeoutMs?: number }) {
+  constructor(options: {
+    baseUrl: string;
+    apiKey?: string | null;
+    model?: string;
+    timeoutMs?: number;
+    holds?: RetryAfterHolds;
+  }) {
+    this.holds = options.holds ?? new ProviderHolds();
     this.url = providerUrl(options.baseUrl, '/v1/chat/completions');
     this.apiKey = options.apiKey ?? null;
     this.model = options.model ?? 'gpt-4o-mini';

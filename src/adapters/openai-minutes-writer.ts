@@ -1,7 +1,7 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { clock } from '../domain/transcript-format.ts';
 import type { Minutes, MinutesRequest, MinutesWriter, TranscriptSegment } from '../ports.ts';
-import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl, type RetryAfterHolds } from './provider-http.ts';
 
 export interface OpenAiMinutesWriterOptions {
   /** Server root, e.g. `https://api.openai.com` (a trailing `/v1` is tolerated). */
@@ -13,6 +13,8 @@ export interface OpenAiMinutesWriterOptions {
   timeoutMs?: number;
   /** Transcript characters sent to the model; the rest is cut at a line boundary. Default 48 000. */
   maxTranscriptChars?: number;
+  /** V6: the Retry-After holds shared by every process (the app's); default, this adapter's own. */
+  holds?: RetryAfterHolds;
 }
 
 const SYSTEM_PROMPT = [
@@ -35,9 +37,10 @@ export class OpenAiMinutesWriter implements MinutesWriter {
   private readonly maxTranscriptChars: number;
 
   /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
-  private readonly holds = new ProviderHolds();
+  private readonly holds: RetryAfterHolds;
 
   constructor(options: OpenAiMinutesWriterOptions) {
+    this.holds = options.holds ?? new ProviderHolds();
     this.url = providerUrl(options.baseUrl, '/v1/chat/completions');
     this.apiKey = options.apiKey ?? null;
     this.model = options.model ?? 'gpt-4o-mini';

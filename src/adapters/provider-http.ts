@@ -108,7 +108,7 @@ export interface ProviderFetchRequest {
   signal?: AbortSignal | undefined;
   apiKey?: string | null | undefined;
   /** The adapter's Retry-After holds (V6); without them every request is sent. */
-  holds?: ProviderHolds;
+  holds?: RetryAfterHolds | undefined;
 }
 
 /**
@@ -118,7 +118,9 @@ export interface ProviderFetchRequest {
 export async function providerFetch(req: ProviderFetchRequest): Promise<string> {
   const { service, signal } = req;
   signal?.throwIfAborted();
-  req.holds?.holdOffIfAsked(service, req.url);
+  const endpoint = holdEndpointOf(req.url);
+  if (req.holds) await holdOffIfAsked(req.holds, service, endpoint);
+  signal?.throwIfAborted();
   const headers: Record<string, string> = { ...req.headers };
   if (req.apiKey) headers.Authorization = `Bearer ${req.apiKey}`;
   const deadline = AbortSignal.timeout(req.timeoutMs);
@@ -137,7 +139,8 @@ export async function providerFetch(req: ProviderFetchRequest): Promise<string> 
         response.headers.get('retry-after'),
         opts,
       );
-      if (failure.retryAfterSeconds !== undefined) req.holds?.askedToWait(req.url, failure.retryAfterSeconds);
+      if (failure.retryAfterSeconds !== undefined)
+        await req.holds?.askedToWait(endpoint, failure.retryAfterSeconds);
       throw failure;
     }
     return text;
@@ -148,35 +151,53 @@ export async function providerFetch(req: ProviderFetchRequest): Promise<string> 
 }
 
 /**
- * V6: a provider's Retry-After holds every request an adapter sends to that endpoint, not only the
- * one it answered: two jobs of one meeting (minutes for two revisions of the same text) sent the
- * same request 30 ms apart, the second one inside the Retry-After the first had been given. A held
- * request is not sent; it fails at once as rate-limited, with the time still to wait. Each adapter
- * instance keeps its own (the app makes one of each per process).
+ * V6: a provider's Retry-After holds every request sent to that endpoint, not only the one it
+ * answered: two jobs of one meeting (minutes for two revisions of the same text) sent the same
+ * request 30 ms apart, the second one inside the Retry-After the first had been given. A held
+ * request is not sent; it fails at once as rate-limited, with the time still to wait. The app
+ * shares the holds between its processes through the database (provider-hold-store.ts): a window
+ * retried on another worker must wait as long as the one that heard the 429.
  */
-export class ProviderHolds {
+export interface RetryAfterHolds {
+  /** How long (ms) requests to `endpoint` are still held; 0 when they may go. */
+  heldForMs(endpoint: string): Promise<number>;
+  askedToWait(endpoint: string, seconds: number): Promise<void>;
+}
+
+/** The endpoint a hold is kept for: origin and path, never credentials or a query. */
+export function holdEndpointOf(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}`;
+}
+
+/** Holds kept in this process only (an adapter made without the app's shared ones). */
+export class ProviderHolds implements RetryAfterHolds {
   private readonly until = new Map<string, number>();
 
-  askedToWait(url: string, seconds: number): void {
-    if (seconds <= 0) return;
-    this.until.set(url, Math.max(this.until.get(url) ?? 0, Date.now() + seconds * 1000));
+  askedToWait(endpoint: string, seconds: number): Promise<void> {
+    if (seconds > 0)
+      this.until.set(endpoint, Math.max(this.until.get(endpoint) ?? 0, Date.now() + seconds * 1000));
+    return Promise.resolve();
   }
 
-  holdOffIfAsked(service: ProviderService, url: string): void {
-    const until = this.until.get(url);
-    if (until === undefined) return;
+  heldForMs(endpoint: string): Promise<number> {
+    const until = this.until.get(endpoint);
+    if (until === undefined) return Promise.resolve(0);
     const leftMs = until - Date.now();
-    if (leftMs <= 0) {
-      this.until.delete(url);
-      return;
-    }
-    throw new AppError(
-      ErrorKind.transient,
-      `${service}.rate_limited`,
-      'the provider asked us to wait before sending again; not sent',
-      { retryAfterSeconds: Math.ceil(leftMs / 1000) },
-    );
+    if (leftMs <= 0) this.until.delete(endpoint);
+    return Promise.resolve(Math.max(0, leftMs));
   }
+}
+
+async function holdOffIfAsked(holds: RetryAfterHolds, service: ProviderService, endpoint: string) {
+  const leftMs = await holds.heldForMs(endpoint);
+  if (leftMs <= 0) return;
+  throw new AppError(
+    ErrorKind.transient,
+    `${service}.rate_limited`,
+    'the provider asked us to wait before sending again; not sent',
+    { retryAfterSeconds: Math.ceil(leftMs / 1000) },
+  );
 }
 
 /** Joins a base URL and an API path, tolerating a trailing slash or `/v1` on the base. */

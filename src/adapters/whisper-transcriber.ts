@@ -1,6 +1,6 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { TranscribeRequest, Transcriber, TranscriptSegment } from '../ports.ts';
-import { ProviderHolds, providerFetch, providerUrl } from './provider-http.ts';
+import { ProviderHolds, providerFetch, providerUrl, type RetryAfterHolds } from './provider-http.ts';
 
 export interface WhisperTranscriberOptions {
   /** Server root, e.g. `https://api.openai.com` (a trailing `/v1` is tolerated). */
@@ -10,6 +10,8 @@ export interface WhisperTranscriberOptions {
   model?: string;
   /** Default 120 000. */
   timeoutMs?: number;
+  /** V6: the Retry-After holds shared by every process (the app's); default, this adapter's own. */
+  holds?: RetryAfterHolds;
 }
 
 interface VerboseJson {
@@ -27,9 +29,10 @@ export class WhisperTranscriber implements Transcriber {
   private readonly timeoutMs: number;
 
   /** V6: the provider's Retry-After holds this adapter's requests to that endpoint. */
-  private readonly holds = new ProviderHolds();
+  private readonly holds: RetryAfterHolds;
 
   constructor(options: WhisperTranscriberOptions) {
+    this.holds = options.holds ?? new ProviderHolds();
     this.url = providerUrl(options.baseUrl, '/v1/audio/transcriptions');
     this.apiKey = options.apiKey ?? null;
     this.model = options.model ?? 'whisper-1';

@@ -36,6 +36,7 @@ import * as m0032 from './migrations/0032-search-phrase-pairs.ts';
 import * as m0033 from './migrations/0033-isolated-lane.ts';
 import * as m0034 from './migrations/0034-function-headers.ts';
 import * as m0035 from './migrations/0035-close-out-gate-facts.ts';
+import * as m0036 from './migrations/0036-provider-holds.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -73,6 +74,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0033-isolated-lane': m0033,
   '0034-function-headers': m0034,
   '0035-close-out-gate-facts': m0035,
+  '0036-provider-holds': m0036,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

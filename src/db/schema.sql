@@ -517,6 +517,12 @@ create table provider_calls (
 );
 CREATE INDEX provider_calls_window ON provider_calls USING btree (endpoint, at);
 
+create table provider_holds (
+  endpoint text not null,
+  held_until timestamp with time zone not null,
+  constraint provider_holds_pkey PRIMARY KEY (endpoint)
+);
+
 create table provider_webhook_events (
   id text not null,
   event text not null,

@@ -192,6 +192,11 @@ export interface ProviderBudgetsTable {
   blocked_until: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
+export interface ProviderHoldsTable {
+  endpoint: string;
+  held_until: ColumnType<Date, Date | string, Date | string>;
+}
+
 export interface ProviderCallsTable {
   id: Generated<number>;
   endpoint: string;
@@ -512,6 +517,7 @@ export interface Database {
   bot_recordings: BotRecordingsTable;
   provider_budgets: ProviderBudgetsTable;
   provider_calls: ProviderCallsTable;
+  provider_holds: ProviderHoldsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { RenderedSegment } from './domain/transcript-format.ts';
 /**
  * The small interfaces the use cases depend on. Adapters are named technology + interface
  * (`PocketsphinxTranscriber`, `LocalBlobStore`); the composition root picks them from settings.
@@ -12,6 +13,10 @@ export interface TranscriptSegment {
   startMs: number;
   endMs: number;
   text: string;
+  /** W2: the recogniser's word times, on the same clock as the segment's, where it gives them. */
+  words?: Array<{ startMs: number; endMs: number; text: string }>;
+  /** W3: a diarizing recogniser's speaker (cluster) label, as it gave it. */
+  cluster?: string;
 }
 
 export interface TranscribeRequest {
@@ -32,7 +37,8 @@ export interface Transcriber {
 export interface MinutesRequest {
   title: string;
   language: string | null;
-  segments: TranscriptSegment[];
+  /** W6: with each segment's speaker, where a source knows it. */
+  segments: RenderedSegment[];
   signal?: AbortSignal;
 }
 

@@ -167,7 +167,7 @@ void describe('PocketsphinxTranscriber', () => {
     await waitFor('no spare left', async () => (await spares()).length === 0);
   });
 
-  void it('parses word timings, dropping fillers and alternate pronunciations', () => {
+  void it("W2: parses word timings, dropping fillers and alternate pronunciations, and keeps each word's times", () => {
     const out = `we will meet
 <s> 0.000 0.160 0.999800
 we 0.170 0.430 0.97
@@ -178,8 +178,16 @@ will(2) 0.440 0.970 0.99
 meet 2.000 2.500 0.9
 </s> 2.500 2.600 1.0`;
     assert.deepEqual(parsePocketsphinxOutput(out), [
-      { startMs: 170, endMs: 970, text: 'we will' },
-      { startMs: 2000, endMs: 2500, text: 'meet' },
+      {
+        startMs: 170,
+        endMs: 970,
+        text: 'we will',
+        words: [
+          { startMs: 170, endMs: 430, text: 'we' },
+          { startMs: 440, endMs: 970, text: 'will' },
+        ],
+      },
+      { startMs: 2000, endMs: 2500, text: 'meet', words: [{ startMs: 2000, endMs: 2500, text: 'meet' }] },
     ]);
     const many = Array.from(
       { length: 45 },

@@ -1,5 +1,6 @@
 import { withoutNearDuplicates } from '../domain/near-duplicate.ts';
-import type { Minutes, MinutesRequest, MinutesWriter, TranscriptSegment } from '../ports.ts';
+import type { RenderedSegment } from '../domain/transcript-format.ts';
+import type { Minutes, MinutesRequest, MinutesWriter } from '../ports.ts';
 
 export const EXTRACTIVE_NOTE =
   'Extractive minutes: sentences picked from the transcript without a language model.';
@@ -33,8 +34,14 @@ export class ExtractiveMinutesWriter implements MinutesWriter {
   }
 }
 
-export function extractiveMinutes(segments: TranscriptSegment[]): Minutes {
-  const sentences = splitSentences(segments);
+export function extractiveMinutes(segments: RenderedSegment[]): Minutes {
+  const spoken = splitSentences(segments);
+  const sentences = spoken.map((s) => s.text);
+  // W6: a decision or a task is attributed to its speaker where a source knows who said it.
+  const said = (i: number) => {
+    const who = spoken[i]!.speaker;
+    return who ? `${who}: ${finish(spoken[i]!.text)}` : finish(spoken[i]!.text);
+  };
   if (sentences.length === 0) {
     return minutes('No speech was transcribed.', [], []);
   }
@@ -60,14 +67,15 @@ export function extractiveMinutes(segments: TranscriptSegment[]): Minutes {
     .map((s) => finish(s.text))
     .join(' ');
 
+  const indexed = sentences.map((text, i) => ({ text, i }));
   const decisions = withoutNearDuplicates(
-    sentences.filter((s) => DECISION.test(s)),
-    (s) => s,
-  ).map(finish);
+    indexed.filter((s) => DECISION.test(s.text)),
+    (s) => s.text,
+  ).map((s) => said(s.i));
   const actionItems = withoutNearDuplicates(
-    sentences.filter((s) => ACTION.test(s)),
-    (s) => s,
-  ).map(finish);
+    indexed.filter((s) => ACTION.test(s.text)),
+    (s) => s.text,
+  ).map((s) => said(s.i));
   return minutes(summary, decisions.slice(0, MAX_LIST_ITEMS), actionItems.slice(0, MAX_LIST_ITEMS));
 }
 
@@ -76,12 +84,12 @@ function minutes(summary: string, decisions: string[], actionItems: string[]): M
 }
 
 /** Punctuated text is split into sentences; unpunctuated ASR output keeps one unit per segment. */
-function splitSentences(segments: TranscriptSegment[]): string[] {
-  const out: string[] = [];
+function splitSentences(segments: RenderedSegment[]): Array<{ text: string; speaker: string | null }> {
+  const out: Array<{ text: string; speaker: string | null }> = [];
   for (const segment of segments) {
     for (const part of segment.text.split(/(?<=[.!?])\s+/)) {
       const text = part.replace(/\s+/g, ' ').trim();
-      if (/[\p{L}\p{N}]/u.test(text)) out.push(text);
+      if (/[\p{L}\p{N}]/u.test(text)) out.push({ text, speaker: segment.speaker?.name ?? null });
     }
   }
   return out;

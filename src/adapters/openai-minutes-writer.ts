@@ -1,6 +1,6 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { clock } from '../domain/transcript-format.ts';
-import type { Minutes, MinutesRequest, MinutesWriter, TranscriptSegment } from '../ports.ts';
+import { clock, type RenderedSegment } from '../domain/transcript-format.ts';
+import type { Minutes, MinutesRequest, MinutesWriter } from '../ports.ts';
 import { ProviderHolds, providerFetch, providerUrl, type RetryAfterHolds } from './provider-http.ts';
 
 export interface OpenAiMinutesWriterOptions {
@@ -25,6 +25,8 @@ const SYSTEM_PROMPT = [
   '{"summary": string, "decisions": string[], "action_items": string[]}.',
   '"summary" is a short paragraph; "decisions" lists what was decided or agreed;',
   '"action_items" lists tasks, with the owner and due date when stated. Use [] when there are none.',
+  'Lines may start with the name of who spoke ("Ann: ..."): attribute each decision and task to the',
+  'person who made or took it, as "Name: ...", when the transcript shows who; never guess a name.',
 ].join(' ');
 
 /** Minutes from an OpenAI-compatible `/v1/chat/completions` endpoint in JSON mode. */
@@ -94,16 +96,15 @@ function badResponse(reason: string): AppError {
   return new AppError(ErrorKind.transient, 'llm.bad_response', `language model provider ${reason}`);
 }
 
-function renderTranscript(
-  segments: TranscriptSegment[],
-  budget: number,
-): { text: string; truncated: boolean } {
+function renderTranscript(segments: RenderedSegment[], budget: number): { text: string; truncated: boolean } {
   const lines: string[] = [];
   let used = 0;
   for (const s of segments) {
     const text = s.text.replace(/\s+/g, ' ').trim();
     if (text === '') continue;
-    const line = `[${clock(s.startMs)}] ${text}`;
+    // W6: the speaker's name where a source knows it, so the model can attribute what was said.
+    const who = s.speaker ? `${s.speaker.name.replace(/\s+/g, ' ').trim()}: ` : '';
+    const line = `[${clock(s.startMs)}] ${who}${text}`;
     if (used + line.length + 1 > budget) {
       if (lines.length === 0) lines.push(line.slice(0, budget));
       return { text: lines.join('\n'), truncated: true };

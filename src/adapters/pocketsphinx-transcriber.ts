@@ -235,6 +235,11 @@ export function parsePocketsphinxOutput(stdout: string): TranscriptSegment[] {
         startMs: Math.round(first.start * 1000),
         endMs: Math.round(last.end * 1000),
         text: current.map((w) => w.word).join(' '),
+        words: current.map((w) => ({
+          startMs: Math.round(w.start * 1000),
+          endMs: Math.round(w.end * 1000),
+          text: w.word,
+        })),
       });
     }
     current = [];

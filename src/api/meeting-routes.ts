@@ -6,6 +6,9 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { heldStretchesMessage, meetingProgress, plainReason } from '../domain/meeting-progress.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
+import type { Minutes } from '../ports.ts';
+import { transcriptLines } from '../meetings/transcript-read.ts';
+import { meetingDocx } from '../meetings/transcript-docx.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
@@ -359,7 +362,7 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
       const workspaceId = workspaceOf(req);
       const { meeting, segments } = await withTenant(deps.db, workspaceId, async (trx) => {
         const m = await deps.meetings.get(workspaceId, req.params.id, trx);
-        return { meeting: m, segments: await deps.meetings.segments(m.id, trx) };
+        return { meeting: m, segments: await transcriptLines(trx, m.id) };
       });
       const format = req.query.format ?? 'json';
       switch (format) {
@@ -368,7 +371,13 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
             meetingId: meeting.id,
             complete: meeting.transcript_completed_at !== null,
             revision: meeting.transcript_revision,
-            segments,
+            segments: segments.map((s) => ({
+              startMs: s.startMs,
+              endMs: s.endMs,
+              text: s.text,
+              speaker: s.speaker,
+              speakerAttribution: s.attribution,
+            })),
           };
         case 'txt':
           return reply.type('text/plain; charset=utf-8').send(formatTranscript(segments, 'txt'));
@@ -376,8 +385,23 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
           return reply.type('text/vtt; charset=utf-8').send(formatTranscript(segments, 'vtt'));
         case 'srt':
           return reply.type('application/x-subrip; charset=utf-8').send(formatTranscript(segments, 'srt'));
+        case 'md':
+          return reply
+            .type('text/markdown; charset=utf-8')
+            .send(formatTranscript(segments, 'md', meeting.title));
+        case 'docx':
+          return reply
+            .type(DOCX_TYPE)
+            .header('content-disposition', `attachment; filename="${downloadName(meeting.title)}.docx"`)
+            .send(
+              await meetingDocx({
+                title: meeting.title,
+                segments,
+                minutes: meeting.minutes as Minutes | null,
+              }),
+            );
         default:
-          throw invalid('transcript.format', 'format must be one of json, txt, vtt, srt');
+          throw invalid('transcript.format', `format must be one of ${TRANSCRIPT_FORMATS.join(', ')}`);
       }
     },
   );
@@ -419,12 +443,26 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
   );
 }
 
+const TRANSCRIPT_FORMATS = ['json', 'txt', 'vtt', 'srt', 'md', 'docx'] as const;
+const DOCX_TYPE = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+
+/** A title as a file name: letters, digits, spaces, dots and dashes. */
+function downloadName(title: string): string {
+  return (
+    title
+      .replace(/[^\p{L}\p{N} ._-]+/gu, '_')
+      .trim()
+      .slice(0, 100) || 'meeting'
+  );
+}
+
 const TRANSCRIPT_SCHEMA: RouteSchema = {
-  summary: 'Transcript segments; JSON carries `revision` (L19)',
+  summary:
+    'Transcript segments with their speakers (W1, W5); JSON carries `revision` (L19). `md` and `docx` group the transcript by speaker; `docx` includes the minutes',
   params: ID_PARAMS,
   querystring: {
     type: 'object',
-    properties: { format: { enum: ['json', 'txt', 'vtt', 'srt'], default: 'json' } },
+    properties: { format: { enum: [...TRANSCRIPT_FORMATS], default: 'json' } },
   },
   response: {
     200: {
@@ -434,6 +472,8 @@ const TRANSCRIPT_SCHEMA: RouteSchema = {
         'text/plain': { schema: { type: 'string' } },
         'text/vtt': { schema: { type: 'string' } },
         'application/x-subrip': { schema: { type: 'string' } },
+        'text/markdown': { schema: { type: 'string' } },
+        [DOCX_TYPE]: { schema: { type: 'string', format: 'binary' } },
       },
     },
     ...ERRORS,

@@ -181,7 +181,53 @@ export const ChunkStoredSchema = Type.Object({
   meeting: MeetingRef,
 });
 
-const Segment = Type.Object({ startMs: Type.Integer(), endMs: Type.Integer(), text: Type.String() });
+/** W1: a speaker as the transcript names it. */
+export const SpeakerRefSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String({ description: 'The name a person gave it, else its source’s label' }),
+  source: Type.Union(
+    [Type.Literal('participant'), Type.Literal('track'), Type.Literal('channel'), Type.Literal('recogniser')],
+    {
+      description: 'Who knew it: the bot provider’s participant, a track, a channel, a diarizing recogniser',
+    },
+  ),
+});
+
+/** W1/W4: a meeting's speaker. */
+export const SpeakerSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String({ description: 'displayName when a person gave one, else label' }),
+  label: Type.String({
+    description: 'The source’s own label (a participant’s name, “You”, “Channel 2”, “Speaker A”)',
+  }),
+  displayName: Type.Union([Type.String(), Type.Null()]),
+  source: SpeakerRefSchema.properties.source,
+  mergedInto: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+    description: 'The speaker it was merged into: its words read as that one’s',
+  }),
+});
+
+const Segment = Type.Object({
+  startMs: Type.Integer(),
+  endMs: Type.Integer(),
+  text: Type.String(),
+  speaker: Type.Union([SpeakerRefSchema, Type.Null()], {
+    description: 'W1: who said it, where a source knows; null when none does (never guessed)',
+  }),
+  speakerAttribution: Type.Union(
+    [
+      Type.Literal('source'),
+      Type.Literal('turn'),
+      Type.Literal('split'),
+      Type.Literal('overlap'),
+      Type.Null(),
+    ],
+    {
+      description:
+        'W2: `source` from its own track, channel or recogniser cluster; `turn` inside one speaker’s turns; `split` cut at word times where the speaker changed; `overlap` spans a change without word times and went to the speaker of the largest overlap (it may hold another speaker’s words)',
+    },
+  ),
+});
 export const TranscriptSchema = Type.Object({
   meetingId: Type.String({ format: 'uuid' }),
   complete: Type.Boolean(),

@@ -37,6 +37,7 @@ import * as m0033 from './migrations/0033-isolated-lane.ts';
 import * as m0034 from './migrations/0034-function-headers.ts';
 import * as m0035 from './migrations/0035-close-out-gate-facts.ts';
 import * as m0036 from './migrations/0036-provider-holds.ts';
+import * as m0037 from './migrations/0037-speakers.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -75,6 +76,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0034-function-headers': m0034,
   '0035-close-out-gate-facts': m0035,
   '0036-provider-holds': m0036,
+  '0037-speakers': m0037,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -608,6 +608,8 @@ create table segments (
   start_ms integer not null,
   end_ms integer not null,
   text text not null,
+  speaker_key text,
+  words jsonb,
   constraint segments_pkey PRIMARY KEY (id),
   constraint segments_window_id_seq_key UNIQUE (window_id, seq),
   constraint segments_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id),
@@ -620,6 +622,52 @@ create policy tenant_isolation on segments as permissive for all to verbatim_ten
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
 grant select, insert, update, delete on table segments to verbatim_tenant;
+
+create table speaker_turns (
+  id bigint default nextval('speaker_turns_id_seq'::regclass) not null,
+  workspace_id uuid not null,
+  meeting_id uuid not null,
+  speaker_id uuid not null,
+  start_ms integer not null,
+  end_ms integer not null,
+  constraint speaker_turns_pkey PRIMARY KEY (id),
+  constraint speaker_turns_order CHECK (end_ms >= start_ms),
+  constraint speaker_turns_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint speaker_turns_speaker_id_fkey FOREIGN KEY (speaker_id) REFERENCES speakers(id) ON DELETE CASCADE,
+  constraint speaker_turns_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
+);
+alter table speaker_turns enable row level security;
+CREATE INDEX speaker_turns_meeting ON speaker_turns USING btree (meeting_id, start_ms);
+create policy tenant_isolation on speaker_turns as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table speaker_turns to verbatim_tenant;
+
+create table speakers (
+  id uuid default gen_random_uuid() not null,
+  workspace_id uuid not null,
+  meeting_id uuid not null,
+  key text not null,
+  source text not null,
+  label text not null,
+  display_name text,
+  user_id uuid,
+  merged_into uuid,
+  created_at timestamp with time zone default now() not null,
+  updated_at timestamp with time zone default now() not null,
+  constraint speakers_pkey PRIMARY KEY (id),
+  constraint speakers_meeting_key UNIQUE (meeting_id, key),
+  constraint speakers_not_self CHECK (merged_into IS DISTINCT FROM id),
+  constraint speakers_source_check CHECK (source = ANY (ARRAY['participant'::text, 'track'::text, 'channel'::text, 'recogniser'::text])),
+  constraint speakers_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint speakers_merged_into_fkey FOREIGN KEY (merged_into) REFERENCES speakers(id) ON DELETE SET NULL,
+  constraint speakers_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
+);
+alter table speakers enable row level security;
+create policy tenant_isolation on speakers as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table speakers to verbatim_tenant;
 
 create table storage_guards (
   scope text not null,
@@ -835,6 +883,9 @@ grant usage on sequence search_passages_id_seq to verbatim_tenant;
 create sequence segments_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by segments.id;
 grant usage on sequence segments_id_seq to verbatim_tenant;
 
+create sequence speaker_turns_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by speaker_turns.id;
+grant usage on sequence speaker_turns_id_seq to verbatim_tenant;
+
 create sequence webhook_attempts_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by webhook_attempts.id;
 grant usage on sequence webhook_attempts_id_seq to verbatim_tenant;
 
@@ -962,11 +1013,13 @@ AS $function$
 --
 -- Input:
 --   p_window    the window
---   p_segments  jsonb array of {seq, start_ms, end_ms, text}, times from the window's start
+--   p_segments  jsonb array of {seq, start_ms, end_ms, text, speaker_key?, words?}, times from the
+--               window's start; words [[start_ms, end_ms, text], ...] from the segment's start
 --   p_actor     the actor of the audit row
 -- Effects, when the window was pending:
 --   windows: status pending -> transcribed, transcribed_at, segment_count
---   segments: one row per element, its times moved onto the meeting's timeline (+ window start)
+--   segments: one row per element, its times moved onto the meeting's timeline (+ window start),
+--     with its speaker key and word times where given (W1, W2)
 --   audit_events: one row (window, pending -> transcribed, details {segments})
 -- Output:
 --   true   the window was pending and is now transcribed
@@ -981,9 +1034,11 @@ begin
   if not found then
     return false;
   end if;
-  insert into segments (workspace_id, meeting_id, window_id, seq, start_ms, end_ms, text)
-    select w.workspace_id, w.meeting_id, w.id, s.seq, w.start_ms + s.start_ms, w.start_ms + s.end_ms, s.text
-    from jsonb_to_recordset(p_segments) as s(seq integer, start_ms integer, end_ms integer, text text);
+  insert into segments (workspace_id, meeting_id, window_id, seq, start_ms, end_ms, text, speaker_key, words)
+    select w.workspace_id, w.meeting_id, w.id, s.seq, w.start_ms + s.start_ms, w.start_ms + s.end_ms, s.text,
+           s.speaker_key, nullif(s.words, 'null'::jsonb)
+    from jsonb_to_recordset(p_segments)
+      as s(seq integer, start_ms integer, end_ms integer, text text, speaker_key text, words jsonb);
   insert into audit_events (workspace_id, subject_type, subject_id, from_status, to_status, actor, details)
     values (w.workspace_id, 'window', w.id::text, 'pending', 'transcribed', p_actor, jsonb_build_object('segments', n));
   return true;

@@ -326,6 +326,37 @@ export interface SegmentsTable {
   start_ms: number;
   end_ms: number;
   text: string;
+  /** W1: the speaker the segment's own source gave it (track, channel, recogniser cluster). */
+  speaker_key: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The recogniser's word times, relative to the segment's start: [[startMs, endMs, text], ...]. */
+  words: ColumnType<WordTimes | null, string | null | undefined, string | null>;
+}
+
+export type WordTimes = Array<[number, number, string]>;
+
+/** W1: a meeting's speaker, from the source that knows it. */
+export interface SpeakersTable {
+  id: Generated<string>;
+  workspace_id: string;
+  meeting_id: string;
+  key: string;
+  source: 'participant' | 'track' | 'channel' | 'recogniser';
+  label: string;
+  display_name: string | null;
+  user_id: string | null;
+  merged_into: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** W2: one turn of a meeting's speaker timeline. */
+export interface SpeakerTurnsTable {
+  id: Generated<number>;
+  workspace_id: string;
+  meeting_id: string;
+  speaker_id: string;
+  start_ms: number;
+  end_ms: number;
 }
 
 /** O4: one searchable passage: a stretch of transcript segments, or a line of the minutes (no time). */
@@ -518,6 +549,8 @@ export interface Database {
   provider_budgets: ProviderBudgetsTable;
   provider_calls: ProviderCallsTable;
   provider_holds: ProviderHoldsTable;
+  speakers: SpeakersTable;
+  speaker_turns: SpeakerTurnsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;

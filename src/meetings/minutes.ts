@@ -6,6 +6,7 @@ import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { Minutes } from '../ports.ts';
+import { transcriptLines } from './transcript-read.ts';
 import type { MeetingDeps } from './deps.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
 import { ClientCode } from '../domain/client-codes.ts';
@@ -52,7 +53,7 @@ export function writeMinutesJob(deps: MeetingDeps): JobDefinition<typeof JobKind
         .setAccessMode('read only')
         .execute(async (trx) => ({
           meeting: await deps.meetings.byId(meetingId, trx),
-          segments: await deps.meetings.segments(meetingId, trx),
+          segments: await transcriptLines(trx, meetingId),
         }));
       const revision = meeting.transcript_revision;
       let minutes: Minutes;

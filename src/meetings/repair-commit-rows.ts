@@ -90,6 +90,8 @@ export async function insertWindowSegments(
     start_ms: window.start_ms + seg.start_ms,
     end_ms: window.start_ms + seg.end_ms,
     text: seg.text,
+    speaker_key: seg.speaker_key ?? null,
+    words: seg.words ? JSON.stringify(seg.words) : null,
   }));
   if (rows.length > 0) await trx.insertInto('segments').values(rows).execute();
   return rows.length;

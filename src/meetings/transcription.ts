@@ -1,4 +1,4 @@
-import type { Tx, WindowRow } from '../db/schema.ts';
+import type { Tx, WindowRow, WordTimes } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { mayPass } from '../domain/retry-policy.ts';
 import { JobKind, MeetingSource, MeetingStatus, WindowStatus } from '../domain/status.ts';
@@ -107,6 +107,8 @@ export async function recogniseWindow(
 export function segmentRows(
   window: { start_ms: number; end_ms: number },
   segments: TranscriptSegment[],
+  /** W1: the speaker every segment of this window's audio is (its track's or channel's). */
+  speakerKey?: string | null,
 ): SegmentRow[] {
   const length = window.end_ms - window.start_ms;
   return segments
@@ -114,8 +116,23 @@ export function segmentRows(
     .map((s, seq) => {
       const start = Math.min(length, Math.max(0, Math.round(s.startMs)));
       const end = Math.min(length, Math.max(start, Math.round(s.endMs)));
-      return { seq, start_ms: start, end_ms: end, text: s.text.trim() };
+      return {
+        seq,
+        start_ms: start,
+        end_ms: end,
+        text: s.text.trim(),
+        speaker_key: speakerKey ?? null,
+        words: wordTimes(s, start, end),
+      };
     });
+}
+
+/** W2: a segment's word times relative to its (clamped) start, kept inside it; null without any. */
+function wordTimes(s: TranscriptSegment, start: number, end: number): WordTimes | null {
+  const words = (s.words ?? []).filter((w) => w.text.trim() !== '');
+  if (words.length === 0) return null;
+  const within = (ms: number) => Math.min(end, Math.max(start, Math.round(ms))) - start;
+  return words.map((w) => [within(w.startMs), Math.max(within(w.startMs), within(w.endMs)), w.text.trim()]);
 }
 
 /**

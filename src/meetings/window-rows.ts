@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder } from 'kysely';
-import type { Executor, Tx, WindowRow } from '../db/schema.ts';
+import type { Executor, Tx, WindowRow, WordTimes } from '../db/schema.ts';
 import type { CloseOutGateFacts } from '../domain/close-out-gate.ts';
 import type { ErrorRecord } from '../domain/errors.ts';
 import { ACTIVE_JOB_STATUSES, WindowStatus, WindowTransitions } from '../domain/status.ts';
@@ -18,6 +18,10 @@ export interface SegmentRow {
   start_ms: number;
   end_ms: number;
   text: string;
+  /** W1: the speaker the segment's own source gave it (track, channel, recogniser cluster). */
+  speaker_key?: string | null;
+  /** W2: the recogniser's word times relative to the segment's start, where it gave them. */
+  words?: WordTimes | null;
 }
 
 /**

@@ -1,0 +1,148 @@
+// Frozen migration: never edit after release, add a new file instead. Imports nothing from the app.
+//
+// Issue 35 (W1, W2, W4, R11): who said it.
+// 1. speakers: a meeting's speakers, each from a source that knows it (a bot provider's
+//    participant, a track, a channel, a recogniser's cluster), keyed within the meeting by the
+//    source's own key (`participant:<name>`, `track:mic`, `channel:2`, `cluster:A`); the label is the
+//    source's, the display name a person's; a merged speaker points at the one it was merged into.
+// 2. speaker_turns: a meeting's speaker timeline (from the bot provider), replaced whole on import.
+// 3. segments: `speaker_key`, the speaker a source gave the segment's own audio (its track, its
+//    channel, the recogniser's cluster), and `words`, the recogniser's word times relative to the
+//    segment's start ([[startMs, endMs, text], ...]), where it gave them: a segment spanning a
+//    change of speaker is split there when it is read (src/domain/speakers.ts).
+import { sql, type Kysely } from 'kysely';
+
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`
+create table speakers (
+  id uuid primary key default gen_random_uuid(),
+  workspace_id uuid not null references workspaces(id),
+  meeting_id uuid not null references meetings(id) on delete cascade,
+  key text not null,
+  source text not null check (source in ('participant', 'track', 'channel', 'recogniser')),
+  label text not null,
+  display_name text,
+  user_id uuid,
+  merged_into uuid references speakers(id) on delete set null,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  constraint speakers_meeting_key unique (meeting_id, key),
+  constraint speakers_not_self check (merged_into is distinct from id)
+);
+create table speaker_turns (
+  id bigserial primary key,
+  workspace_id uuid not null references workspaces(id),
+  meeting_id uuid not null references meetings(id) on delete cascade,
+  speaker_id uuid not null references speakers(id) on delete cascade,
+  start_ms integer not null,
+  end_ms integer not null,
+  constraint speaker_turns_order check (end_ms >= start_ms)
+);
+create index speaker_turns_meeting on speaker_turns (meeting_id, start_ms);
+alter table segments add column speaker_key text, add column words jsonb;
+
+-- 4. The window commit writes a segment's speaker key and word times when it is given them (the
+--    previous release's workers send neither: both stay null).
+CREATE OR REPLACE FUNCTION verbatim_commit_window(p_window uuid, p_segments jsonb, p_actor text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+-- verbatim_commit_window(p_window, p_segments, p_actor) returns boolean
+--
+-- J5/J15: a window's transcript, as one compare-and-swap: its segments are written only if it
+-- moves from pending to transcribed. Takes no fence of its own: its callers hold one.
+--
+-- Input:
+--   p_window    the window
+--   p_segments  jsonb array of {seq, start_ms, end_ms, text, speaker_key?, words?}, times from the
+--               window's start; words [[start_ms, end_ms, text], ...] from the segment's start
+--   p_actor     the actor of the audit row
+-- Effects, when the window was pending:
+--   windows: status pending -> transcribed, transcribed_at, segment_count
+--   segments: one row per element, its times moved onto the meeting's timeline (+ window start),
+--     with its speaker key and word times where given (W1, W2)
+--   audit_events: one row (window, pending -> transcribed, details {segments})
+-- Output:
+--   true   the window was pending and is now transcribed
+--   false  it was no longer pending (settled, superseded or gone): nothing written
+declare
+  w windows;
+  n integer := jsonb_array_length(p_segments);
+begin
+  update windows set status = 'transcribed', transcribed_at = now(), segment_count = n
+    where id = p_window and status = 'pending'
+    returning * into w;
+  if not found then
+    return false;
+  end if;
+  insert into segments (workspace_id, meeting_id, window_id, seq, start_ms, end_ms, text, speaker_key, words)
+    select w.workspace_id, w.meeting_id, w.id, s.seq, w.start_ms + s.start_ms, w.start_ms + s.end_ms, s.text,
+           s.speaker_key, nullif(s.words, 'null'::jsonb)
+    from jsonb_to_recordset(p_segments)
+      as s(seq integer, start_ms integer, end_ms integer, text text, speaker_key text, words jsonb);
+  insert into audit_events (workspace_id, subject_type, subject_id, from_status, to_status, actor, details)
+    values (w.workspace_id, 'window', w.id::text, 'pending', 'transcribed', p_actor, jsonb_build_object('segments', n));
+  return true;
+end $function$;
+
+do $$
+declare
+  ws constant text := $w$nullif(current_setting('verbatim.workspace_id', true), '')::uuid$w$;
+  t text;
+begin
+  if not exists (select 1 from pg_roles where rolname = 'verbatim_tenant') then
+    return;
+  end if;
+  foreach t in array array['speakers', 'speaker_turns'] loop
+    execute format('alter table %I enable row level security', t);
+    execute format('create policy tenant_isolation on %I to verbatim_tenant using (workspace_id = %s) with check (workspace_id = %s)', t, ws, ws);
+    execute format('grant select, insert, update, delete on %I to verbatim_tenant', t);
+  end loop;
+  grant usage on sequence speaker_turns_id_seq to verbatim_tenant;
+end $$;
+`.execute(db);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`
+CREATE OR REPLACE FUNCTION verbatim_commit_window(p_window uuid, p_segments jsonb, p_actor text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+-- verbatim_commit_window(p_window, p_segments, p_actor) returns boolean
+--
+-- J5/J15: a window's transcript, as one compare-and-swap: its segments are written only if it
+-- moves from pending to transcribed. Takes no fence of its own: its callers hold one.
+--
+-- Input:
+--   p_window    the window
+--   p_segments  jsonb array of {seq, start_ms, end_ms, text}, times from the window's start
+--   p_actor     the actor of the audit row
+-- Effects, when the window was pending:
+--   windows: status pending -> transcribed, transcribed_at, segment_count
+--   segments: one row per element, its times moved onto the meeting's timeline (+ window start)
+--   audit_events: one row (window, pending -> transcribed, details {segments})
+-- Output:
+--   true   the window was pending and is now transcribed
+--   false  it was no longer pending (settled, superseded or gone): nothing written
+declare
+  w windows;
+  n integer := jsonb_array_length(p_segments);
+begin
+  update windows set status = 'transcribed', transcribed_at = now(), segment_count = n
+    where id = p_window and status = 'pending'
+    returning * into w;
+  if not found then
+    return false;
+  end if;
+  insert into segments (workspace_id, meeting_id, window_id, seq, start_ms, end_ms, text)
+    select w.workspace_id, w.meeting_id, w.id, s.seq, w.start_ms + s.start_ms, w.start_ms + s.end_ms, s.text
+    from jsonb_to_recordset(p_segments) as s(seq integer, start_ms integer, end_ms integer, text text);
+  insert into audit_events (workspace_id, subject_type, subject_id, from_status, to_status, actor, details)
+    values (w.workspace_id, 'window', w.id::text, 'pending', 'transcribed', p_actor, jsonb_build_object('segments', n));
+  return true;
+end $function$;
+drop table speaker_turns, speakers;
+alter table segments drop column speaker_key, drop column words;
+`.execute(db);
+}

@@ -1,0 +1,168 @@
+import type { MeetingRow, Tx } from '../db/schema.ts';
+import { withTenant } from '../db/tenant.ts';
+import { AppError, ErrorKind } from '../domain/errors.ts';
+import { isUuid } from '../domain/ids.ts';
+import { EventType } from '../domain/status.ts';
+import { emitEvent } from '../events/outbox-store.ts';
+import { recordAudit } from '../jobs/audit-store.ts';
+import type { MeetingDeps } from './deps.ts';
+import {
+  mergeSpeaker,
+  renameSpeaker,
+  speakerById,
+  speakersChanged,
+  speakersOf,
+  type SpeakerRow,
+} from './speaker-store.ts';
+
+/** W1: a speaker as the API shows it. */
+export interface SpeakerView {
+  id: string;
+  name: string;
+  label: string;
+  displayName: string | null;
+  source: SpeakerRow['source'];
+  mergedInto: string | null;
+}
+
+export const MAX_SPEAKER_NAME = 200;
+
+function view(s: SpeakerRow): SpeakerView {
+  return {
+    id: s.id,
+    name: s.display_name ?? s.label,
+    label: s.label,
+    displayName: s.display_name,
+    source: s.source,
+    mergedInto: s.merged_into,
+  };
+}
+
+/** W1: the meeting's speakers, those merged into another included (with `mergedInto`). */
+export async function listSpeakers(
+  deps: MeetingDeps,
+  workspaceId: string,
+  meetingId: string,
+): Promise<SpeakerView[]> {
+  return withTenant(deps.db, workspaceId, async (trx) => {
+    const meeting = await deps.meetings.get(workspaceId, meetingId, trx);
+    return (await speakersOf(trx, meeting.id)).map(view);
+  });
+}
+
+/**
+ * W4: a person names a speaker (null gives it back its source's label). A published transcript
+ * gets a new revision and `meeting.transcript_revised`; minutes and search follow it.
+ */
+export async function nameSpeaker(
+  deps: MeetingDeps,
+  workspaceId: string,
+  meetingId: string,
+  speakerId: string,
+  name: string | null,
+): Promise<SpeakerView> {
+  return withTenant(deps.db, workspaceId, async (trx) => {
+    const meeting = await lockedMeeting(deps, trx, workspaceId, meetingId);
+    const speaker = await found(trx, meeting.id, speakerId);
+    if (speaker.display_name === name) return view(speaker);
+    await renameSpeaker(trx, speaker.id, name);
+    await revise(
+      trx,
+      meeting,
+      `speaker ${speaker.id} named ${name === null ? '(its label)' : JSON.stringify(name)}`,
+      {
+        speakerId: speaker.id,
+      },
+    );
+    return view({ ...speaker, display_name: name });
+  });
+}
+
+/**
+ * W4: two speakers are one person: `fromId` (and every speaker merged into it before) reads as
+ * `intoId` from now on, in every segment and turn. A new transcript revision, as for a rename.
+ */
+export async function mergeSpeakers(
+  deps: MeetingDeps,
+  workspaceId: string,
+  meetingId: string,
+  fromId: string,
+  intoId: string,
+): Promise<SpeakerView> {
+  return withTenant(deps.db, workspaceId, async (trx) => {
+    const meeting = await lockedMeeting(deps, trx, workspaceId, meetingId);
+    const from = await found(trx, meeting.id, fromId);
+    await found(trx, meeting.id, intoId);
+    const all = await speakersOf(trx, meeting.id);
+    const target = finalOf(all, intoId);
+    if (finalOf(all, from.id).id === target.id)
+      throw new AppError(
+        ErrorKind.conflict,
+        'speaker.same',
+        'these speakers are already one: pick two different speakers to merge',
+      );
+    await mergeSpeaker(trx, meeting.id, from.id, target.id);
+    await revise(trx, meeting, `speaker ${from.id} merged into ${target.id}`, {
+      speakerId: from.id,
+      into: target.id,
+    });
+    return view(target);
+  });
+}
+
+/** The speaker a chain of merges ends at. */
+function finalOf(all: SpeakerRow[], id: string): SpeakerRow {
+  const byId = new Map(all.map((s) => [s.id, s]));
+  let s = byId.get(id)!;
+  for (let hops = 0; s.merged_into && hops < 32; hops++) s = byId.get(s.merged_into) ?? s;
+  return s;
+}
+
+async function lockedMeeting(
+  deps: MeetingDeps,
+  trx: Tx,
+  workspaceId: string,
+  meetingId: string,
+): Promise<MeetingRow> {
+  const meeting = await deps.meetings.get(workspaceId, meetingId, trx);
+  return deps.meetings.lock(trx, meeting.id);
+}
+
+async function found(trx: Tx, meetingId: string, speakerId: string): Promise<SpeakerRow> {
+  const speaker = isUuid(speakerId) ? await speakerById(trx, meetingId, speakerId) : undefined;
+  if (!speaker)
+    throw new AppError(ErrorKind.notFound, 'speaker.not_found', `no speaker ${speakerId} in this meeting`);
+  return speaker;
+}
+
+/**
+ * W4: who said what changed. A published transcript gets a new revision, its minutes are written
+ * again and `meeting.transcript_revised` goes out (search re-indexes on it); an unpublished one is
+ * read with the change when it is published.
+ */
+export async function revise(
+  trx: Tx,
+  meeting: MeetingRow,
+  reason: string,
+  details: Record<string, unknown>,
+): Promise<void> {
+  const published = meeting.transcript_completed_at !== null;
+  const updated = { transcript_revision: await speakersChanged(trx, meeting.id, published) };
+  await recordAudit(trx, {
+    workspaceId: meeting.workspace_id,
+    subjectType: 'meeting',
+    subjectId: meeting.id,
+    from: meeting.status,
+    to: meeting.status,
+    actor: 'api',
+    reason: reason.slice(0, 500),
+    details: { ...details, revision: updated.transcript_revision },
+  });
+  if (published)
+    await emitEvent(trx, {
+      workspaceId: meeting.workspace_id,
+      type: EventType.meetingTranscriptRevised,
+      subjectId: meeting.id,
+      payload: { meetingId: meeting.id, revision: updated.transcript_revision, speakers: true },
+    });
+}

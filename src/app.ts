@@ -12,6 +12,7 @@ import { scheduleBotJob } from './bots/resume.ts';
 import { fanOutWebhook } from './events/webhooks.ts';
 import { OpenAiMinutesWriter } from './adapters/openai-minutes-writer.ts';
 import { PocketsphinxTranscriber } from './adapters/pocketsphinx-transcriber.ts';
+import { importBotSpeakersJob } from './bots/bot-speakers.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
 import { SharedProviderHolds } from './adapters/provider-hold-store.ts';
 import type { RetryAfterHolds } from './adapters/provider-http.ts';
@@ -157,6 +158,7 @@ export function jobDefinitions(deps: MeetingDeps): JobDefinition[] {
     [JobKind.deleteBot]: deleteBotJob(deps, deps.bots),
     [JobKind.leaveBot]: leaveBotJob(deps, deps.bots),
     [JobKind.repairTimeline]: repairTimelineJob(deps),
+    [JobKind.importBotSpeakers]: importBotSpeakersJob(deps, deps.bots),
   };
   return Object.values(handlers);
 }

@@ -140,6 +140,26 @@ export interface Bot {
   recorded: boolean;
   /** Where the recording's audio (or, failing that, its video) can be fetched; null until there is one. */
   recordingUrl: string | null;
+  /**
+   * R11: where the recording's participants and speaker timeline can be fetched: null while the
+   * provider has not made them (or never will, for a recording without participant events).
+   */
+  speakerLinks: { participants: string; timeline: string } | null;
+  /** R11: the provider is still making the participant events (a link may come later). */
+  speakersPending: boolean;
+}
+
+/** R11: one participant as the provider names them (a re-join may be a new object). */
+export interface BotParticipant {
+  id: string;
+  name: string | null;
+  email: string | null;
+}
+
+/** R11: who the bot's recording heard, and when each spoke (seconds from the recording's start). */
+export interface BotSpeakers {
+  participants: BotParticipant[];
+  timeline: Array<{ participant: BotParticipant; startS: number; endS: number | null }>;
 }
 
 export interface CreateBotRequest {
@@ -203,6 +223,11 @@ export interface BotProvider {
    * never held whole; a failure midway fails the stream with an `AppError`.
    */
   downloadRecording(bot: Bot): Promise<RecordingDownload | null>;
+  /**
+   * R11: the participants and the speaker timeline from `bot.speakerLinks` (two downloads of
+   * pre-signed links, without the API key), or null when the bot has none.
+   */
+  downloadSpeakers(bot: Bot): Promise<BotSpeakers | null>;
 }
 
 /** A recording being downloaded: its bytes as they arrive, and the length announced, if any. */

@@ -21,6 +21,7 @@ const samples: { [K in JobKind]: JobPayloads[K] } = {
   [JobKind.deleteBot]: { recordingId: 'r1', botId: null },
   [JobKind.leaveBot]: { recordingId: 'r1', botId: 'b1' },
   [JobKind.repairTimeline]: { meetingId: 'm1' },
+  [JobKind.importBotSpeakers]: { recordingId: 'r1', meetingId: 'm1' },
 };
 
 void it('J1/J6: every job kind has one catalog entry whose payload survives the round trip through a row', () => {

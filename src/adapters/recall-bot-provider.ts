@@ -6,11 +6,16 @@ import type {
   BotStatusChange,
   CreateBotRequest,
   ListBotsQuery,
+  BotParticipant,
+  BotSpeakers,
   RecordingDownload,
 } from '../ports.ts';
 import { parseRetryAfter } from './provider-http.ts';
 import { EgressError, EgressGuard } from '../net/egress.ts';
-import type { EgressStreamResponse } from '../net/egress.ts';
+import type { EgressResponse, EgressStreamResponse } from '../net/egress.ts';
+
+/** R11: the participants or speaker timeline of one recording (JSON) is never larger than this. */
+const SPEAKER_DOWNLOAD_MAX_BYTES = 20 * 1024 * 1024;
 import { PassThrough } from 'node:stream';
 import type { Readable } from 'node:stream';
 
@@ -216,6 +221,42 @@ export class RecallBotProvider implements BotProvider {
       return null;
     }
     return { stream, declaredBytes };
+  }
+
+  async downloadSpeakers(bot: Bot): Promise<BotSpeakers | null> {
+    if (!bot.speakerLinks) return null;
+    const participants = parseParticipants(await this.#downloadJson(bot.speakerLinks.participants));
+    const timeline = parseSpeakerTimeline(await this.#downloadJson(bot.speakerLinks.timeline));
+    return { participants, timeline };
+  }
+
+  /** A small JSON document from a pre-signed link, through the egress guard, without the key. */
+  async #downloadJson(link: string): Promise<unknown> {
+    let url: URL;
+    try {
+      url = new URL(link);
+    } catch {
+      throw badResponse('retrieve bot', 'gave a participant events link that is not a URL');
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:')
+      throw badResponse('retrieve bot', 'gave a participant events link that is not http(s)');
+    let answer: EgressResponse;
+    try {
+      answer = await this.#egress.request(url, {
+        timeoutMs: this.#timeoutMs,
+        maxBytes: SPEAKER_DOWNLOAD_MAX_BYTES,
+        maxRedirects: 3,
+      });
+    } catch (err) {
+      if (err instanceof EgressError) throw downloadRefusal(err);
+      throw this.#transportError('download', err, this.#timeoutMs, false);
+    }
+    if (answer.status < 200 || answer.status >= 300) throw downloadFailure(answer.status);
+    try {
+      return JSON.parse(answer.body.toString('utf8')) as unknown;
+    } catch {
+      throw badResponse('participant events download', 'answered with something not JSON');
+    }
   }
 
   #botsUrl(): string {
@@ -471,7 +512,72 @@ function parseBot(value: unknown): Bot {
     statusChanges,
     recorded: Array.isArray(raw.recordings) && raw.recordings.length > 0,
     recordingUrl: recordingUrl(raw.recordings),
+    ...participantEvents(raw.recordings),
   };
+}
+
+/**
+ * R11: the first recording's `media_shortcuts.participant_events`: its two download links once it
+ * is done; pending while it is being made.
+ */
+function participantEvents(recordings: unknown): Pick<Bot, 'speakerLinks' | 'speakersPending'> {
+  if (!Array.isArray(recordings)) return { speakerLinks: null, speakersPending: false };
+  let pending = false;
+  for (const recording of recordings) {
+    const events = asRecord(asRecord(asRecord(recording)?.media_shortcuts)?.participant_events);
+    if (!events) continue;
+    const data = asRecord(events.data);
+    const participants = data?.participants_download_url;
+    const timeline = data?.speaker_timeline_download_url;
+    if (
+      typeof participants === 'string' &&
+      participants !== '' &&
+      typeof timeline === 'string' &&
+      timeline !== ''
+    )
+      return { speakerLinks: { participants, timeline }, speakersPending: false };
+    const code = statusCode(events.status);
+    if (code !== 'failed' && code !== 'deleted') pending = true;
+  }
+  return { speakerLinks: null, speakersPending: pending };
+}
+
+function parseParticipant(value: unknown): BotParticipant | null {
+  const raw = asRecord(value);
+  if (!raw || (typeof raw.id !== 'number' && typeof raw.id !== 'string')) return null;
+  return {
+    id: String(raw.id),
+    name: typeof raw.name === 'string' && raw.name.trim() !== '' ? raw.name : null,
+    email: typeof raw.email === 'string' && raw.email.trim() !== '' ? raw.email : null,
+  };
+}
+
+function seconds(value: unknown): number | null {
+  const relative = asRecord(value)?.relative;
+  return typeof relative === 'number' && Number.isFinite(relative) ? relative : null;
+}
+
+/** R11: the participants download: [{id, name, is_host, platform, extra_data, email}]. */
+export function parseParticipants(value: unknown): BotParticipant[] {
+  if (!Array.isArray(value)) throw badResponse('participants download', 'answered with something not a list');
+  return value.flatMap((p) => parseParticipant(p) ?? []);
+}
+
+/**
+ * R11: the speaker timeline download: [{participant, start_timestamp: {relative, absolute},
+ * end_timestamp: {relative, absolute} | null}], relative seconds from the recording's start
+ * (negative for speech before it).
+ */
+export function parseSpeakerTimeline(value: unknown): BotSpeakers['timeline'] {
+  if (!Array.isArray(value))
+    throw badResponse('speaker timeline download', 'answered with something not a list');
+  return value.flatMap((entry) => {
+    const raw = asRecord(entry);
+    const participant = parseParticipant(raw?.participant);
+    const startS = seconds(raw?.start_timestamp);
+    if (!participant || startS === null) return [];
+    return [{ participant, startS, endS: seconds(raw?.end_timestamp) }];
+  });
 }
 
 function parseStatusChange(value: unknown): BotStatusChange[] {

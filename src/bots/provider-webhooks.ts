@@ -282,6 +282,25 @@ async function applyToRow(
   return 'applied';
 }
 
+/** R11: the job that imports the recording's participants and speaker timeline, made with the import's end. */
+function importSpeakersLater(
+  deps: MeetingDeps,
+  row: BotRecordingRow,
+  meetingId: string,
+  actor: string,
+): (trx: Tx) => Promise<void> {
+  return async (trx) => {
+    await createJob(
+      deps,
+      trx,
+      JobKind.importBotSpeakers,
+      { recordingId: row.id, meetingId },
+      { workspaceId: row.workspace_id },
+      actor,
+    );
+  };
+}
+
 /**
  * R7: the recording's audio into the transcription pipeline: the bot is retrieved, its audio
  * downloaded, and a meeting created with it as the uploaded recording. An empty recording
@@ -307,7 +326,9 @@ export function importBotRecordingJob(
         const meeting = await deps.meetings.findById(row.meeting_id);
         if (meeting && meeting.status !== 'created') {
           // Already given its audio; the meeting's end completes the recording (pg-meeting-store).
-          await ctx.complete();
+          // Its speakers' import is asked for again (one job per meeting): a run that died after
+          // storing the audio must not leave the meeting without them.
+          await ctx.complete(importSpeakersLater(deps, row, meeting.id, ctx.actor));
           return;
         }
       }
@@ -357,8 +378,8 @@ export function importBotRecordingJob(
       }
       // From here the download is read by the store, or dropped with the run.
       ctx.signal.addEventListener('abort', () => audio.stream.destroy(), { once: true });
+      let meetingId = row.meeting_id;
       try {
-        let meetingId = row.meeting_id;
         if (!meetingId) {
           // The meeting and its link to the recording commit together: a crash leaves neither, and
           // the next run makes it again.
@@ -403,7 +424,8 @@ export function importBotRecordingJob(
         // Read to its end by the store, or given up: either way its connection is closed now.
         audio.stream.destroy();
       }
-      await ctx.complete();
+      // R11: who spoke comes apart, never holding the recording back.
+      await ctx.complete(importSpeakersLater(deps, row, meetingId, ctx.actor));
     },
     // An import that ran out of retries is a failed recording with its reason, not one left
     // `processing` for ever.

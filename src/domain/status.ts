@@ -111,6 +111,7 @@ export const JobKind = {
   deleteBot: 'delete-bot',
   leaveBot: 'leave-bot',
   repairTimeline: 'repair-timeline',
+  importBotSpeakers: 'import-bot-speakers',
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 
@@ -136,6 +137,7 @@ export const QUEUE_OF: Record<JobKind, QueueName> = {
   [JobKind.leaveBot]: QueueName.bots,
   // A repair recognises audio: it shares the speech recognizer's queue and concurrency.
   [JobKind.repairTimeline]: QueueName.transcription,
+  [JobKind.importBotSpeakers]: QueueName.bots,
 };
 
 export const EventType = {

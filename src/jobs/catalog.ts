@@ -22,6 +22,8 @@ export interface JobPayloads {
   [JobKind.deleteBot]: { recordingId: string; botId: string | null };
   [JobKind.leaveBot]: { recordingId: string; botId: string };
   [JobKind.repairTimeline]: { meetingId: string };
+  /** R11: the recording's participants and speaker timeline, for the meeting made from it. */
+  [JobKind.importBotSpeakers]: { recordingId: string; meetingId: string };
 }
 
 export type JobPayload<K extends JobKind> = JobPayloads[K];
@@ -80,6 +82,14 @@ const BOT_PROVIDER_OUTAGE_CODES = new Set([
   'bot.rate_limited',
   // the recording's storage: 5xx, 408, 429, no connection (a 4xx of another kind is permanent)
   'bot.recording_unavailable',
+]);
+
+/** R11: the speaker timeline is not made yet, or its link expired: asked again later. */
+const BOT_SPEAKER_WAIT_CODES: ReadonlySet<string> = new Set([
+  ...BOT_PROVIDER_OUTAGE_CODES,
+  'bot.speakers_unavailable',
+  'bot.recording_link_expired',
+  'bot.bad_response',
 ]);
 
 /** Outside outages: waited out without spending retries (L7), up to OUTAGE_WAITS, by every kind. */
@@ -196,6 +206,21 @@ export const JOB_CATALOG: { [K in JobKind]: JobKindRules<K> } = {
     failure: waitsOutOutages,
     dedupeKey: (p) => `leave-bot:${p.botId}`,
     parse: (raw) => ({ recordingId: text(raw, 'recordingId'), botId: text(raw, 'botId') }),
+  },
+  [JobKind.importBotSpeakers]: {
+    queue: QUEUE_OF[JobKind.importBotSpeakers],
+    subjectType: 'meeting',
+    subjectId: (p) => p.meetingId,
+    meetingId: (p) => p.meetingId,
+    budget: botCalls,
+    // R11: the provider makes the participant events after the recording; its outages and a
+    // timeline not made yet are waited out for the import's patience, as the recording's are.
+    failure: (config) => ({
+      ...waitsOutOutages(),
+      patience: { codes: BOT_SPEAKER_WAIT_CODES, ms: config.bots.importPatienceMs },
+    }),
+    dedupeKey: (p) => `import-bot-speakers:${p.meetingId}`,
+    parse: (raw) => ({ recordingId: text(raw, 'recordingId'), meetingId: text(raw, 'meetingId') }),
   },
   [JobKind.repairTimeline]: {
     ...ofMeeting,

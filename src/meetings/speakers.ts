@@ -6,7 +6,11 @@ import { EventType } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
+import { participantKey, SpeakerSource, turnsFromTimeline } from '../domain/speakers.ts';
+import type { BotSpeakers } from '../ports.ts';
 import {
+  ensureSpeakers,
+  replaceTurns,
   mergeSpeaker,
   renameSpeaker,
   speakerById,
@@ -145,6 +149,7 @@ export async function revise(
   meeting: MeetingRow,
   reason: string,
   details: Record<string, unknown>,
+  actor = 'api',
 ): Promise<void> {
   const published = meeting.transcript_completed_at !== null;
   const updated = { transcript_revision: await speakersChanged(trx, meeting.id, published) };
@@ -154,7 +159,7 @@ export async function revise(
     subjectId: meeting.id,
     from: meeting.status,
     to: meeting.status,
-    actor: 'api',
+    actor,
     reason: reason.slice(0, 500),
     details: { ...details, revision: updated.transcript_revision },
   });
@@ -165,4 +170,55 @@ export async function revise(
       subjectId: meeting.id,
       payload: { meetingId: meeting.id, revision: updated.transcript_revision, speakers: true },
     });
+}
+
+/**
+ * R11: a bot meeting's speakers are the provider's participants who spoke, one per person (a
+ * re-join is the same speaker), and its timeline is their turns, replaced whole (an import run
+ * twice leaves one copy). Names people gave are kept. A published transcript gets a new revision.
+ */
+export async function applyBotSpeakers(
+  deps: MeetingDeps,
+  trx: Tx,
+  meetingId: string,
+  speakers: BotSpeakers,
+  actor: string,
+): Promise<{ speakers: number; turns: number }> {
+  const keyed = speakers.timeline.map((t) => ({ ...t, key: participantKey(t.participant) }));
+  const people = new Map<string, { key: string; source: SpeakerSource; label: string }>();
+  for (const t of keyed) {
+    if (people.has(t.key)) continue;
+    // The participant list may name someone the timeline gives no name.
+    const known = speakers.participants.find((p) => participantKey(p) === t.key || p.id === t.participant.id);
+    const name = t.participant.name ?? known?.name ?? null;
+    people.set(t.key, {
+      key: t.key,
+      source: SpeakerSource.participant,
+      label: name ?? `Participant ${t.participant.id}`,
+    });
+  }
+  {
+    const meeting = await deps.meetings.lock(trx, meetingId);
+    const rows = await ensureSpeakers(trx, meeting, [...people.values()]);
+    const turns = turnsFromTimeline(
+      keyed.map((t) => ({ speakerKey: t.key, startS: t.startS, endS: t.endS })),
+      meeting.duration_ms,
+    );
+    await replaceTurns(
+      trx,
+      meeting,
+      turns.map((t) => ({ speakerId: rows.get(t.speakerKey)!.id, startMs: t.startMs, endMs: t.endMs })),
+    );
+    await revise(
+      trx,
+      meeting,
+      `speaker timeline imported: ${people.size} speakers, ${turns.length} turns`,
+      {
+        speakers: people.size,
+        turns: turns.length,
+      },
+      actor,
+    );
+    return { speakers: people.size, turns: turns.length };
+  }
 }

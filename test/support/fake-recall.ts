@@ -23,6 +23,22 @@ import type { AddressInfo } from 'node:net';
  */
 
 export type RecallEndpoint = 'create' | 'list' | 'retrieve' | 'delete' | 'leave_call';
+/** Pre-signed storage links: the recording, and (R11) its participants and speaker timeline. */
+export type Download = 'download' | 'speakers_download';
+
+/** R11: a participant as Recall's downloads name one. */
+export interface FakeParticipant {
+  id: number;
+  name: string | null;
+  email?: string | null;
+}
+
+/** R11: a bot's participant events, as the provider makes them after the recording. */
+export interface FakeSpeakers {
+  participants: FakeParticipant[];
+  /** Seconds relative to the recording's start (in_call_recording); negative before it. */
+  timeline: Array<{ participant: FakeParticipant; start: number; end: number | null }>;
+}
 
 /** One scripted answer, used once, in place of the normal one. */
 export type FakeRecallFailure =
@@ -69,11 +85,13 @@ export interface FakeBot {
   /** undefined: no recording yet; null: a recording without audio; a Buffer (maybe empty): its audio. */
   recording: Buffer | null | undefined;
   mediaToken: string | undefined;
+  /** R11: undefined: none; 'pending': being made; else its participants and timeline. */
+  speakers: FakeSpeakers | 'pending' | undefined;
   createdAt: string;
 }
 
 export interface LoggedRequest {
-  endpoint: RecallEndpoint | 'download' | 'unknown';
+  endpoint: RecallEndpoint | Download | 'unknown';
   method: string;
   path: string;
   authorization: string | undefined;
@@ -86,7 +104,7 @@ export interface FakeRecall {
   url: string;
   apiKey: string;
   /** Requests received per endpoint, including refused ones. */
-  calls: Record<RecallEndpoint | 'download', number>;
+  calls: Record<RecallEndpoint | Download, number>;
   /** Requests answered 429 per endpoint. */
   rateLimited: Record<RecallEndpoint, number>;
   /** When each request reached the rate check (the fake's clock), admitted or not, per endpoint. */
@@ -102,13 +120,13 @@ export interface FakeRecall {
   noCapacityRetryAfter: number | null;
   now(): number;
   advanceTime(ms: number): void;
-  failNext(endpoint: RecallEndpoint | 'download', failure: FakeRecallFailure, times?: number): void;
+  failNext(endpoint: RecallEndpoint | Download, failure: FakeRecallFailure, times?: number): void;
   /** Forgets a bot, as the provider does when it is deleted elsewhere or expires. */
   removeBot(botId: string): void;
   /** Drops the queued failures of an endpoint that were not served. */
-  clearFailures(endpoint: RecallEndpoint | 'download'): void;
+  clearFailures(endpoint: RecallEndpoint | Download): void;
   /** How many queued failures of an endpoint have not been served yet. */
-  failuresLeft(endpoint: RecallEndpoint | 'download'): number;
+  failuresLeft(endpoint: RecallEndpoint | Download): number;
   /**
    * Holds the next create after its key is marked in flight and before it commits, so a test can
    * send a duplicate meanwhile. `arrived` resolves once the create is being held.
@@ -119,6 +137,8 @@ export interface FakeRecall {
   pushStatus(botId: string, code: string, subCode?: string | null, message?: string | null): void;
   /** Attach a recording: bytes (possibly empty) served from a download link, or null for none. */
   setRecording(botId: string, audio: Buffer | null): void;
+  /** R11: the recording's participant events: 'pending' while being made, then the data. */
+  setSpeakers(botId: string, speakers: FakeSpeakers | 'pending'): void;
   close(): Promise<void>;
 }
 
@@ -133,6 +153,7 @@ const IN_CALL = new Set([
   'in_call_recording',
 ]);
 const MEDIA_PATH = /^\/media\/([A-Za-z0-9_-]+)\.mp3$/;
+const SPEAKERS_PATH = /^\/media\/([A-Za-z0-9_-]+)\/(participants|speaker_timeline)\.json$/;
 const ADHOC_MS = 10 * 60_000;
 
 type IdempotencyEntry = { state: 'in_flight' } | { state: 'done'; status: number; body: string; at: number };
@@ -168,7 +189,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     delete: [],
     leave_call: [],
   };
-  const failures = new Map<RecallEndpoint | 'download', FakeRecallFailure[]>();
+  const failures = new Map<RecallEndpoint | Download, FakeRecallFailure[]>();
   const holds: { arrived: () => void; released: Promise<void>; clientGaveUp: () => void }[] = [];
   const idempotency = new Map<string, IdempotencyEntry>();
   const bots = new Map<string, FakeBot>();
@@ -180,7 +201,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
   const fake: FakeRecall = {
     url: '',
     apiKey,
-    calls: { ...zero(), download: 0 },
+    calls: { ...zero(), download: 0, speakers_download: 0 },
     rateLimited: zero(),
     arrivals: { create: [], list: [], retrieve: [], delete: [], leave_call: [] },
     peakPerMinute: zero(),
@@ -215,6 +236,15 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       const bot = bots.get(botId);
       if (!bot) throw new Error(`fake recall: no bot ${botId}`);
       bot.statusChanges.push({ code, sub_code: subCode, message, created_at: iso() });
+    },
+    setSpeakers: (botId, speakers) => {
+      const bot = bots.get(botId);
+      if (!bot) throw new Error(`fake recall: no bot ${botId}`);
+      bot.speakers = speakers;
+      if (!bot.mediaToken) {
+        bot.mediaToken = randomBytes(12).toString('hex');
+        media.set(bot.mediaToken, bot.id);
+      }
     },
     setRecording: (botId, audio) => {
       const bot = bots.get(botId);
@@ -275,7 +305,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
         {
           id: `rec-${bot.id}`,
           status: { code: 'done', sub_code: null, updated_at: iso() },
-          media_shortcuts: { audio_mixed: audioMixed },
+          media_shortcuts: { audio_mixed: audioMixed, participant_events: participantEvents(bot) },
         },
       ];
     }
@@ -291,6 +321,45 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       recordings,
       created_at: bot.createdAt,
     };
+  }
+
+  /** R11: `media_shortcuts.participant_events` as Recall shows it: links once done. */
+  function participantEvents(bot: FakeBot): unknown {
+    if (bot.speakers === undefined) return null;
+    if (bot.speakers === 'pending')
+      return {
+        id: randomUUID(),
+        status: { code: 'processing', sub_code: null, updated_at: iso() },
+        data: {},
+      };
+    return {
+      id: randomUUID(),
+      status: { code: 'done', sub_code: null, updated_at: iso() },
+      data: {
+        participants_download_url: `${url}/media/${bot.mediaToken}/participants.json`,
+        speaker_timeline_download_url: `${url}/media/${bot.mediaToken}/speaker_timeline.json`,
+      },
+    };
+  }
+
+  /** R11: the download schemas' participant: {id, name, is_host, platform, extra_data, email}. */
+  function participantJson(p: FakeParticipant): Record<string, unknown> {
+    return {
+      id: p.id,
+      name: p.name,
+      is_host: false,
+      platform: 'desktop',
+      extra_data: null,
+      email: p.email ?? null,
+    };
+  }
+
+  /** A relative offset with its absolute time (from the first in_call_recording). */
+  function stamp(bot: FakeBot, seconds: number | null): unknown {
+    if (seconds === null) return null;
+    const startedAt =
+      bot.statusChanges.find((c) => c.code === 'in_call_recording')?.created_at ?? bot.createdAt;
+    return { relative: seconds, absolute: new Date(Date.parse(startedAt) + seconds * 1000).toISOString() };
   }
 
   /** Sliding-minute limit: admits and records the request, or answers the seconds to wait. */
@@ -400,6 +469,7 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
       statusChanges: [{ code: 'ready', sub_code: null, message: null, created_at: iso() }],
       recording: undefined,
       mediaToken: undefined,
+      speakers: undefined,
       createdAt: iso(),
     };
     bots.set(bot.id, bot);
@@ -485,13 +555,15 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     const oneBot = ONE_BOT_PATH.exec(parsed.pathname) ?? LEAVE_PATH.exec(parsed.pathname);
     const leave = LEAVE_PATH.test(parsed.pathname);
     const mediaMatch = MEDIA_PATH.exec(parsed.pathname);
-    let endpoint: RecallEndpoint | 'download' | 'unknown' = 'unknown';
+    let endpoint: RecallEndpoint | Download | 'unknown' = 'unknown';
     if (BOT_PATH.test(parsed.pathname) && method === 'POST') endpoint = 'create';
     else if (BOT_PATH.test(parsed.pathname) && method === 'GET') endpoint = 'list';
     else if (leave && method === 'POST') endpoint = 'leave_call';
     else if (oneBot && !leave && method === 'GET') endpoint = 'retrieve';
     else if (oneBot && !leave && method === 'DELETE') endpoint = 'delete';
     else if (mediaMatch && method === 'GET') endpoint = 'download';
+    const speakersMatch = SPEAKERS_PATH.exec(parsed.pathname);
+    if (speakersMatch && method === 'GET') endpoint = 'speakers_download';
 
     fake.requests.push({
       endpoint,
@@ -508,6 +580,29 @@ export async function startFakeRecall(options: FakeRecallOptions = {}): Promise<
     }
     fake.calls[endpoint]++;
     const failure = failures.get(endpoint)?.shift();
+
+    if (endpoint === 'speakers_download') {
+      // R11: pre-signed links too, no API key involved.
+      if (failure !== undefined) return applyFailure(req, res, failure);
+      const owner = speakersMatch ? bots.get(media.get(speakersMatch[1]!) ?? '') : undefined;
+      const data = owner?.speakers;
+      if (!owner || data === undefined || data === 'pending') {
+        res
+          .writeHead(403, { 'content-type': 'application/xml' })
+          .end('<Error><Code>AccessDenied</Code></Error>');
+        return;
+      }
+      if (speakersMatch![2] === 'participants') return json(res, 200, data.participants.map(participantJson));
+      return json(
+        res,
+        200,
+        data.timeline.map((t) => ({
+          participant: participantJson(t.participant),
+          start_timestamp: stamp(owner, t.start),
+          end_timestamp: stamp(owner, t.end),
+        })),
+      );
+    }
 
     if (endpoint === 'download') {
       // A pre-signed storage link: no API key involved.

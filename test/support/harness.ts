@@ -11,6 +11,7 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { ResponseContract } from './openapi-contract.ts';
+import { encodeWav, parseWav } from '../../src/domain/wav.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -373,4 +374,34 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
   const kb = (field: string) =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
   return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+
+/**
+ * W1: a conversation, one utterance after another with `gapMs` of silence between them (flite,
+ * 16-bit mono), and where each utterance lies on its timeline: the truth speaker tests check.
+ */
+export function conversationWav(
+  utterances: string[],
+  gapMs = 1_500,
+): { wav: Buffer; sampleRate: number; spans: Array<{ startMs: number; endMs: number }> } {
+  const parts = utterances.map((text) => {
+    const audio = parseWav(speechWav(text));
+    if (!audio) throw new Error('flite gave no 16-bit mono WAV');
+    return audio;
+  });
+  const sampleRate = parts[0]!.sampleRate;
+  const gap = Math.round((gapMs / 1000) * sampleRate);
+  const total = parts.reduce((n, p) => n + p.samples.length, 0) + gap * (parts.length + 1);
+  const out = new Int16Array(total);
+  const spans: Array<{ startMs: number; endMs: number }> = [];
+  let at = gap;
+  for (const p of parts) {
+    out.set(p.samples, at);
+    spans.push({
+      startMs: Math.round((at / sampleRate) * 1000),
+      endMs: Math.round(((at + p.samples.length) / sampleRate) * 1000),
+    });
+    at += p.samples.length + gap;
+  }
+  return { wav: encodeWav(out, sampleRate), sampleRate, spans };
 }

@@ -104,7 +104,10 @@ export interface AudioDecoder {
    * J19: decodes the file at `path` as a stream of 16 kHz mono samples, in pieces, in constant
    * memory; stopping the iteration stops the decoder. Errors as `decode`.
    */
-  decodeFile(path: string, signal?: AbortSignal): AsyncGenerator<Int16Array>;
+  decodeFile(path: string, signal?: AbortSignal, channels?: number): AsyncGenerator<Int16Array>;
+  /** B11: how many channels the file's audio has (1 when it cannot tell). With `channels` > 1,
+   * `decodeFile` yields that many channels interleaved. */
+  channelsOf(path: string, signal?: AbortSignal): Promise<number>;
 }
 
 /** One step of a meeting bot's life as the provider reports it (Recall's `status_changes`). */

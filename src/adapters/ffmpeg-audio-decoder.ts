@@ -33,6 +33,11 @@ export const DEMUXER_ALLOWLIST = ['wav', 'mp3', 'mov', 'aac', 'matroska', 'ogg',
  * environment; output is capped at `maxSeconds` of audio (a decompression bomb stops there).
  */
 export class FfmpegAudioDecoder implements AudioDecoder {
+  /** B11: the channels of the file's first audio stream (1 when unknown). */
+  channelsOf(input: string, signal?: AbortSignal): Promise<number> {
+    return probeChannels(this.ffmpegPath, input, signal);
+  }
+
   private readonly ffmpegPath: string;
   private readonly timeoutMs: number;
   private readonly maxSeconds: number;
@@ -90,10 +95,10 @@ export class FfmpegAudioDecoder implements AudioDecoder {
    * caller works on a piece (the pipe fills); `timeoutMs` is then the longest ffmpeg may go without
    * giving a piece. Stopping the iteration early kills ffmpeg. The same errors as `decode`.
    */
-  async *decodeFile(input: string, signal?: AbortSignal): AsyncGenerator<Int16Array> {
+  async *decodeFile(input: string, signal?: AbortSignal, channels = 1): AsyncGenerator<Int16Array> {
     signal?.throwIfAborted();
     const dir = await mkdtemp(join(tmpdir(), 'verbatim-decode-'));
-    const child = spawn(this.ffmpegPath, argsFor(input), {
+    const child = spawn(this.ffmpegPath, argsFor(input, channels), {
       stdio: ['ignore', 'pipe', 'pipe'],
       cwd: dir,
       env: pathOnlyEnv(),
@@ -118,7 +123,7 @@ export class FfmpegAudioDecoder implements AudioDecoder {
     const timer = setTimeout(() => fail(this.timedOut()), this.timeoutMs);
     const onAbort = (): void => fail(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
-    const maxBytes = this.maxSeconds * SAMPLE_RATE * 2;
+    const maxBytes = this.maxSeconds * SAMPLE_RATE * 2 * channels;
     let total = 0;
     let carry: Buffer | null = null;
     let any = false;
@@ -174,7 +179,47 @@ export class FfmpegAudioDecoder implements AudioDecoder {
   }
 }
 
-function argsFor(input: string): string[] {
+/**
+ * B11: how many channels the first audio stream of the file at `input` has (ffprobe, under the
+ * same allowlist as the decoder). 1 when it cannot tell.
+ */
+export async function probeChannels(
+  ffmpegPath: string,
+  input: string,
+  signal?: AbortSignal,
+): Promise<number> {
+  const ffprobe = ffmpegPath.replace(/ffmpeg(?=[^/]*$)/, 'ffprobe');
+  const result = await runProcess({
+    command: ffprobe,
+    args: [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-protocol_whitelist',
+      'file',
+      '-format_whitelist',
+      DEMUXER_ALLOWLIST.join(','),
+      '-select_streams',
+      'a:0',
+      '-show_entries',
+      'stream=channels',
+      '-of',
+      'csv=p=0',
+      `file:${input}`,
+    ],
+    timeoutMs: 60_000,
+    signal,
+    env: pathOnlyEnv(),
+    maxStdoutBytes: 4096,
+    overflowError: () => new AppError(ErrorKind.permanent, 'audio.undecodable', 'ffprobe said too much'),
+    timeoutError: () => new AppError(ErrorKind.transient, 'audio.decode_timeout', 'ffprobe did not finish'),
+    spawnError: spawnError,
+  }).catch(() => null);
+  const n = result?.code === 0 ? Number.parseInt(result.stdout.toString('utf8').trim(), 10) : NaN;
+  return Number.isInteger(n) && n > 0 ? n : 1;
+}
+
+function argsFor(input: string, channels = 1): string[] {
   return [
     '-hide_banner',
     '-loglevel',
@@ -193,7 +238,7 @@ function argsFor(input: string): string[] {
     '-acodec',
     'pcm_s16le',
     '-ac',
-    '1',
+    String(channels),
     '-ar',
     String(SAMPLE_RATE),
     'pipe:1',

@@ -115,6 +115,11 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
         title: { type: 'string', maxLength: MAX_TITLE },
         language: { type: 'string', examples: ['en'] },
         batchId: { type: 'string', format: 'uuid', description: 'an upload batch (POST /v1/batches)' },
+        channels: {
+          enum: ['speakers'],
+          description:
+            'B11, uploads only: each channel of a multichannel recording (a stereo call recording, a multitrack export) is a speaker; a voice that bleeds into another channel is transcribed once, where it dominates. Without it, or for a mono file, speakers are unknown',
+        },
       },
     }),
     response: {
@@ -163,7 +168,22 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
         throw new AppError(ErrorKind.conflict, 'batch.canceled', `batch ${batchId} was canceled`);
       }
     }
-    const fields = { source, title: title.trim(), language, windowMs: deps.config.windowMs, batchId };
+    const channels = (input.channels ?? null) as 'speakers' | null;
+    if (channels !== null && channels !== 'speakers')
+      throw invalid(
+        'meeting.channels',
+        'channels must be "speakers" (each channel of the upload is a speaker) or left out',
+      );
+    if (channels !== null && source !== MeetingSource.upload)
+      throw invalid('meeting.channels', 'channels applies to uploads; a live meeting sends its tracks');
+    const fields = {
+      source,
+      title: title.trim(),
+      language,
+      windowMs: deps.config.windowMs,
+      batchId,
+      channels,
+    };
     if (key === null) {
       const meeting = await deps.meetings.create(workspaceOf(req), fields);
       return reply.status(201).send(meetingView(meeting, emptyCounts(), NO_LIVE_STATE, timings));
@@ -183,7 +203,8 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
       meeting.source !== fields.source ||
       meeting.title !== fields.title ||
       meeting.language !== fields.language ||
-      meeting.batch_id !== fields.batchId
+      meeting.batch_id !== fields.batchId ||
+      meeting.channels !== fields.channels
     ) {
       throw new AppError(
         ErrorKind.conflict,
@@ -676,6 +697,7 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState
     title: m.title,
     source: m.source,
     language: m.language,
+    channels: m.channels,
     status: m.status,
     durationMs: m.duration_ms,
     windows,

@@ -52,6 +52,9 @@ export const MeetingSchema = Type.Object({
   title: Type.String(),
   source: OneOf(Object.values(MeetingSource)),
   language: Nullable(Type.String()),
+  channels: Nullable(
+    Type.Literal('speakers', { description: 'B11: each channel of the upload is a speaker' }),
+  ),
   status: OneOf(Object.values(MeetingStatus)),
   durationMs: Nullable(Type.Integer()),
   windows: Windows,

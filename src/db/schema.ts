@@ -73,6 +73,8 @@ export interface MeetingsTable {
   transcript_revision: ColumnType<number, number | undefined, number>;
   minutes_revision: number | null;
   last_repair_at: NullableTimestamp;
+  /** B11: 'speakers' when each channel of the upload is a speaker; null for one mixed channel. */
+  channels: ColumnType<'speakers' | null, 'speakers' | null | undefined, 'speakers' | null>;
   repair_failure_code: string | null;
   repair_failure_message: string | null;
   chunk_format: 'wav' | 'webm' | null;
@@ -315,6 +317,8 @@ export interface WindowsTable {
   pending_at_publication: Generated<boolean>;
   /** J20: the held audio of this untranscribed window was released (operator, or its retention bound). */
   audio_released_at: NullableTimestamp;
+  /** B11/L25: the speaker all of this window's audio is (its channel's or track's); null: unknown. */
+  speaker_key: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface SegmentsTable {

@@ -7,6 +7,9 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { WindowCutter, type CutWindow } from '../domain/audio-windows.ts';
+import { ChannelBuffer, gateByDominance } from '../domain/channels.ts';
+import { SpeakerSource } from '../domain/speakers.ts';
+import { ensureSpeakers } from './speaker-store.ts';
 import { SAMPLE_RATE } from '../domain/timeline.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
@@ -26,6 +29,14 @@ import {
   type StagedObject,
 } from '../storage/objects.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
+
+/** B11: at most this many channels of an upload are speakers (a multitrack export); ffmpeg mixes more into these. */
+export const MAX_SPEAKER_CHANNELS = 8;
+
+/** B11: a channel's speaker key (channel 1 is the first). */
+export function channelKey(index: number): string {
+  return `channel:${index + 1}`;
+}
 
 /** Upload content types we decode, by the media type a client sends. */
 export const ACCEPTED_AUDIO_TYPES = [
@@ -169,39 +180,6 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
         await ctx.complete();
         return;
       }
-      const cut = await cutWindows(deps.db, meetingId);
-      cut.forEach((w, i) => {
-        if (w.index !== i)
-          throw new AppError(ErrorKind.permanent, 'split.windows_inconsistent', `window ${i} is missing`);
-      });
-      // Boundaries fall on whole milliseconds (100 ms frames, centred), so end_ms is exact.
-      const resume = { index: cut.length, startSample: ((cut.at(-1)?.end_ms ?? 0) * SAMPLE_RATE) / 1000 };
-      if (cut.length > 0)
-        ctx.log.info({ meetingId, windows: cut.length }, 'split resumes after its committed windows');
-
-      const stage = (w: CutWindow) =>
-        stageAndPut(deps, {
-          workspaceId: meeting.workspace_id,
-          meetingId,
-          kind: `window-${w.index}`,
-          data: encodeWav(w.samples, SAMPLE_RATE),
-          admit: false,
-        });
-      const record = async (trx: Tx, w: CutWindow, audio: StagedObject) => {
-        const windowId = await recordWindow(trx, {
-          workspaceId: meeting.workspace_id,
-          meetingId,
-          index: w.index,
-          startMs: Math.round((w.startSample * 1000) / SAMPLE_RATE),
-          endMs: Math.round((w.endSample * 1000) / SAMPLE_RATE),
-          audio,
-        });
-        await createTranscribeJob(deps, trx, meeting.workspace_id, meetingId, windowId, w.index, ctx.actor);
-      };
-      // Canceled or deleted while this split ran: nothing more is added; the window's object goes.
-      const stillProcessing = async (trx: Tx) =>
-        (await deps.meetings.lockIfExists(trx, meetingId))?.status === MeetingStatus.processing;
-
       const dir = await mkdtemp(join(tmpdir(), 'verbatim-split-'));
       try {
         const input = join(dir, 'recording');
@@ -210,14 +188,47 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
           await deps.blobs.getStream(recording.object_key),
           createWriteStream(input, { mode: 0o600 }),
         );
+        // B11: an upload whose channels are its speakers is cut once, on the mix, and each cut
+        // window becomes one window per channel (index × channels + channel), each channel
+        // silenced where another dominates (the bleed is transcribed once). A file with one
+        // channel has unknown speakers, like any other.
+        const channels =
+          meeting.channels === 'speakers'
+            ? Math.min(MAX_SPEAKER_CHANNELS, await deps.decoder.channelsOf(input, ctx.signal))
+            : 1;
+        const cut = await cutWindows(deps.db, meetingId);
+        cut.forEach((w, i) => {
+          if (w.index !== i)
+            throw new AppError(ErrorKind.permanent, 'split.windows_inconsistent', `window ${i} is missing`);
+        });
+        if (cut.length % channels !== 0)
+          throw new AppError(
+            ErrorKind.permanent,
+            'split.windows_inconsistent',
+            `${cut.length} windows are not a whole number of cuts of ${channels} channels`,
+          );
+        // Boundaries fall on whole milliseconds (100 ms frames, centred), so end_ms is exact.
+        const resume = {
+          index: cut.length / channels,
+          startSample: ((cut.at(-1)?.end_ms ?? 0) * SAMPLE_RATE) / 1000,
+        };
+        if (cut.length > 0)
+          ctx.log.info({ meetingId, windows: cut.length }, 'split resumes after its committed windows');
+        const keep = channels > 1 ? new ChannelBuffer(channels, resume.startSample) : null;
+
+        const { stage, record } = splitWindows(deps, meeting, channels, keep, ctx.actor);
+        // Canceled or deleted while this split ran: nothing more is added; the window's object goes.
+        const stillProcessing = async (trx: Tx) =>
+          (await deps.meetings.lockIfExists(trx, meetingId))?.status === MeetingStatus.processing;
+
         const cutter = new WindowCutter(
           SAMPLE_RATE,
           meeting.window_ms / 1000,
           { searchSeconds: deps.config.boundarySearchMs / 1000 },
           resume,
         );
-        for await (const piece of deps.decoder.decodeFile(input, ctx.signal)) {
-          for (const w of cutter.push(piece)) {
+        for await (const piece of deps.decoder.decodeFile(input, ctx.signal, channels)) {
+          for (const w of cutter.push(keep ? keep.push(piece) : piece)) {
             const audio = await stage(w);
             try {
               const added = await ctx.fenced(async (trx) => {
@@ -228,7 +239,7 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
               if (!added) {
                 await compensate(
                   deps,
-                  [audio],
+                  audio,
                   new AppError(
                     ErrorKind.conflict,
                     'meeting.not_processing',
@@ -239,14 +250,14 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
                 return;
               }
             } catch (err) {
-              await compensate(deps, [audio], err);
+              await compensate(deps, audio, err);
               throw err;
             }
             await deps.checkpoints.hit('split.window-committed', { windowIndex: w.index });
           }
         }
         const last = cutter.finish();
-        const audio = last ? await stage(last) : null;
+        const audio = last ? await stage(last) : [];
         let abandoned = false;
         try {
           await ctx.complete(async (trx) => {
@@ -254,7 +265,7 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
               abandoned = true;
               return;
             }
-            if (last && audio) await record(trx, last, audio);
+            if (last) await record(trx, last, audio);
             await deps.meetings.recordSplitFinished(
               trx,
               meetingId,
@@ -265,13 +276,13 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
             if (!last) await startCloseOutIfSettled(deps, trx, meetingId, ctx.actor);
           });
         } catch (err) {
-          if (audio) await compensate(deps, [audio], err);
+          await compensate(deps, audio, err);
           throw err;
         }
-        if (abandoned && audio) {
+        if (abandoned && audio.length > 0) {
           await compensate(
             deps,
-            [audio],
+            audio,
             new AppError(ErrorKind.conflict, 'meeting.not_processing', 'the meeting ended during the split'),
           );
         }
@@ -288,4 +299,68 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
       return failed ? () => deleteMeetingAudio(deps, meetingId) : null;
     },
   };
+}
+
+/**
+ * How the split stores and records a cut window: its audio as one object, or (B11) one per
+ * channel, each silenced where another channel dominates; and its window rows with their
+ * transcription jobs, in the caller's transaction.
+ */
+function splitWindows(
+  deps: MeetingDeps,
+  meeting: MeetingRow,
+  channels: number,
+  keep: ChannelBuffer | null,
+  actor: string,
+): {
+  stage: (w: CutWindow) => Promise<StagedObject[]>;
+  record: (trx: Tx, w: CutWindow, audios: StagedObject[]) => Promise<void>;
+} {
+  const meetingId = meeting.id;
+  const stage = async (w: CutWindow): Promise<StagedObject[]> => {
+    const pieces = keep ? gateByDominance(keep.take(w.startSample, w.endSample), SAMPLE_RATE) : [w.samples];
+    const staged: StagedObject[] = [];
+    try {
+      for (const [c, samples] of pieces.entries())
+        staged.push(
+          await stageAndPut(deps, {
+            workspaceId: meeting.workspace_id,
+            meetingId,
+            kind: keep ? `window-${w.index}-channel-${c + 1}` : `window-${w.index}`,
+            data: encodeWav(samples, SAMPLE_RATE),
+            admit: false,
+          }),
+        );
+    } catch (err) {
+      await compensate(deps, staged, err);
+      throw err;
+    }
+    return staged;
+  };
+  const record = async (trx: Tx, w: CutWindow, audios: StagedObject[]) => {
+    if (keep)
+      await ensureSpeakers(
+        trx,
+        meeting,
+        audios.map((_, c) => ({
+          key: channelKey(c),
+          source: SpeakerSource.channel,
+          label: `Channel ${c + 1}`,
+        })),
+      );
+    for (const [c, audio] of audios.entries()) {
+      const index = w.index * channels + c;
+      const windowId = await recordWindow(trx, {
+        workspaceId: meeting.workspace_id,
+        meetingId,
+        index,
+        startMs: Math.round((w.startSample * 1000) / SAMPLE_RATE),
+        endMs: Math.round((w.endSample * 1000) / SAMPLE_RATE),
+        audio,
+        speakerKey: keep ? channelKey(c) : null,
+      });
+      await createTranscribeJob(deps, trx, meeting.workspace_id, meetingId, windowId, index, actor);
+    }
+  };
+  return { stage, record };
 }

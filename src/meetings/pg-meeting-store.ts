@@ -16,6 +16,8 @@ export interface NewMeeting {
   windowMs: number;
   /** J14: the upload batch it belongs to. */
   batchId?: string | null;
+  /** B11: 'speakers' when each channel of the upload is a speaker. */
+  channels?: 'speakers' | null;
 }
 
 export interface WindowCounts {
@@ -80,6 +82,7 @@ export class PgMeetingStore {
           status: 'created',
           window_ms: input.windowMs,
           batch_id: input.batchId ?? null,
+          channels: input.channels ?? null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();

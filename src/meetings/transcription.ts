@@ -32,7 +32,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       }
       const segments = await recogniseSource(deps, source, ctx.signal);
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
-      const rows = segmentRows(source.window, segments);
+      const rows = segmentRows(source.window, segments, source.window.speaker_key);
       // J5 in one statement: fence, window and segments, completion, and the close-out gate's facts.
       await ctx.completeWith(async (handle) => {
         const build = (ids: { jobId: string; attemptId: string; token: string }) =>
@@ -146,7 +146,7 @@ export async function commitWindowTranscript(
   segments: TranscriptSegment[],
   actor: string,
 ): Promise<boolean> {
-  return commitWindowSegments(trx, window.id, segmentRows(window, segments), actor);
+  return commitWindowSegments(trx, window.id, segmentRows(window, segments, window.speaker_key), actor);
 }
 
 /**

@@ -37,6 +37,8 @@ export async function recordWindow(
     startMs: number;
     endMs: number;
     audio: StagedObject | null;
+    /** B11/L25: the speaker all of the window's audio is (a channel's, a track's). */
+    speakerKey?: string | null;
   },
 ): Promise<string> {
   const blobId = w.audio
@@ -54,6 +56,7 @@ export async function recordWindow(
       end_ms: w.endMs,
       blob_id: blobId,
       status: WindowStatus.pending,
+      speaker_key: w.speakerKey ?? null,
     })
     .execute();
   return windowId;

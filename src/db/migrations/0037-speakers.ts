@@ -40,6 +40,10 @@ create table speaker_turns (
 );
 create index speaker_turns_meeting on speaker_turns (meeting_id, start_ms);
 alter table segments add column speaker_key text, add column words jsonb;
+-- 5. B11: an upload whose channels are its speakers (channels = 'speakers'): each cut window is
+--    one window per channel, whose segments are that channel's speaker (windows.speaker_key).
+alter table meetings add column channels text check (channels in ('speakers'));
+alter table windows add column speaker_key text;
 
 -- 4. The window commit writes a segment's speaker key and word times when it is given them (the
 --    previous release's workers send neither: both stay null).
@@ -144,5 +148,7 @@ begin
 end $function$;
 drop table speaker_turns, speakers;
 alter table segments drop column speaker_key, drop column words;
+alter table meetings drop column channels;
+alter table windows drop column speaker_key;
 `.execute(db);
 }

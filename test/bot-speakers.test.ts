@@ -165,6 +165,27 @@ void describe('bot speakers: who said it, from the provider (R11)', () => {
     const md = (await h.request('GET', `/v1/meetings/${meetingId}/transcript?format=md`)).text;
     assert.match(md, /^# Planning\n/);
     assert.match(md, /\*\*Bob Stone\*\* \\\[00:\d\d\\\]/);
+
+    // W6: search narrowed to a speaker, hits naming who said it; the minutes attribute the task.
+    const said = await waitFor('the search index to name the speakers', async () => {
+      const r = await h.request('GET', `/v1/search?q=engineers&speaker=${encodeURIComponent('bob stone')}`);
+      return r.json.results?.length > 0 ? r : null;
+    });
+    assert.equal(said.json.results[0].meeting.id, meetingId);
+    assert.equal(said.json.results[0].hits[0].speaker, 'Bob Stone');
+    const notAnn = await h.request('GET', `/v1/search?q=engineers&speaker=${encodeURIComponent('Ann Lee')}`);
+    assert.ok(
+      !(notAnn.json.results as Array<{ meeting: { id: string } }>).some((r) => r.meeting.id === meetingId),
+    );
+    const minutes = await waitFor('the minutes of the transcript with its speakers', async () => {
+      const m = await h.request('GET', `/v1/meetings/${meetingId}`);
+      return m.json.minutes?.content && !m.json.minutes.stale ? m.json.minutes.content : null;
+    });
+    const items = [...(minutes.actionItems as string[]), ...(minutes.decisions as string[])];
+    assert.ok(
+      items.some((i) => /^(Ann Lee|Bob Stone): /.test(i)),
+      `decisions and tasks say who: ${JSON.stringify(items)}`,
+    );
   });
 
   void it('W4/W5: a speaker renamed reads so in JSON and the DOCX read back; a new revision and meeting.transcript_revised', async () => {

@@ -8,6 +8,7 @@ const SYSTEM_PROMPT = [
   'excerpts of transcripts made by speech recognition and of meeting minutes. Cite every statement',
   'with the number of the passage it comes from, in square brackets, like [2] or [1, 3]. Cite only',
   'the numbers you were given. If the passages do not answer the question, say so plainly.',
+  'A passage may name who spoke ("Ann: ..."): say who said what when it matters, never guess a name.',
   'Answer briefly, in the language of the question.',
 ].join(' ');
 

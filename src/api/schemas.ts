@@ -350,6 +350,7 @@ const Hit = Type.Object({
     description: '[start, end) offsets into the snippet',
   }),
   snippetHtml: Type.String({ description: 'the snippet escaped, matches in <mark>' }),
+  speaker: Nullable(Type.String({ description: 'W6: who said it, where a source knows; null for minutes' })),
 });
 export const SearchSchema = Type.Object({
   query: Type.String(),

@@ -26,6 +26,11 @@ const SEARCH_SCHEMA: RouteSchema = {
       to: { type: 'string', format: 'date-time' },
       source: { enum: Object.values(MeetingSource) },
       status: { enum: Object.values(MeetingStatus) },
+      speaker: {
+        type: 'string',
+        maxLength: 200,
+        description: 'W6: only what this speaker said (their name as the transcript shows it, any case)',
+      },
       limit: { type: 'integer', minimum: 1, maximum: SEARCH_PAGE_MAX, default: SEARCH_PAGE_DEFAULT },
       cursor: { type: 'string', description: 'nextCursor of the page before' },
     },
@@ -34,7 +39,7 @@ const SEARCH_SCHEMA: RouteSchema = {
     200: json('{ query, results: [{ meeting, score, hitCount, hits }], nextCursor }', SearchSchema),
     ...ERRORS,
     400: refusal(
-      'search.query, search.limit, search.cursor, search.from, search.to, search.source or search.status',
+      'search.query, search.limit, search.cursor, search.from, search.to, search.source, search.status or search.speaker',
     ),
   },
 };
@@ -60,6 +65,7 @@ interface SearchQuery {
   to?: string;
   source?: string;
   status?: string;
+  speaker?: string;
   cursor?: string;
   limit?: string;
 }
@@ -81,6 +87,7 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
       to: dateParam(query.to, 'to'),
       source: oneOf(query.source, 'source', Object.values(MeetingSource)),
       status: oneOf(query.status, 'status', Object.values(MeetingStatus)),
+      speaker: speakerParam(query.speaker),
     };
     const limit = query.limit === undefined ? SEARCH_PAGE_DEFAULT : Number(query.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE_MAX) {
@@ -104,6 +111,7 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
           snippet: h.text,
           highlights: h.highlights,
           snippetHtml: snippetHtml(h),
+          speaker: h.speaker ?? null,
         })),
       })),
       nextCursor: page.more ? encodeCursor(offset + limit) : null,
@@ -139,6 +147,15 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
       passages: answer.passages.map(view),
     };
   });
+}
+
+/** W6: a speaker's name to narrow a search to; blank is no filter. */
+function speakerParam(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length > 200)
+    throw invalid('search.speaker', 'speaker must be a name of at most 200 characters');
+  const name = value.replace(/\s+/g, ' ').trim();
+  return name === '' ? undefined : name;
 }
 
 function invalid(code: string, message: string): AppError {

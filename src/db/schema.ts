@@ -372,6 +372,8 @@ export interface SearchPassagesTable {
   start_ms: number | null;
   end_ms: number | null;
   text: string;
+  /** W6: who said it (their name when indexed); null for minutes and unknown speakers. */
+  speaker: ColumnType<string | null, string | null | undefined, string | null>;
   /** The segments `text` joins with one space: [startMs, endMs, characters] each; null for minutes. */
   segments: NullableJson;
   /** The text search configuration: 'english' (stemmed) or 'simple'. */

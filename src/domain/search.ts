@@ -28,6 +28,8 @@ export interface SearchFilters {
   to?: Date;
   source?: string;
   status?: string;
+  /** W6: only what this speaker said (their name, any case). */
+  speaker?: string;
 }
 
 /** A hit: one transcript segment (its time) or one line of the minutes, with its matched words. */
@@ -35,6 +37,57 @@ export interface SearchHit extends Highlighted {
   kind: 'segment' | 'minutes';
   startMs: number | null;
   endMs: number | null;
+  /** W6: who said it, where a source knows (null for minutes and unknown speakers). */
+  speaker?: string | null;
+}
+
+/**
+ * O4/W6: a transcript as search passages: stretches of at most `maxLines` consecutive lines of one
+ * speaker (or of no known speaker) within `maxMs`, each with its lines' times ([startMs, endMs,
+ * characters]) for the hit.
+ */
+export function transcriptPassages(
+  lines: Array<{ startMs: number; endMs: number; text: string; speaker: { name: string } | null }>,
+  maxLines: number,
+  maxMs: number,
+): Array<{
+  startMs: number;
+  endMs: number;
+  text: string;
+  speaker: string | null;
+  segments: StretchSegments;
+}> {
+  const out: Array<{
+    startMs: number;
+    endMs: number;
+    text: string;
+    speaker: string | null;
+    segments: StretchSegments;
+  }> = [];
+  for (const l of lines) {
+    const text = l.text;
+    if (!/[\p{L}\p{N}]/u.test(text)) continue;
+    const speaker = l.speaker?.name ?? null;
+    const last = out.at(-1);
+    if (
+      last &&
+      last.speaker === speaker &&
+      last.segments.length < maxLines &&
+      l.startMs - last.startMs < maxMs
+    ) {
+      last.text = `${last.text} ${text}`;
+      last.endMs = Math.max(last.endMs, l.endMs);
+      last.segments.push([l.startMs, l.endMs, [...text].length]);
+    } else
+      out.push({
+        startMs: l.startMs,
+        endMs: l.endMs,
+        text,
+        speaker,
+        segments: [[l.startMs, l.endMs, [...text].length]],
+      });
+  }
+  return out;
 }
 
 /** How a stretch of transcript joins its segments: [startMs, endMs, characters] each, one space apart. */

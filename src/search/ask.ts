@@ -4,6 +4,7 @@ import { withoutNearDuplicates } from '../domain/near-duplicate.ts';
 import { citationsOf, questionQuery } from '../domain/search.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { AnswerPassage } from '../ports.ts';
+import { transcriptLines } from '../meetings/transcript-read.ts';
 
 /** Meetings searched for passages, and hits taken from each. */
 const ASK_MEETINGS = 5;
@@ -34,6 +35,21 @@ export interface AskAnswer {
   /** The passages the answer cites, in order of first mention (model mode). */
   citations: AskPassage[];
   passages: AskPassage[];
+}
+
+/**
+ * W6: a stretch of transcript as the answer writer reads it: each speaker's name where it changes
+ * ("Ann Lee: … Bob: …"), so an answer can say who said what; lines of no known speaker as they are.
+ */
+export function saidBy(lines: Array<{ text: string; speaker: { name: string } | null }>): string {
+  const out: string[] = [];
+  let last: string | null = null;
+  for (const l of lines) {
+    const name = l.speaker?.name ?? null;
+    out.push(name !== null && name !== last ? `${name}: ${l.text}` : l.text);
+    last = name;
+  }
+  return out.join(' ');
 }
 
 /**
@@ -69,17 +85,15 @@ export async function ask(
           out.push({ ...base, startMs: null, endMs: null, text: hit.text });
           continue;
         }
-        const around = await deps.search.around(
-          trx,
-          result.meeting.id,
-          hit.startMs - CONTEXT_MS,
-          hit.endMs + CONTEXT_MS,
-        );
+        const around = await transcriptLines(trx, result.meeting.id, {
+          fromMs: hit.startMs - CONTEXT_MS,
+          toMs: hit.endMs + CONTEXT_MS,
+        });
         out.push({
           ...base,
           startMs: around[0]?.startMs ?? hit.startMs,
           endMs: around.at(-1)?.endMs ?? hit.endMs,
-          text: around.map((s) => s.text).join(' ') || hit.text,
+          text: saidBy(around) || hit.text,
         });
       }
     }

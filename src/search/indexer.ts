@@ -1,3 +1,4 @@
+import { transcriptLines } from '../meetings/transcript-read.ts';
 import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import type { IndexOutcome } from './search-store.ts';
@@ -11,13 +12,14 @@ export async function indexMeetingForSearch(
   deps: Pick<MeetingDeps, 'db' | 'search' | 'checkpoints'>,
   meetingId: string,
 ): Promise<IndexOutcome> {
-  return deps.db
-    .transaction()
-    .execute((trx) =>
-      deps.search.indexMeeting(trx, meetingId, () =>
-        deps.checkpoints.hit('search-index.before-commit', { meetingId }),
-      ),
-    );
+  return deps.db.transaction().execute((trx) =>
+    deps.search.indexMeeting(
+      trx,
+      meetingId,
+      (t) => transcriptLines(t, meetingId),
+      () => deps.checkpoints.hit('search-index.before-commit', { meetingId }),
+    ),
+  );
 }
 
 /** How many ledger entries one re-drive pass takes: the rest wait for the next pass. */

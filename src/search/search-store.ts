@@ -5,6 +5,7 @@ import {
   parseMarks,
   searchConfigFor,
   segmentHit,
+  transcriptPassages,
   withoutRepeatedMinutes,
   type SearchFilters,
   type SearchHit,
@@ -52,7 +53,15 @@ export class SearchStore {
    * revision and minutes is left alone, and an older event can never write older text, because
    * the text is always read from the meeting as it is now. Two indexers of one meeting take turns.
    */
-  async indexMeeting(trx: Tx, meetingId: string, beforeCommit?: () => Promise<void>): Promise<IndexOutcome> {
+  async indexMeeting(
+    trx: Tx,
+    meetingId: string,
+    /** W6: the transcript as read, with its speakers (src/meetings/transcript-read.ts). */
+    readLines: (
+      trx: Tx,
+    ) => Promise<Array<{ startMs: number; endMs: number; text: string; speaker: { name: string } | null }>>,
+    beforeCommit?: () => Promise<void>,
+  ): Promise<IndexOutcome> {
     await sql`select pg_advisory_xact_lock(hashtextextended(${`verbatim.search:${meetingId}`}, 0))`.execute(
       trx,
     );
@@ -75,23 +84,26 @@ export class SearchStore {
     if (current.rows[0]?.current) return 'current';
     const lang = searchConfigFor(meeting.language);
     await trx.deleteFrom('search_passages').where('meeting_id', '=', meetingId).execute();
-    // Stretches of up to STRETCH_SEGMENTS consecutive segments within STRETCH_MS: six times fewer
-    // rows than one per segment, and each keeps its segments' times for the hit (segmentHit).
-    const segments = await sql`
-      with s as (
-        select start_ms, end_ms, text, seq,
-               (row_number() over (order by start_ms, seq) - 1) / ${STRETCH_SEGMENTS} as part
-          from segments where meeting_id = ${meetingId} and text ~ '[[:alnum:]]'
-      ),
-      cut as (
-        select *, (start_ms - min(start_ms) over (partition by part)) / ${STRETCH_MS} as sub from s
-      )
-      insert into search_passages (workspace_id, meeting_id, kind, start_ms, end_ms, text, segments, lang)
-      select ${meeting.workspace_id}::uuid, ${meetingId}::uuid, 'transcript', min(start_ms), max(end_ms),
-             string_agg(text, ' ' order by start_ms, seq),
-             jsonb_agg(jsonb_build_array(start_ms, end_ms, char_length(text)) order by start_ms, seq),
-             ${lang}::regconfig
-        from cut group by part, sub`.execute(trx);
+    // Stretches of up to STRETCH_SEGMENTS consecutive lines of one speaker within STRETCH_MS: six
+    // times fewer rows than one per segment, and each keeps its lines' times for the hit (segmentHit).
+    const stretches = transcriptPassages(await readLines(trx), STRETCH_SEGMENTS, STRETCH_MS);
+    for (let i = 0; i < stretches.length; i += 500)
+      await trx
+        .insertInto('search_passages')
+        .values(
+          stretches.slice(i, i + 500).map((p) => ({
+            workspace_id: meeting.workspace_id,
+            meeting_id: meetingId,
+            kind: 'transcript' as const,
+            start_ms: p.startMs,
+            end_ms: p.endMs,
+            text: p.text,
+            segments: JSON.stringify(p.segments),
+            speaker: p.speaker,
+            lang,
+          })),
+        )
+        .execute();
     const lines = minutesLines(meeting.minutes);
     if (lines.length > 0) {
       await trx
@@ -109,7 +121,7 @@ export class SearchStore {
         )
         .execute();
     }
-    const passages = Number(segments.numAffectedRows ?? 0) + lines.length;
+    const passages = stretches.length + lines.length;
     await sql`insert into search_index_state (meeting_id, workspace_id, transcript_revision, minutes_written_at, passages)
       select id, workspace_id, transcript_revision, minutes_written_at, ${passages}::int from meetings where id = ${meetingId}
       on conflict (meeting_id) do update set transcript_revision = excluded.transcript_revision,
@@ -174,9 +186,8 @@ export class SearchStore {
       passage_ids: string[];
     }>`select * from verbatim_search(${query}, ${filters.from ?? null}::timestamptz,
         ${filters.to ?? null}::timestamptz, ${filters.source ?? null}::text, ${filters.status ?? null}::text,
-        ${page.offset}::int, ${page.limit + 1}::int, ${RANKED_CANDIDATES}::int, ${HITS_PER_MEETING}::int)`.execute(
-      trx,
-    );
+        ${page.offset}::int, ${page.limit + 1}::int, ${RANKED_CANDIDATES}::int, ${HITS_PER_MEETING}::int,
+        ${filters.speaker ?? null}::text)`.execute(trx);
     const more = meetings.rows.length > page.limit;
     const shown = meetings.rows.slice(0, page.limit);
     if (shown.length === 0) return { results: [], more: false };
@@ -187,9 +198,10 @@ export class SearchStore {
       meeting_id: string;
       kind: 'transcript' | 'minutes';
       segments: StretchSegments | null;
+      speaker: string | null;
       marked: string;
     }>`
-      select p.id, p.meeting_id, p.kind, p.segments,
+      select p.id, p.meeting_id, p.kind, p.segments, p.speaker,
              ts_headline(p.lang, p.text, websearch_to_tsquery(p.lang, ${query}),
                ${`StartSel=${MARK_START},StopSel=${MARK_STOP},HighlightAll=true`}) as marked
         from search_passages p
@@ -200,8 +212,14 @@ export class SearchStore {
       const list = byMeeting.get(h.meeting_id) ?? [];
       list.push(
         h.kind === 'transcript' && h.segments
-          ? segmentHit(h.marked, h.segments, SEARCH_MARKS)
-          : { kind: 'minutes', startMs: null, endMs: null, ...parseMarks(h.marked, SEARCH_MARKS) },
+          ? { ...segmentHit(h.marked, h.segments, SEARCH_MARKS), speaker: h.speaker }
+          : {
+              kind: 'minutes',
+              startMs: null,
+              endMs: null,
+              speaker: null,
+              ...parseMarks(h.marked, SEARCH_MARKS),
+            },
       );
       byMeeting.set(h.meeting_id, list);
     }
@@ -220,25 +238,6 @@ export class SearchStore {
         hits: withoutRepeatedMinutes(byMeeting.get(m.meeting_id) ?? []),
       })),
     };
-  }
-
-  /** The transcript around a moment of a meeting: the segments overlapping [fromMs, toMs). */
-  async around(
-    trx: Tx,
-    meetingId: string,
-    fromMs: number,
-    toMs: number,
-  ): Promise<Array<{ startMs: number; endMs: number; text: string }>> {
-    const rows = await trx
-      .selectFrom('segments')
-      .select(['start_ms', 'end_ms', 'text'])
-      .where('meeting_id', '=', meetingId)
-      .where('end_ms', '>', fromMs)
-      .where('start_ms', '<', toMs)
-      .orderBy('start_ms')
-      .orderBy('seq')
-      .execute();
-    return rows.map((r) => ({ startMs: r.start_ms, endMs: r.end_ms, text: r.text }));
   }
 }
 

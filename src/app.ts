@@ -213,6 +213,7 @@ function makeTranscriber(
         apiKey: config.asr.apiKey || undefined,
         model: config.asr.model,
         timeoutMs: config.asr.timeoutMs,
+        format: config.asr.format,
         holds,
       });
     default:

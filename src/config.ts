@@ -465,6 +465,12 @@ export const SETTINGS = {
         default: 'whisper-1',
         help: 'model name for whisper',
       }),
+      format: setting({
+        env: 'VERBATIM_WHISPER_FORMAT',
+        kind: oneOf(['verbose_json', 'diarized_json']),
+        default: 'verbose_json',
+        help: 'W3: verbose_json (a segment `speaker` is read where the server gives one) or diarized_json (a diarizing model, given reference clips of the speakers already heard)',
+      }),
       timeoutMs: setting({
         env: 'VERBATIM_ASR_TIMEOUT_SECONDS',
         kind: seconds(0.1),

@@ -25,11 +25,22 @@ export interface TranscribeRequest {
   /** BCP-47-ish language hint (`en`), or null to let the recogniser decide. */
   language: string | null;
   signal?: AbortSignal;
+  /** W7: names and terms the audio may hold (a recogniser that takes a prompt is given them). */
+  vocabulary?: string[];
+  /** W3: the speakers this meeting has already heard, named, with a clip of each (≤ 10 s WAV). */
+  knownSpeakers?: Array<{ name: string; wav: Buffer }>;
 }
 
 export interface Transcriber {
   readonly name: string;
   transcribe(request: TranscribeRequest): Promise<TranscriptSegment[]>;
+  /**
+   * W3: how far a diarizing recogniser's speakers carry: `window`, within one request only;
+   * `references`, across requests through the known speakers' clips. Absent: it gives none.
+   */
+  readonly speakerIdentity?: 'window' | 'references';
+  /** W7: whether it uses a vocabulary it is given (PocketSphinx does not). */
+  readonly takesVocabulary?: boolean;
   /** Releases what it keeps between calls (a process started ahead of need), if anything. */
   close?(): Promise<void>;
 }

@@ -208,6 +208,10 @@ export const SpeakerSchema = Type.Object({
   mergedInto: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
     description: 'The speaker it was merged into: its words read as that one’s',
   }),
+  scope: Type.Union([Type.Literal('meeting'), Type.Literal('window')], {
+    description:
+      'W3: `window` for a recogniser’s speaker that holds only within one window of audio (the recogniser was given no reference clips): the same person may be several speakers',
+  }),
 });
 
 const Segment = Type.Object({

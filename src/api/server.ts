@@ -2,7 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError, ErrorKind, httpStatusFor, redactSecrets } from '../domain/errors.ts';
 import { runAsTenant } from '../db/tenant.ts';
 import { registerMeetingRoutes } from './meeting-routes.ts';
-import { registerSpeakerRoutes } from './speaker-routes.ts';
+import { registerSpeakerRoutes, registerVocabularyRoutes } from './speaker-routes.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
@@ -87,6 +87,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     apiRoutes((routes) => {
       registerMeetingRoutes(routes, api);
       registerSpeakerRoutes(routes, api);
+      registerVocabularyRoutes(routes, api);
       registerOpsRoutes(routes, api);
       registerWebhookRoutes(routes, api);
       registerProviderRoutes(routes, api);

@@ -1,7 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import { listSpeakers, MAX_SPEAKER_NAME, mergeSpeakers, nameSpeaker } from '../meetings/speakers.ts';
+import {
+  getVocabulary,
+  listSpeakers,
+  MAX_SPEAKER_NAME,
+  MAX_TERM_LENGTH,
+  MAX_VOCABULARY_TERMS,
+  mergeSpeakers,
+  nameSpeaker,
+  setVocabulary,
+} from '../meetings/speakers.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { ERRORS, ID_PARAMS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
 import { SpeakerSchema } from './schemas.ts';
@@ -89,6 +98,48 @@ export function registerSpeakerRoutes(app: FastifyInstance, { deps }: ApiDeps): 
       if (typeof into !== 'string') throw invalid('speaker.into', 'send {"into": "<speaker id>"}');
       return mergeSpeakers(deps, workspaceOf(req), req.params.id, req.params.speakerId, into);
     },
+  );
+}
+
+const VOCABULARY = Type.Object({
+  terms: Type.Array(Type.String()),
+  applied: Type.Boolean({ description: 'whether the configured recogniser uses it' }),
+  note: Type.String({ description: 'in plain words, how it is used, or why it is not' }),
+});
+
+/** W7: the words a workspace's meetings use. */
+export function registerVocabularyRoutes(app: FastifyInstance, { deps }: ApiDeps): void {
+  app.get(
+    '/v1/vocabulary',
+    {
+      schema: {
+        summary:
+          'W7: the names and product terms the workspace’s meetings use, given to recognisers that take a prompt (a Whisper-compatible server), with whether the configured one does',
+        response: { 200: json('The vocabulary', VOCABULARY), ...ERRORS },
+      } satisfies RouteSchema,
+    },
+    async (req) => getVocabulary(deps, workspaceOf(req)),
+  );
+  app.put(
+    '/v1/vocabulary',
+    {
+      schema: {
+        summary: `W7: replaces the vocabulary (at most ${MAX_VOCABULARY_TERMS} terms of at most ${MAX_TERM_LENGTH} characters; duplicates dropped). 400 vocabulary.terms names what is wrong`,
+        body: jsonBody({
+          type: 'object',
+          required: ['terms'],
+          properties: {
+            terms: {
+              type: 'array',
+              maxItems: MAX_VOCABULARY_TERMS,
+              items: { type: 'string', minLength: 1, maxLength: MAX_TERM_LENGTH },
+            },
+          },
+        }),
+        response: { 200: json('The vocabulary as kept', VOCABULARY), ...ERRORS },
+      } satisfies RouteSchema,
+    },
+    async (req) => setVocabulary(deps, workspaceOf(req), req.body),
   );
 }
 

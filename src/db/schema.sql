@@ -656,6 +656,7 @@ create table speakers (
   display_name text,
   user_id uuid,
   merged_into uuid,
+  reference bytea,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   constraint speakers_pkey PRIMARY KEY (id),
@@ -864,6 +865,7 @@ create table workspaces (
   name text not null,
   created_at timestamp with time zone default now() not null,
   bot_recording_enabled boolean default true not null,
+  vocabulary text[] default '{}'::text[] not null,
   constraint workspaces_pkey PRIMARY KEY (id)
 );
 alter table workspaces enable row level security;

@@ -18,6 +18,8 @@ export interface WorkspacesTable {
   name: string;
   created_at: Timestamp;
   bot_recording_enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  /** W7: names and product terms given to recognisers that take a prompt. */
+  vocabulary: ColumnType<string[], string[] | undefined, string[]>;
 }
 
 export interface ApiKeysTable {
@@ -349,6 +351,8 @@ export interface SpeakersTable {
   display_name: string | null;
   user_id: string | null;
   merged_into: string | null;
+  /** W3: a short clip of a recogniser cluster's voice, kept while the meeting's audio is. */
+  reference: ColumnType<Buffer | null, Buffer | null | undefined, Buffer | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

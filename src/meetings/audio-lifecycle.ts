@@ -1,3 +1,4 @@
+import { dropSpeakerReferences } from './speaker-store.ts';
 import { endMeetingAs } from './meeting-end.ts';
 import type { Tx } from '../db/schema.ts';
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
@@ -64,6 +65,8 @@ export async function deleteMeetingAudio(
     });
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted', keep);
     await deps.meetings.markAudioDeleted(trx, meetingId);
+    // W3: the clips of its speakers' voices are audio too.
+    await dropSpeakerReferences(trx, meetingId);
     if (handed.length > 0 || !meeting.audio_deleted_at) {
       await recordAudit(trx, {
         workspaceId: meeting.workspace_id,

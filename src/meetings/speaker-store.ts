@@ -167,3 +167,67 @@ export async function speakersChanged(trx: Tx, meetingId: string, published: boo
     .executeTakeFirstOrThrow();
   return updated.transcript_revision;
 }
+
+/** W3: the recogniser speakers of a meeting that have a reference clip, oldest first. */
+export async function speakerReferences(
+  db: Executor,
+  meetingId: string,
+  limit: number,
+): Promise<Array<{ id: string; key: string; reference: Buffer }>> {
+  const rows = await db
+    .selectFrom('speakers')
+    .select(['id', 'key', 'reference'])
+    .where('meeting_id', '=', meetingId)
+    .where('source', '=', 'recogniser')
+    .where('merged_into', 'is', null)
+    .where('reference', 'is not', null)
+    .orderBy('created_at')
+    .limit(limit)
+    .execute();
+  return rows.flatMap((r) => (r.reference ? [{ id: r.id, key: r.key, reference: r.reference }] : []));
+}
+
+/** W3: keeps a clip of a speaker's voice (the first one kept stays). */
+export async function saveSpeakerReference(trx: Tx, speakerId: string, wav: Buffer): Promise<void> {
+  await trx
+    .updateTable('speakers')
+    .set({ reference: wav })
+    .where('id', '=', speakerId)
+    .where('reference', 'is', null)
+    .execute();
+}
+
+/** W3: the meeting's audio is gone, and with it the clips of its speakers' voices. */
+export async function dropSpeakerReferences(db: Executor, meetingId: string): Promise<void> {
+  await db
+    .updateTable('speakers')
+    .set({ reference: null })
+    .where('meeting_id', '=', meetingId)
+    .where('reference', 'is not', null)
+    .execute();
+}
+
+/** How many speakers of a source the meeting has (to number new ones). */
+export async function countSpeakers(db: Executor, meetingId: string, source: SpeakerSource): Promise<number> {
+  const row = await db
+    .selectFrom('speakers')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('meeting_id', '=', meetingId)
+    .where('source', '=', source)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** W7: the workspace's vocabulary. */
+export async function vocabularyOf(db: Executor, workspaceId: string): Promise<string[]> {
+  const row = await db
+    .selectFrom('workspaces')
+    .select('vocabulary')
+    .where('id', '=', workspaceId)
+    .executeTakeFirst();
+  return row?.vocabulary ?? [];
+}
+
+export async function saveVocabulary(db: Executor, workspaceId: string, terms: string[]): Promise<void> {
+  await db.updateTable('workspaces').set({ vocabulary: terms }).where('id', '=', workspaceId).execute();
+}

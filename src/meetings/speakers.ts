@@ -14,8 +14,10 @@ import {
   mergeSpeaker,
   renameSpeaker,
   speakerById,
+  saveVocabulary,
   speakersChanged,
   speakersOf,
+  vocabularyOf,
   type SpeakerRow,
 } from './speaker-store.ts';
 
@@ -27,6 +29,12 @@ export interface SpeakerView {
   displayName: string | null;
   source: SpeakerRow['source'];
   mergedInto: string | null;
+  /**
+   * W3: `meeting` when the source knows this person for the whole meeting; `window` for a
+   * recogniser's cluster that holds only within one window of audio (the same person may be
+   * several such speakers: merge them).
+   */
+  scope: 'meeting' | 'window';
 }
 
 export const MAX_SPEAKER_NAME = 200;
@@ -39,6 +47,7 @@ function view(s: SpeakerRow): SpeakerView {
     displayName: s.display_name,
     source: s.source,
     mergedInto: s.merged_into,
+    scope: s.key.startsWith('cluster:w:') ? 'window' : 'meeting',
   };
 }
 
@@ -221,4 +230,76 @@ export async function applyBotSpeakers(
     );
     return { speakers: people.size, turns: turns.length };
   }
+}
+
+/** W7: at most this many terms, each at most this long. */
+export const MAX_VOCABULARY_TERMS = 200;
+export const MAX_TERM_LENGTH = 64;
+
+/** W7: a workspace's vocabulary, and whether the configured recogniser uses it. */
+export interface VocabularyView {
+  terms: string[];
+  applied: boolean;
+  note: string;
+}
+
+function vocabularyView(deps: MeetingDeps, terms: string[]): VocabularyView {
+  const applied = deps.transcriber.takesVocabulary === true;
+  return {
+    terms,
+    applied,
+    note: applied
+      ? 'Given to the speech recogniser as a glossary with every window, with the meeting’s language.'
+      : deps.config.asr.kind === 'pocketsphinx'
+        ? 'Kept, but not used: the offline recogniser (PocketSphinx) takes no vocabulary. A Whisper-compatible server uses it.'
+        : 'Kept, but not used: the configured recogniser (a diarizing model) takes no prompt.',
+  };
+}
+
+export async function getVocabulary(deps: MeetingDeps, workspaceId: string): Promise<VocabularyView> {
+  return vocabularyView(
+    deps,
+    await withTenant(deps.db, workspaceId, (trx) => vocabularyOf(trx, workspaceId)),
+  );
+}
+
+/**
+ * W7: replaces the workspace's vocabulary: names and product terms its meetings use, each trimmed,
+ * duplicates (any case) dropped. Bad input is refused with what is wrong; nothing is changed then.
+ */
+export async function setVocabulary(
+  deps: MeetingDeps,
+  workspaceId: string,
+  input: unknown,
+): Promise<VocabularyView> {
+  const terms = (input as { terms?: unknown } | null)?.terms;
+  if (!Array.isArray(terms))
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'vocabulary.terms',
+      'send {"terms": ["Verbatim", "Kysely", …]}',
+    );
+  if (terms.length > MAX_VOCABULARY_TERMS)
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'vocabulary.terms',
+      `at most ${MAX_VOCABULARY_TERMS} terms (${terms.length} given)`,
+    );
+  const seen = new Set<string>();
+  const kept: string[] = [];
+  for (const [i, raw] of terms.entries()) {
+    const term = typeof raw === 'string' ? raw.replace(/\s+/g, ' ').trim() : '';
+    // eslint-disable-next-line no-control-regex
+    if (term === '' || term.length > MAX_TERM_LENGTH || /[\u0000-\u001f\u007f]/.test(term))
+      throw new AppError(
+        ErrorKind.invalidInput,
+        'vocabulary.terms',
+        `term ${i + 1} must be a non-empty string of at most ${MAX_TERM_LENGTH} characters`,
+      );
+    if (seen.has(term.toLowerCase())) continue;
+    seen.add(term.toLowerCase());
+    kept.push(term);
+  }
+  await withTenant(deps.db, workspaceId, (trx) => saveVocabulary(trx, workspaceId, kept));
+  return vocabularyView(deps, kept);
 }

@@ -1,3 +1,5 @@
+import { nameSpeakers, type SpeakerRef } from '../domain/speakers.ts';
+import { speakersOf } from './speaker-store.ts';
 import { sql } from 'kysely';
 import type { Db, MeetingRow, Tx } from '../db/schema.ts';
 import { readAsTenant } from '../db/tenant.ts';
@@ -33,7 +35,8 @@ export interface StreamWindow {
   endMs: number;
   /** pending, transcribed, failed, missing, or superseded (replaced by a repair: drop its words). */
   status: string;
-  segments: TranscriptSegment[];
+  /** W1: each with the speaker its own source gave it (track, channel, recogniser), else null. */
+  segments: Array<TranscriptSegment & { speaker: SpeakerRef | null }>;
 }
 
 /** L22: a chunk's provisional words; drop it once a final window holds its middle. */
@@ -174,15 +177,33 @@ async function windowsWithSegments(trx: Tx, ids: string[]): Promise<Map<string, 
   }
   const segments = await trx
     .selectFrom('segments')
-    .select(['window_id', 'start_ms', 'end_ms', 'text'])
+    .select(['window_id', 'meeting_id', 'start_ms', 'end_ms', 'text', 'speaker_key'])
     .where('window_id', 'in', ids)
     .orderBy('start_ms')
     .orderBy('seq')
     .execute();
+  // W1: finals name the speaker their own source gave them; a timeline's turns are applied by the
+  // transcript (a live meeting has none).
+  const named = new Map<string, SpeakerRef | null>();
+  const meetingIds = [...new Set(segments.flatMap((s) => (s.speaker_key ? [s.meeting_id] : [])))];
+  for (const meetingId of meetingIds) {
+    const speakers = await speakersOf(trx, meetingId);
+    const keys = [...new Set(segments.flatMap((s) => (s.speaker_key ? [s.speaker_key] : [])))];
+    const lines = nameSpeakers(
+      keys.map((k) => ({ startMs: 0, endMs: 0, text: '', speakerKey: k, attribution: 'source' as const })),
+      speakers,
+    );
+    keys.forEach((k, i) => named.set(`${meetingId} ${k}`, lines[i]!.speaker));
+  }
   for (const s of segments) {
     const w = out.get(s.window_id);
     if (w && w.status !== 'superseded')
-      w.segments.push({ startMs: s.start_ms, endMs: s.end_ms, text: s.text });
+      w.segments.push({
+        startMs: s.start_ms,
+        endMs: s.end_ms,
+        text: s.text,
+        speaker: s.speaker_key ? (named.get(`${s.meeting_id} ${s.speaker_key}`) ?? null) : null,
+      });
   }
   return out;
 }

@@ -6,6 +6,7 @@ import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
 import { liveWindowAudio } from './window-audio.ts';
+import { clusterSpeakers, knownSpeakersOf } from './cluster-speakers.ts';
 import {
   commitWindowSegments,
   completeWindowAttemptStatement,
@@ -30,9 +31,9 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
         await ctx.complete();
         return;
       }
-      const segments = await recogniseSource(deps, source, ctx.signal);
+      const { segments, clusterKeys } = await recogniseSource(deps, source, ctx.signal);
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
-      const rows = segmentRows(source.window, segments, source.window.speaker_key);
+      const rows = segmentRows(source.window, segments, source.window.speaker_key, clusterKeys);
       // J5 in one statement: fence, window and segments, completion, and the close-out gate's facts.
       await ctx.completeWith(async (handle) => {
         const build = (ids: { jobId: string; attemptId: string; token: string }) =>
@@ -71,31 +72,53 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
   };
 }
 
+/** What a window's recognition gave: its segments, and (W3) the speaker key of each cluster in them. */
+export interface Recognised {
+  segments: TranscriptSegment[];
+  clusterKeys: Map<string, string>;
+}
+
 async function recogniseSource(
   deps: MeetingDeps,
   source: WindowSource,
   signal: AbortSignal,
-): Promise<TranscriptSegment[]> {
+): Promise<Recognised> {
+  let wav: Buffer;
   if (!source.window.blob_id && source.window.start_samples !== null) {
     // A live window reads its audio from the chunks under it.
     await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
-    const { wav } = await liveWindowAudio(deps, source.window.id);
-    return deps.transcriber.transcribe({ wav, language: source.language, signal });
+    wav = (await liveWindowAudio(deps, source.window.id)).wav;
+  } else {
+    if (!source.objectKey)
+      throw new AppError(ErrorKind.permanent, 'audio.missing', 'window has no stored audio');
+    if (source.deletedAt)
+      throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
+    await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
+    wav = await deps.blobs.get(source.objectKey);
   }
-  if (!source.objectKey)
-    throw new AppError(ErrorKind.permanent, 'audio.missing', 'window has no stored audio');
-  if (source.deletedAt)
-    throw new AppError(ErrorKind.permanent, 'audio.deleted', 'window audio was already deleted');
-  await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
-  const wav = await deps.blobs.get(source.objectKey);
-  return deps.transcriber.transcribe({ wav, language: source.language, signal });
+  // W3: a diarizing recogniser that takes reference clips is told who this meeting has heard.
+  const identity = deps.transcriber.speakerIdentity;
+  const knownSpeakers =
+    identity === 'references' ? await knownSpeakersOf(deps.db, source.window.meeting_id) : undefined;
+  const segments = await deps.transcriber.transcribe({
+    wav,
+    language: source.language,
+    signal,
+    vocabulary: source.vocabulary,
+    ...(knownSpeakers ? { knownSpeakers } : {}),
+  });
+  const clusterKeys =
+    identity && segments.some((s) => s.cluster !== undefined)
+      ? await clusterSpeakers(deps, source.window, segments, wav, identity)
+      : new Map<string, string>();
+  return { segments, clusterKeys };
 }
 
 export async function recogniseWindow(
   deps: MeetingDeps,
   window: WindowRow,
   signal: AbortSignal,
-): Promise<TranscriptSegment[]> {
+): Promise<Recognised> {
   return recogniseSource(deps, await loadWindowSource(deps.db, window.id), signal);
 }
 
@@ -109,6 +132,8 @@ export function segmentRows(
   segments: TranscriptSegment[],
   /** W1: the speaker every segment of this window's audio is (its track's or channel's). */
   speakerKey?: string | null,
+  /** W3: the speaker key of each recogniser cluster (a segment of another cluster has none). */
+  clusterKeys?: Map<string, string>,
 ): SegmentRow[] {
   const length = window.end_ms - window.start_ms;
   return segments
@@ -121,7 +146,7 @@ export function segmentRows(
         start_ms: start,
         end_ms: end,
         text: s.text.trim(),
-        speaker_key: speakerKey ?? null,
+        speaker_key: speakerKey ?? (s.cluster !== undefined ? (clusterKeys?.get(s.cluster) ?? null) : null),
         words: wordTimes(s, start, end),
       };
     });
@@ -143,10 +168,15 @@ function wordTimes(s: TranscriptSegment, start: number, end: number): WordTimes 
 export async function commitWindowTranscript(
   trx: Tx,
   window: WindowRow,
-  segments: TranscriptSegment[],
+  recognised: Recognised,
   actor: string,
 ): Promise<boolean> {
-  return commitWindowSegments(trx, window.id, segmentRows(window, segments, window.speaker_key), actor);
+  return commitWindowSegments(
+    trx,
+    window.id,
+    segmentRows(window, recognised.segments, window.speaker_key, recognised.clusterKeys),
+    actor,
+  );
 }
 
 /**
@@ -178,7 +208,7 @@ export async function transcribeDirectly(
   /** Once the close-out has waited out its outages, a passing failure no longer waits here (L6). */
   failPassing = true,
 ): Promise<void> {
-  let segments: TranscriptSegment[];
+  let segments: Recognised;
   try {
     await deps.checkpoints.hit('close-out-meeting.transcribe-directly', { windowIndex: window.index });
     segments = await recogniseWindow(deps, window, signal);

@@ -71,6 +71,8 @@ export interface WindowSource {
   objectKey: string | null;
   deletedAt: Date | null;
   language: string | null;
+  /** W7: the workspace's vocabulary, for recognisers that take a prompt. */
+  vocabulary: string[];
   /** The meeting's source: a live meeting is never `processing`, so its windows pass no close-out gate. */
   meetingSource: string;
 }
@@ -80,6 +82,7 @@ export async function loadWindowSource(db: Executor, windowId: string): Promise<
   const row = await db
     .selectFrom('windows')
     .innerJoin('meetings', 'meetings.id', 'windows.meeting_id')
+    .innerJoin('workspaces', 'workspaces.id', 'meetings.workspace_id')
     .leftJoin('blobs', 'blobs.id', 'windows.blob_id')
     .selectAll('windows')
     .select([
@@ -87,16 +90,18 @@ export async function loadWindowSource(db: Executor, windowId: string): Promise<
       'blobs.deleted_at as blob_deleted_at',
       'meetings.language',
       'meetings.source as meeting_source',
+      'workspaces.vocabulary',
     ])
     .where('windows.id', '=', windowId)
     .executeTakeFirstOrThrow();
-  const { object_key, blob_deleted_at, language, meeting_source, ...window } = row;
+  const { object_key, blob_deleted_at, language, meeting_source, vocabulary, ...window } = row;
   return {
     window,
     objectKey: object_key,
     deletedAt: blob_deleted_at,
     language,
     meetingSource: meeting_source,
+    vocabulary,
   };
 }
 

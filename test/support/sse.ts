@@ -71,6 +71,11 @@ export async function spawnApi(h: Harness): Promise<{ proc: WorkerProcess; base:
   return { proc, base };
 }
 
+/** A transcript's segments as the stream shows them: time and text (speakers are checked apart). */
+export function plainSegments(segments: Array<{ startMs: number; endMs: number; text: string }>) {
+  return segments.map((s) => ({ startMs: s.startMs, endMs: s.endMs, text: s.text }));
+}
+
 /** The transcript a stream's client shows: each window's last state, superseded ones dropped. */
 export function transcriptOf(events: SseEvent[]): Array<{ startMs: number; endMs: number; text: string }> {
   const windows = new Map<string, any>();
@@ -78,5 +83,5 @@ export function transcriptOf(events: SseEvent[]): Array<{ startMs: number; endMs
   return [...windows.values()]
     .filter((w) => w.status !== 'superseded')
     .sort((a, b) => a.startMs - b.startMs)
-    .flatMap((w) => w.segments);
+    .flatMap((w) => plainSegments(w.segments));
 }

@@ -5,6 +5,9 @@
 //    participant, a track, a channel, a recogniser's cluster), keyed within the meeting by the
 //    source's own key (`participant:<name>`, `track:mic`, `channel:2`, `cluster:A`); the label is the
 //    source's, the display name a person's; a merged speaker points at the one it was merged into.
+//    `reference` (W3) is a short clip (≤ 10 s WAV) of a recogniser cluster's voice, given to a
+//    diarizing recogniser with the next windows so the speaker keeps its identity; it is audio,
+//    so it goes when the meeting's audio goes.
 // 2. speaker_turns: a meeting's speaker timeline (from the bot provider), replaced whole on import.
 // 3. segments: `speaker_key`, the speaker a source gave the segment's own audio (its track, its
 //    channel, the recogniser's cluster), and `words`, the recogniser's word times relative to the
@@ -24,6 +27,7 @@ create table speakers (
   display_name text,
   user_id uuid,
   merged_into uuid references speakers(id) on delete set null,
+  reference bytea,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   constraint speakers_meeting_key unique (meeting_id, key),
@@ -43,6 +47,8 @@ alter table segments add column speaker_key text, add column words jsonb;
 -- 5. B11: an upload whose channels are its speakers (channels = 'speakers'): each cut window is
 --    one window per channel, whose segments are that channel's speaker (windows.speaker_key).
 alter table meetings add column channels text check (channels in ('speakers'));
+-- 7. W7: the names and terms a workspace's meetings use, given to recognisers that take a prompt.
+alter table workspaces add column vocabulary text[] not null default '{}';
 alter table windows add column speaker_key text;
 
 -- 4. The window commit writes a segment's speaker key and word times when it is given them (the
@@ -225,6 +231,7 @@ end $function$;
 drop table speaker_turns, speakers;
 alter table segments drop column speaker_key, drop column words;
 alter table meetings drop column channels;
+alter table workspaces drop column vocabulary;
 alter table windows drop column speaker_key;
 `.execute(db);
 }

@@ -117,7 +117,7 @@ void describe('bot speakers: who said it, from the provider (R11)', () => {
   const linesOf = async (meetingId: string): Promise<Line[]> =>
     (await h.request('GET', `/v1/meetings/${meetingId}/transcript`)).json.segments as Line[];
 
-  void it('R11: a timeline with negative offsets and a re-join names every segment as the timeline says; a download lost once is fetched again', async () => {
+  void it('R11/W5/W6: a timeline with negative offsets and a re-join names every segment as the timeline says; a download lost once is fetched again', async () => {
     const { wav, spans } = conversationWav(UTTERANCES);
     const s = (ms: number) => ms / 1000;
     // Ann was already talking when the bot started recording (a negative start); Bob's turn ends

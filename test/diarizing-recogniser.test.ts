@@ -69,7 +69,7 @@ for (const format of ['verbose_json', 'diarized_json'] as const) {
     });
 
     if (format === 'verbose_json')
-      void it('W3: segment speakers are read; a server that diarizes each window apart gives speakers of one window, and the API says so', async () => {
+      void it('W3/W7: segment speakers are read; a server that diarizes each window apart gives speakers of one window, and the API says so', async () => {
         const { id, lines } = await transcribed(h);
         assert.ok(lines.every((l) => l.speaker?.source === 'recogniser'));
         // Within a window, one voice is one speaker and two voices two: never mixed.
@@ -105,7 +105,7 @@ for (const format of ['verbose_json', 'diarized_json'] as const) {
         );
       });
     else
-      void it('W3: diarized_json keeps a speaker across windows with reference clips of the voices already heard, and sends no prompt', async () => {
+      void it('W3/W7: diarized_json keeps a speaker across windows with reference clips of the voices already heard, and sends no prompt', async () => {
         const { id, lines } = await transcribed(h);
         const ids = new Map<number, Set<string>>();
         for (const l of lines) ids.set(levelOf(l), (ids.get(levelOf(l)) ?? new Set()).add(l.speaker!.id));

@@ -319,7 +319,7 @@ export interface WindowsTable {
   pending_at_publication: Generated<boolean>;
   /** J20: the held audio of this untranscribed window was released (operator, or its retention bound). */
   audio_released_at: NullableTimestamp;
-  /** B11/L25: the speaker all of this window's audio is (its channel's or track's); null: unknown. */
+  /** B11: the speaker all of this window's audio is (its channel's or track's); null: unknown. */
   speaker_key: ColumnType<string | null, string | null | undefined, string | null>;
 }
 

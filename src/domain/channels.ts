@@ -1,5 +1,5 @@
 /**
- * B11/L25: the dominance rule. When each speaker has a channel (or a track) of their own, every
+ * B11: the dominance rule. When each speaker has a channel (or a track) of their own, every
  * channel also hears the others a little (bleed: a headset's crosstalk, the call's voices leaking
  * from the speakers into the microphone). Transcribed as they are, those words would appear twice,
  * once under the wrong speaker. So each channel keeps only the stretches where it dominates: in

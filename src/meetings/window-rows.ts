@@ -37,7 +37,7 @@ export async function recordWindow(
     startMs: number;
     endMs: number;
     audio: StagedObject | null;
-    /** B11/L25: the speaker all of the window's audio is (a channel's, a track's). */
+    /** B11: the speaker all of the window's audio is (a channel's, a track's). */
     speakerKey?: string | null;
   },
 ): Promise<string> {

@@ -46,8 +46,12 @@
  *   (l) upload speed: a 10-minute recording, upload → transcript and → complete with the defaults,
  *       next to the recogniser alone on the same whole file; target ≤ 1.15 × (recogniser / CPUs)
  *
+ *   (m) attribution: a two-person conversation as a stereo upload with bleed, as mono with a bot
+ *       speaker timeline, and as mono alone: words given the right speaker (≥ 98 %) and words given
+ *       one no source knew (0), real PocketSphinx; the stereo meeting's time next to the mono's
+ *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–l; default all), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–m; default all), BENCH_REPAIR_SAMPLES (20).
  */
 import os from 'node:os';
 import { max, median } from './fixtures.ts';
@@ -59,6 +63,7 @@ import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
+import { attribution } from './attribution.ts';
 import { searchBench } from './search.ts';
 import { memoryStep, type MemoryStep } from './memory.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
@@ -71,7 +76,7 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijkl';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklm';
 const SEARCH_MEETINGS = intFromEnv('BENCH_SEARCH_MEETINGS', 2000);
 const SEARCH_MINUTES = intFromEnv('BENCH_SEARCH_MINUTES', 60);
 const MEMORY_MINUTES = (process.env.BENCH_MEMORY_MINUTES ?? '10,60,360').split(',').map(Number);
@@ -522,6 +527,31 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(l) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('m')) {
+    say(
+      '(m) attribution: a two-person conversation, stereo with bleed, mono with a bot timeline, mono alone (about 2 minutes)…',
+    );
+    try {
+      const r = await attribution();
+      const pct = (a: number, b: number) => (b === 0 ? 'n/a' : `${fmt((100 * a) / b, 1)} %`);
+      const mono = r.runs.find((x) => x.label.startsWith('mono, no source'));
+      for (const x of r.runs) {
+        const ok = (x.known === 0 || x.right / x.known >= 0.98) && x.invented === 0;
+        rows.push(
+          `(m) attribution, ${x.label}`.padEnd(46) +
+            `${x.words} words: right ${pct(x.right, x.known)} of ${x.known} a source knows, ${x.invented} given a speaker no source knew; ` +
+            `transcript in ${fmt(x.transcribedS, 1)} s` +
+            (mono && x !== mono ? ` (${fmt(x.transcribedS / mono.transcribedS, 2)} × the mono upload)` : '') +
+            `   ≥ 98 % and 0  ${verdict(ok)}`,
+        );
+      }
+      say(`    ${fmt(r.audioSeconds, 0)} s of conversation`);
+    } catch (err) {
+      failed = true;
+      say(`(m) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

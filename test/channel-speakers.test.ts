@@ -2,41 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ChannelBuffer, gateByDominance } from '../src/domain/channels.ts';
 import { conversationWav, startHarness, waitForMeeting, type Harness } from './support/harness.ts';
-
-/** A 16-bit PCM WAV of several channels, interleaved. */
-function multichannelWav(channels: Int16Array[], sampleRate: number): Buffer {
-  const n = channels.length;
-  const frames = Math.min(...channels.map((c) => c.length));
-  const data = Buffer.alloc(frames * n * 2);
-  for (let i = 0; i < frames; i++)
-    for (let c = 0; c < n; c++) data.writeInt16LE(channels[c]![i]!, (i * n + c) * 2);
-  const head = Buffer.alloc(44);
-  head.write('RIFF', 0, 'ascii');
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write('WAVEfmt ', 8, 'ascii');
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(n, 22);
-  head.writeUInt32LE(sampleRate, 24);
-  head.writeUInt32LE(sampleRate * n * 2, 28);
-  head.writeUInt16LE(n * 2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write('data', 36, 'ascii');
-  head.writeUInt32LE(data.length, 40);
-  return Buffer.concat([head, data]);
-}
-
-/** `own` plus `bleed` × `other`: what one channel of a two-person recording hears. */
-function withBleed(own: Int16Array, other: Int16Array, bleed: number): Int16Array {
-  const out = new Int16Array(own.length);
-  for (let i = 0; i < own.length; i++)
-    out[i] = Math.max(-32768, Math.min(32767, Math.round(own[i]! + bleed * (other[i] ?? 0))));
-  return out;
-}
-
-function samplesOf(wav: Buffer): Int16Array {
-  return new Int16Array(wav.buffer.slice(wav.byteOffset + 44, wav.byteOffset + wav.length));
-}
+import { multichannelWav, samplesOf, withBleed } from './support/channels.ts';
 
 void describe('channels as speakers (B11)', () => {
   void it('B11: the dominance rule keeps each voice on its own channel and silences its bleed; crosstalk keeps both', () => {

@@ -789,7 +789,7 @@ function lateAudioMessage(m: MeetingRow, live: LiveState, failure: string | null
     return `${n(live.waiting, 'later chunk is', 'later chunks are')} stored and waiting for chunk ${first}; the transcript goes on without it if it does not come soon, and takes it in when it does.`;
   }
   if (m.transcript_revision > 0) {
-    return `The transcript was revised ${n(m.transcript_revision, 'time', 'times')} to add audio that arrived late or words transcribed after it was published.`;
+    return `The transcript was revised ${n(m.transcript_revision, 'time', 'times')} since it was published: audio that arrived late, words transcribed after it, or who said what.`;
   }
   return null;
 }

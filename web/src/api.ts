@@ -36,7 +36,7 @@ export async function call<T>(
   method: string,
   path: string,
   body?: BodyInit | object,
-  opts: { contentType?: string; timeoutMs?: number; raw?: boolean } = {},
+  opts: { contentType?: string; timeoutMs?: number; raw?: boolean; bytes?: boolean } = {},
 ): Promise<T> {
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey() ?? ''}` };
   let payload: BodyInit | undefined;
@@ -70,6 +70,7 @@ export async function call<T>(
     }
     throw new ApiError(res.status, code, message);
   }
+  if (opts.bytes) return (await res.arrayBuffer()) as T;
   if (opts.raw) return (await res.text()) as T;
   if (res.status === 204) return undefined as T;
   return (await res.json()) as T;

@@ -1,7 +1,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
 import { StatusBadge } from '../components/status.tsx';
-import { clock, download } from '../format.ts';
+import { clock, download, downloadBytes } from '../format.ts';
 import { usePoll } from '../hooks.ts';
 import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
 import { outbox } from '../outbox/index.ts';
@@ -39,6 +39,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
   const [actionError, setActionError] = useState<string | null>(null);
   /** Bumped by Regenerate, to start polling again a meeting that had settled. */
   const [wake, setWake] = useState(0);
+  const reread = () => setWake((w) => w + 1);
   const rec = useSession();
   const box = useOutbox();
   const mine = rec?.meetingId === id ? rec : null;
@@ -183,13 +184,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
       )}
 
       {meeting.status === 'complete' && (
-        <MinutesPanel
-          meeting={meeting}
-          onChange={(m) => {
-            setMeeting(m);
-            setWake((w) => w + 1);
-          }}
-        />
+        <MinutesPanel meeting={meeting} onChange={(m) => (setMeeting(m), reread())} />
       )}
 
       <AudioNotices meeting={meeting} />
@@ -200,6 +195,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
         drafts={streaming ? stream.drafts : []}
         link={stream.link}
         at={at}
+        onChanged={reread}
       />
     </article>
   );
@@ -278,7 +274,7 @@ function MinutesPanel({ meeting, onChange }: { meeting: Meeting; onChange: (m: M
       {minutes.stale && minutes.content && (
         <p role="status" class="warn" data-testid="minutes-stale">
           {minutes.status === 'pending'
-            ? 'The transcript was revised with audio that arrived late; the minutes are being rewritten. Below are the minutes of the earlier transcript.'
+            ? 'The transcript was revised (audio that arrived late, or who said what); the minutes are being rewritten. Below are the minutes of the earlier transcript.'
             : `These minutes are from an earlier transcript. ${minutes.reason?.plain ?? ''}`}
         </p>
       )}
@@ -356,6 +352,7 @@ function Transcript({
   drafts,
   link,
   at,
+  onChanged,
 }: {
   meeting: Meeting;
   segments: Segment[];
@@ -363,16 +360,46 @@ function Transcript({
   link: StreamLink;
   /** A moment to open at (from a search hit or a citation): its final segment is marked and shown. */
   at: number | null;
+  /** Something the reader changed (a speaker's name): read the meeting again. */
+  onChanged: () => void;
 }) {
   const [error, setError] = useState<string | null>(null);
+  // W4: the speakers as people named and merged them, read apart from the words (a live stream's
+  // words were sent with the names of their time), again after each change.
+  const [named, setNamed] = useState<Map<string, { id: string; name: string }>>(new Map());
+  const [renamed, setRenamed] = useState(0);
+  useEffect(() => {
+    if (!segments.some((s) => s.speaker)) return;
+    void call<{ speakers: Array<{ id: string; name: string; mergedInto: string | null }> }>(
+      'GET',
+      `/v1/meetings/${meeting.id}/speakers`,
+    )
+      .then(({ speakers }) => {
+        const byId = new Map(speakers.map((sp) => [sp.id, sp]));
+        const final = (id: string) => {
+          let sp = byId.get(id);
+          for (let hops = 0; sp?.mergedInto && hops < 32; hops++) sp = byId.get(sp.mergedInto) ?? sp;
+          return sp ? { id: sp.id, name: sp.name } : null;
+        };
+        setNamed(new Map(speakers.flatMap((sp) => (final(sp.id) ? [[sp.id, final(sp.id)!]] : []))));
+      })
+      .catch(() => undefined);
+  }, [meeting.id, meeting.revision, renamed, segments.length]);
   const lines = [
     ...segments.map((s, i) => ({
       key: `f-${s.startMs}-${i}`,
       startMs: s.startMs,
       text: s.text,
       draft: false,
+      speaker: s.speaker ? (named.get(s.speaker.id) ?? s.speaker) : null,
     })),
-    ...drafts.map((d) => ({ key: `d-${d.draftId}`, startMs: d.startMs, text: d.text, draft: true })),
+    ...drafts.map((d) => ({
+      key: `d-${d.draftId}`,
+      startMs: d.startMs,
+      text: d.text,
+      draft: true,
+      speaker: null,
+    })),
   ].sort((a, b) => a.startMs - b.startMs);
   // Follow the words as they come, unless the reader scrolled away from the end.
   const following = useRef(true);
@@ -400,23 +427,6 @@ function Transcript({
     if (open && following.current && lines.length > 0)
       window.scrollTo({ top: document.documentElement.scrollHeight });
   }, [lines.length, lines[lines.length - 1]?.text]);
-  const exportAs = async (format: 'txt' | 'vtt' | 'srt') => {
-    setError(null);
-    try {
-      const text = await call<string>(
-        'GET',
-        `/v1/meetings/${meeting.id}/transcript?format=${format}`,
-        undefined,
-        {
-          raw: true,
-        },
-      );
-      const type = { txt: 'text/plain', vtt: 'text/vtt', srt: 'application/x-subrip' }[format];
-      download(`${meeting.title}.${format}`, text, type);
-    } catch (err) {
-      setError(`Export failed: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  };
   return (
     <section class="card" aria-labelledby="transcript-heading">
       <h2 id="transcript-heading">
@@ -441,7 +451,7 @@ function Transcript({
         </p>
       ) : (
         <ol class="transcript" aria-live="polite" data-testid="transcript">
-          {lines.map((l) => (
+          {lines.map((l, i) => (
             <li
               key={l.key}
               ref={l.key === citedKey ? citedRef : undefined}
@@ -450,30 +460,147 @@ function Transcript({
               data-cited={l.key === citedKey ? '1' : undefined}
               data-start-ms={l.startMs}
             >
-              <time>{clock(l.startMs / 1000)}</time> <span>{l.text}</span>
+              <time>{clock(l.startMs / 1000)}</time>{' '}
+              {l.speaker && l.speaker.id !== lines[i - 1]?.speaker?.id && (
+                <SpeakerLabel
+                  meetingId={meeting.id}
+                  speaker={l.speaker}
+                  onRenamed={() => {
+                    setRenamed((n) => n + 1);
+                    onChanged();
+                  }}
+                  onError={setError}
+                />
+              )}
+              <span>{l.text}</span>
             </li>
           ))}
         </ol>
       )}
-      {segments.length > 0 && (
-        <div class="row" role="group" aria-label="Export transcript">
-          <button type="button" onClick={() => void exportAs('txt')}>
-            Export TXT
-          </button>
-          <button type="button" onClick={() => void exportAs('vtt')}>
-            Export WebVTT
-          </button>
-          <button type="button" onClick={() => void exportAs('srt')}>
-            Export SRT
-          </button>
-        </div>
-      )}
+      {segments.length > 0 && <TranscriptExports meeting={meeting} onError={setError} />}
       {error && (
         <p role="alert" class="error">
           {error}
         </p>
       )}
     </section>
+  );
+}
+
+/** W5: the transcript as a file: text, captions, Markdown or Word, each with its speakers. */
+function TranscriptExports({
+  meeting,
+  onError,
+}: {
+  meeting: Meeting;
+  onError: (error: string | null) => void;
+}) {
+  const exportAs = async (format: 'txt' | 'vtt' | 'srt' | 'md' | 'docx') => {
+    onError(null);
+    try {
+      const path = `/v1/meetings/${meeting.id}/transcript?format=${format}`;
+      if (format === 'docx') {
+        const bytes = await call<ArrayBuffer>('GET', path, undefined, { bytes: true });
+        downloadBytes(
+          `${meeting.title}.docx`,
+          bytes,
+          'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+        );
+        return;
+      }
+      const text = await call<string>('GET', path, undefined, { raw: true });
+      const type = { txt: 'text/plain', vtt: 'text/vtt', srt: 'application/x-subrip', md: 'text/markdown' }[
+        format
+      ];
+      download(`${meeting.title}.${format}`, text, type);
+    } catch (err) {
+      onError(`Export failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  return (
+    <div class="row" role="group" aria-label="Export transcript">
+      <button type="button" onClick={() => void exportAs('txt')}>
+        Export TXT
+      </button>
+      <button type="button" onClick={() => void exportAs('vtt')}>
+        Export WebVTT
+      </button>
+      <button type="button" onClick={() => void exportAs('srt')}>
+        Export SRT
+      </button>
+      <button type="button" onClick={() => void exportAs('md')}>
+        Export Markdown
+      </button>
+      <button type="button" onClick={() => void exportAs('docx')}>
+        Export Word
+      </button>
+    </div>
+  );
+}
+
+/**
+ * W4: who said it, named where a source knows: a click on the name renames the speaker in place
+ * (an empty name gives back the source's own label).
+ */
+function SpeakerLabel({
+  meetingId,
+  speaker,
+  onRenamed,
+  onError,
+}: {
+  meetingId: string;
+  speaker: { id: string; name: string };
+  onRenamed: () => void;
+  onError: (error: string | null) => void;
+}) {
+  const [name, setName] = useState<string | null>(null);
+  const save = async (typed: string) => {
+    onError(null);
+    try {
+      await call('PATCH', `/v1/meetings/${meetingId}/speakers/${speaker.id}`, { name: typed.trim() || null });
+      setName(null);
+      onRenamed();
+    } catch (err) {
+      onError(`Renaming failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  if (name !== null)
+    return (
+      <form
+        class="rename-speaker"
+        data-testid="rename-speaker"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void save(name);
+        }}
+      >
+        <input
+          aria-label="Speaker name"
+          value={name}
+          maxLength={200}
+          autoFocus
+          onInput={(e) => setName((e.target as HTMLInputElement).value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Escape') setName(null);
+          }}
+        />
+        <button type="submit">Save</button>
+        <button type="button" onClick={() => setName(null)}>
+          Cancel
+        </button>
+      </form>
+    );
+  return (
+    <button
+      type="button"
+      class="speaker"
+      data-testid="speaker"
+      data-speaker-id={speaker.id}
+      title="Rename this speaker"
+      onClick={() => setName(speaker.name)}
+    >
+      {speaker.name}
+    </button>
   );
 }
 

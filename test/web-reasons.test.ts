@@ -108,9 +108,7 @@ void it('L19: a chunk that arrives after the meeting completed shows on the open
       .waitFor({ timeout: 60_000 });
     await page.getByTestId('transcript').filter({ hasText: 'c3x80000' }).waitFor();
     const said = page.getByTestId('late-audio');
-    await said
-      .filter({ hasText: /revised 1 time since it was published/ })
-      .waitFor({ timeout: 30_000 });
+    await said.filter({ hasText: /revised 1 time since it was published/ }).waitFor({ timeout: 30_000 });
     await screenshot(page, 'web-late-chunk');
   } finally {
     await browser?.close();

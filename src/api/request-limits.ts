@@ -119,17 +119,20 @@ const TRUSTED_LINGER = { ms: 10_000, bytes: 16 * 1024 * 1024 };
 function lingerThenClose(req: IncomingMessage, linger: { ms: number; bytes: number }): void {
   const socket = req.socket as Socket | null;
   if (typeof socket?.destroySoon !== 'function') return; // inject: no socket
+  const readAtAnswer = socket.bytesRead;
+  // Read on (and drop) from the answer on, counting: left unread, Node would "dump" the body once
+  // the answer is written, reading it all without a 'data' event to count it by, as fast as the
+  // client had filled the kernel's buffers while the answer was being decided (megabytes, under
+  // load). Away from the body deadline's stream, if any, which nobody reads any more.
+  req.unpipe();
+  req.on('data', () => {
+    if (socket.bytesRead - readAtAnswer > linger.bytes) socket.destroy();
+  });
+  req.resume();
   socket.destroySoon = () => {
     socket.end();
-    const readAtAnswer = socket.bytesRead;
     const timer = setTimeout(() => socket.destroy(), linger.ms);
     socket.once('close', () => clearTimeout(timer));
-    req.on('data', () => {
-      if (socket.bytesRead - readAtAnswer > linger.bytes) socket.destroy();
-    });
-    // Away from the body deadline's stream, if any, which nobody reads any more.
-    req.unpipe();
-    req.resume();
   };
 }
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
 import {
   newRecallWebhookSecret,
-  signedWebhookRequest,
+  sendStatusWebhook,
   startFakeRecall,
   type FakeRecall,
 } from './support/fake-recall.ts';
@@ -95,23 +95,7 @@ void describe('bot recovery: a bot that recorded is never lost', () => {
     code: string,
     metadata: Record<string, string>,
   ): Promise<{ status: number; outcome: string | undefined }> {
-    const req = signedWebhookRequest({
-      secrets: [secret],
-      body: {
-        event: 'bot.status_change',
-        data: {
-          bot: { id: botId, metadata },
-          status: { code, sub_code: null, created_at: new Date().toISOString() },
-        },
-      },
-    });
-    const res = await h.api.inject({
-      method: 'POST',
-      url: '/providers/recall/webhooks',
-      headers: req.headers,
-      payload: req.body,
-    });
-    return { status: res.statusCode, outcome: res.json<{ outcome?: string }>().outcome };
+    return sendStatusWebhook(h.api, secret, { id: botId, metadata }, code);
   }
 
   /** A bot made at the provider behind our back (a create committed after its answer was lost). */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import {
   newRecallWebhookSecret,
-  signedWebhookRequest,
+  sendStatusWebhook,
   startFakeRecall,
   type FakeParticipant,
   type FakeRecall,
@@ -59,25 +59,8 @@ void describe('bot speakers: who said it, from the provider (R11)', () => {
     await fake?.close();
   });
 
-  async function send(botId: string, code: string, metadata: Record<string, string>): Promise<string> {
-    const req = signedWebhookRequest({
-      secrets: [secret],
-      body: {
-        event: 'bot.status_change',
-        data: {
-          bot: { id: botId, metadata },
-          status: { code, sub_code: null, created_at: new Date().toISOString() },
-        },
-      },
-    });
-    const res = await h.api.inject({
-      method: 'POST',
-      url: '/providers/recall/webhooks',
-      headers: req.headers,
-      payload: req.body,
-    });
-    return String(res.json<{ outcome?: string }>().outcome);
-  }
+  const send = async (botId: string, code: string, metadata: Record<string, string>) =>
+    String((await sendStatusWebhook(h.api, secret, { id: botId, metadata }, code)).outcome);
 
   /** A bot that records `wav` and reports done; returns its recording's meeting once complete. */
   async function recordedMeeting(wav: Buffer, speakers: Parameters<FakeRecall['setSpeakers']>[1]) {

@@ -219,6 +219,16 @@ export function participantKey(p: {
   return `participant:id:${String(p.id)}`;
 }
 
+/** W4: the speaker a chain of merges ends at (a chain is cut after 32 hops; never a loop). */
+export function mergedTarget<S extends { id: string; merged_into: string | null }>(
+  byId: Map<string, S>,
+  speaker: S,
+): S {
+  let s = speaker;
+  for (let hops = 0; s.merged_into && hops < 32; hops++) s = byId.get(s.merged_into) ?? s;
+  return s;
+}
+
 /** A speaker as a transcript names it. */
 export interface SpeakerRef {
   id: string;
@@ -255,8 +265,8 @@ export function nameSpeakers(
   const byId = new Map(speakers.map((s) => [s.id, s]));
   const byKey = new Map(speakers.map((s) => [s.key, s]));
   const resolve = (key: string): SpeakerRef | null => {
-    let s = byKey.get(key);
-    for (let hops = 0; s?.merged_into && hops < 32; hops++) s = byId.get(s.merged_into) ?? s;
+    const found = byKey.get(key);
+    const s = found ? mergedTarget(byId, found) : undefined;
     return s ? { id: s.id, name: s.display_name ?? s.label, source: s.source } : null;
   };
   return segments.map((s) => {

@@ -6,7 +6,7 @@ import { EventType } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { MeetingDeps } from './deps.ts';
-import { participantKey, SpeakerSource, turnsFromTimeline } from '../domain/speakers.ts';
+import { mergedTarget, participantKey, SpeakerSource, turnsFromTimeline } from '../domain/speakers.ts';
 import type { BotSpeakers } from '../ports.ts';
 import {
   ensureSpeakers,
@@ -126,9 +126,7 @@ export async function mergeSpeakers(
 /** The speaker a chain of merges ends at. */
 function finalOf(all: SpeakerRow[], id: string): SpeakerRow {
   const byId = new Map(all.map((s) => [s.id, s]));
-  let s = byId.get(id)!;
-  for (let hops = 0; s.merged_into && hops < 32; hops++) s = byId.get(s.merged_into) ?? s;
-  return s;
+  return mergedTarget(byId, byId.get(id)!);
 }
 
 async function lockedMeeting(

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -768,4 +769,30 @@ export async function sendSignedWebhook(
   const request = signedWebhookRequest(options);
   const response = await fetch(url, { method: 'POST', headers: request.headers, body: request.body });
   return { id: request.id, status: response.status, body: await response.text() };
+}
+
+/** A `bot.status_change` webhook signed with `secret` as Recall signs it, delivered to `api`. */
+export async function sendStatusWebhook(
+  api: Pick<FastifyInstance, 'inject'>,
+  secret: string,
+  bot: { id: string; metadata: Record<string, string> },
+  code: string,
+): Promise<{ status: number; outcome: string | undefined }> {
+  const req = signedWebhookRequest({
+    secrets: [secret],
+    body: {
+      event: 'bot.status_change',
+      data: {
+        bot: { id: bot.id, metadata: bot.metadata },
+        status: { code, sub_code: null, created_at: new Date().toISOString() },
+      },
+    },
+  });
+  const res = await api.inject({
+    method: 'POST',
+    url: '/providers/recall/webhooks',
+    headers: req.headers,
+    payload: req.body,
+  });
+  return { status: res.statusCode, outcome: res.json<{ outcome?: string }>().outcome };
 }

@@ -9,6 +9,7 @@ import { down as removeHeaders, up as addHeaders } from '../src/db/migrations/00
 import * as m0035 from '../src/db/migrations/0035-close-out-gate-facts.ts';
 import * as m0036 from '../src/db/migrations/0036-provider-holds.ts';
 import * as m0037 from '../src/db/migrations/0037-speakers.ts';
+import * as m0038 from '../src/db/migrations/0038-tracks.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -147,7 +148,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
 
   void it('0034 adds only comments: without its headers the dump is byte for byte as 0033 left it, and down/up restore each', async () => {
     // The schema as 0034 left it: the migrations after it are taken down first, and put back last.
-    const later = [m0035, m0036, m0037];
+    const later = [m0035, m0036, m0037, m0038];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);
     await removeHeaders(db);

@@ -12,6 +12,9 @@ import { meetingDocx } from '../meetings/transcript-docx.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
+import { endTracks, trackMeetingId } from '../meetings/tracks.ts';
+import { tracksOf, type TrackRow } from '../meetings/track-rows.ts';
+import { chunkTrack, endTracksOf } from './track-params.ts';
 import { cancelBatch, createBatch, deleteMeeting, getBatch, resubmitMeeting } from '../meetings/operator.ts';
 import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
@@ -285,7 +288,7 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
     registered();
   });
 
-  app.put<{ Params: { id: string; seq: string } }>(
+  app.put<{ Params: { id: string; seq: string }; Querystring: { track?: string; trackOffsetMs?: string } }>(
     '/v1/meetings/:id/chunks/:seq',
     { bodyLimit: deps.config.maxChunkBytes, config: UPLOAD_ROUTE, schema: CHUNK_SCHEMA },
     async (req, reply) => {
@@ -302,17 +305,32 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
       }
       const body = req.body;
       if (!Buffer.isBuffer(body) || body.length === 0) throw invalid('chunk.empty', 'the chunk is empty');
-      const stored = await storeChunk(deps, workspaceId, req.params.id, req.params.seq, body, format);
+      // L25: a track's chunk goes to the track's own timeline; the answer shows the meeting.
+      const track = chunkTrack(req.query);
+      const target = await trackMeetingId(deps, workspaceId, req.params.id, track);
+      const stored = await storeChunk(deps, workspaceId, target, req.params.seq, body, format);
+      const meeting =
+        target === req.params.id ? stored.meeting : await getMeeting(workspaceId, req.params.id);
       return reply.status(stored.created ? 201 : 200).send({
         seq: Number(req.params.seq),
         created: stored.created,
-        meeting: await viewOf(stored.meeting),
+        meeting: await viewOf(meeting),
       });
     },
   );
 
   app.post<{ Params: { id: string } }>('/v1/meetings/:id/end', { schema: END_SCHEMA }, async (req, reply) => {
-    const meeting = await endMeeting(deps, workspaceOf(req), req.params.id, declaredChunks(req.body));
+    const workspaceId = workspaceOf(req);
+    const tracks = endTracksOf(req.body);
+    const declared = declaredChunks(req.body);
+    if ((await getMeeting(workspaceId, req.params.id)).parent_id !== null) {
+      throw new AppError(ErrorKind.conflict, 'meeting.not_live', 'a track is ended by ending its meeting');
+    }
+    let meeting = await endMeeting(deps, workspaceId, req.params.id, declared);
+    await endTracks(deps, workspaceId, req.params.id, tracks, (id, chunks) =>
+      endMeeting(deps, workspaceId, id, chunks),
+    );
+    meeting = await getMeeting(workspaceId, req.params.id);
     return reply.status(202).send(await viewOf(meeting));
   });
 }
@@ -326,6 +344,23 @@ const CHUNK_SCHEMA: RouteSchema = {
     type: 'object',
     required: ['id', 'seq'],
     properties: { id: { type: 'string', format: 'uuid' }, seq: { type: 'integer', minimum: 0 } },
+  },
+  querystring: {
+    type: 'object',
+    properties: {
+      track: {
+        type: 'string',
+        pattern: '^[a-z][a-z0-9-]{0,31}$',
+        description:
+          'L25: the track this chunk belongs to: `mic` (the default) is the meeting’s own timeline; another name (`tab`: a browser tab’s or the screen’s audio) is a track with its own seqs, timeline, windows, repair and close-out, made by its first chunk. Each track is a speaker; the transcript interleaves them by time, and a word another track dominates (its echo) is shown once.',
+      },
+      trackOffsetMs: {
+        type: 'integer',
+        minimum: 0,
+        description:
+          'With `track`: where the track’s first sample falls on the meeting’s timeline (ms); the same for every chunk of the track',
+      },
+    },
   },
   body: bytesBody(Object.keys(CHUNK_TYPES)),
   response: {
@@ -351,7 +386,27 @@ const END_SCHEMA: RouteSchema = {
   description:
     'L20: with `{"chunks": N}`, seqs 0…N−1 are expected; a missing one is still taken later and repaired, any seq ≥ N is refused. When all N are stored the close-out starts at once (L24). Without a body the count is the highest stored seq + 1 at the close-out, and no chunk is refused for coming after End. Ending an ended meeting changes nothing.',
   params: ID_PARAMS,
-  body: jsonBody({ type: 'object', properties: { chunks: { type: 'integer', minimum: 0 } } }, false),
+  body: jsonBody(
+    {
+      type: 'object',
+      properties: {
+        chunks: { type: 'integer', minimum: 0 },
+        tracks: {
+          type: 'object',
+          description:
+            'L25: each other track’s count and start, e.g. `{"tab": {"chunks": 12, "offsetMs": 0}}`. End ends every track; a track named here that no chunk made yet is made.',
+          additionalProperties: {
+            type: 'object',
+            properties: {
+              chunks: { type: 'integer', minimum: 0 },
+              offsetMs: { type: 'integer', minimum: 0 },
+            },
+          },
+        },
+      },
+    },
+    false,
+  ),
   response: {
     202: json('Accepted', MEETING),
     ...ERRORS,
@@ -657,6 +712,7 @@ export async function meetingViewIn(deps: MeetingDeps, trx: Executor, m: Meeting
     await deps.meetings.windowCounts(m.id, trx),
     await liveState(trx, m),
     viewTimings(deps),
+    m.source === MeetingSource.live && m.parent_id === null ? await tracksOf(trx, m.id) : [],
   );
 }
 
@@ -670,7 +726,13 @@ export function viewTimings(deps: { config: { closeoutGraceMs: number; heldAudio
   return { graceMs: deps.config.closeoutGraceMs, heldAudioMs: deps.config.heldAudioMs };
 }
 
-export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState, timings: ViewTimings) {
+export function meetingView(
+  m: MeetingRow,
+  counts: WindowCounts,
+  live: LiveState,
+  timings: ViewTimings,
+  tracks: TrackRow[] = [],
+) {
   const windows = {
     total: counts.total,
     done: counts.transcribed,
@@ -700,6 +762,7 @@ export function meetingView(m: MeetingRow, counts: WindowCounts, live: LiveState
     channels: m.channels,
     status: m.status,
     durationMs: m.duration_ms,
+    tracks: tracks.map((t) => ({ track: t.track, meetingId: t.id, offsetMs: t.offsetMs, status: t.status })),
     windows,
     // L17: the close-out step a finalizing meeting is in, for the Finalizing screen.
     progress: meetingProgress(

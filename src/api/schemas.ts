@@ -57,6 +57,18 @@ export const MeetingSchema = Type.Object({
   ),
   status: OneOf(Object.values(MeetingStatus)),
   durationMs: Nullable(Type.Integer()),
+  tracks: Type.Array(
+    Type.Object({
+      track: Type.String(),
+      meetingId: Type.String({ format: 'uuid' }),
+      offsetMs: Type.Integer(),
+      status: OneOf(Object.values(MeetingStatus)),
+    }),
+    {
+      description:
+        'L25: a live meeting’s tracks beside its own (the microphone): each a timeline of its own with its chunks sent with `track=`; empty for a meeting of one track',
+    },
+  ),
   windows: Windows,
   progress: Nullable(
     Type.Object({

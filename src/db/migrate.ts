@@ -38,6 +38,7 @@ import * as m0034 from './migrations/0034-function-headers.ts';
 import * as m0035 from './migrations/0035-close-out-gate-facts.ts';
 import * as m0036 from './migrations/0036-provider-holds.ts';
 import * as m0037 from './migrations/0037-speakers.ts';
+import * as m0038 from './migrations/0038-tracks.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -77,6 +78,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0035-close-out-gate-facts': m0035,
   '0036-provider-holds': m0036,
   '0037-speakers': m0037,
+  '0038-tracks': m0038,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -77,6 +77,12 @@ export interface MeetingsTable {
   last_repair_at: NullableTimestamp;
   /** B11: 'speakers' when each channel of the upload is a speaker; null for one mixed channel. */
   channels: ColumnType<'speakers' | null, 'speakers' | null | undefined, 'speakers' | null>;
+  /** L25: a track's meeting is under its parent (the meeting people see); null for a meeting. */
+  parent_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** L25: the track's name ('tab', …); the parent's own timeline is the track 'mic'. */
+  track: ColumnType<string | null, string | null | undefined, string | null>;
+  /** L25: where the track's sample 0 falls on the parent's timeline. */
+  track_offset_ms: ColumnType<number | null, number | null | undefined, number | null>;
   repair_failure_code: string | null;
   repair_failure_message: string | null;
   chunk_format: 'wav' | 'webm' | null;

@@ -32,7 +32,6 @@ export function gateByDominance(
   const length = Math.min(...channels.map((c) => c.length));
   const frame = Math.max(1, Math.round((sampleRate * options.frameMs) / 1000));
   const frames = Math.ceil(length / frame);
-  const ratio = 10 ** (-options.marginDb / 10);
   const floor = options.floorRms * options.floorRms;
   const energy = channels.map((c) => {
     const e = new Float64Array(frames);
@@ -44,30 +43,44 @@ export function gateByDominance(
     }
     return e;
   });
-  const hold = Math.ceil(options.holdMs / options.frameMs);
+  const keep = keptFrames(energy, options);
   return channels.map((c, ci) => {
-    const dominant = new Uint8Array(frames);
-    for (let f = 0; f < frames; f++) {
-      let loudest = 0;
-      for (const e of energy) loudest = Math.max(loudest, e[f]!);
-      const own = energy[ci]![f]!;
-      if (loudest >= floor && own >= loudest * ratio) dominant[f] = 1;
-    }
-    // A kept frame keeps its neighbours within the hold; a frame of silence everywhere is kept as is.
-    const keep = new Uint8Array(frames);
-    for (let f = 0; f < frames; f++) {
-      if (!dominant[f]) continue;
-      for (let g = Math.max(0, f - hold); g <= Math.min(frames - 1, f + hold); g++) keep[g] = 1;
-    }
     const out = c.slice(0, length);
     for (let f = 0; f < frames; f++) {
-      if (keep[f]) continue;
+      if (keep[ci]![f]) continue;
       let loudest = 0;
       for (const e of energy) loudest = Math.max(loudest, e[f]!);
       if (loudest < floor) continue;
       out.fill(0, f * frame, Math.min(length, (f + 1) * frame));
     }
     return out;
+  });
+}
+
+/**
+ * The rule on energies: for each channel, 1 in each frame (of `options.frameMs`) where it is kept:
+ * it is within `marginDb` of the loudest channel there (and that one is above the floor), or such
+ * a frame is within the hold. `energy` is each channel's mean square per frame, all of one length.
+ */
+export function keptFrames(energy: ArrayLike<number>[], options: DominanceOptions = DOMINANCE): Uint8Array[] {
+  const frames = Math.min(...energy.map((e) => e.length));
+  const ratio = 10 ** (-options.marginDb / 10);
+  const floor = options.floorRms * options.floorRms;
+  const hold = Math.ceil(options.holdMs / options.frameMs);
+  return energy.map((own) => {
+    const dominant = new Uint8Array(frames);
+    for (let f = 0; f < frames; f++) {
+      let loudest = 0;
+      for (const e of energy) loudest = Math.max(loudest, e[f]!);
+      if (loudest >= floor && own[f]! >= loudest * ratio) dominant[f] = 1;
+    }
+    // A kept frame keeps its neighbours within the hold.
+    const keep = new Uint8Array(frames);
+    for (let f = 0; f < frames; f++) {
+      if (!dominant[f]) continue;
+      for (let g = Math.max(0, f - hold); g <= Math.min(frames - 1, f + hold); g++) keep[g] = 1;
+    }
+    return keep;
   });
 }
 

@@ -10,6 +10,7 @@ import { markWindowMissing, unworkedWindows } from './window-rows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { LastStretchOutage, transcribeDirectly } from './transcription.ts';
 import { failurePolicyOf, payloadOf } from '../jobs/catalog.ts';
+import { reviseParent, tracksStillOpen } from './tracks.ts';
 
 /**
  * The close-out runs in this order and no other (L4): (1) settle windows nobody is working on,
@@ -125,7 +126,13 @@ async function settleAndPublish(
     const locked = await deps.meetings.lock(trx, meetingId);
     await markPendingAtPublication(trx, meetingId);
     const counts = await deps.meetings.windowCounts(meetingId, trx);
-    await deps.meetings.publishTranscript(trx, meetingId, counts);
+    // L25: a track has no minutes and no events of its own: its meeting's transcript holds its
+    // words (a track published after its meeting did revises the meeting's).
+    await deps.meetings.publishTranscript(trx, meetingId, counts, locked.parent_id === null);
+    if (locked.parent_id !== null) {
+      await reviseParent(trx, locked, { lateChunks: [] });
+      return;
+    }
     await emitEvent(trx, {
       workspaceId: locked.workspace_id,
       type: EventType.meetingTranscribed,
@@ -187,6 +194,14 @@ async function settleTranscript(
     await settleUnworkedWindows(deps, ctx, meetingId, failPassing);
   }
   await deps.checkpoints.hit('close-out-meeting.after-last-stretch', { meetingId });
+  // L25: the meeting's transcript holds its tracks' words: it is published once they are.
+  if (source === MeetingSource.live) {
+    const tracks = await tracksStillOpen(deps, meetingId, ctx.actor);
+    if (tracks > 0) {
+      await ctx.requeue(config.closeoutPollMs, `waiting for ${tracks} track(s) to publish their words`);
+      return true;
+    }
+  }
   // L19: a chunk that came in while the last stretch was cut has a repair queued; wait for it
   // too (within the same cap), so the transcript published next already holds it.
   const late = transcriptWait({

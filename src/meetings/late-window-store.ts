@@ -9,7 +9,8 @@ import { JobStatus, MinutesStatus, WindowStatus } from '../domain/status.ts';
 export function newTranscriptRevision() {
   return {
     transcript_revision: sql<number>`transcript_revision + 1`,
-    minutes_status: MinutesStatus.pending,
+    // L25: a track has no minutes of its own (its meeting's are rewritten).
+    minutes_status: sql<MinutesStatus>`case when parent_id is null then ${MinutesStatus.pending} else minutes_status end`,
     minutes_code: null,
     minutes_message: null,
   };

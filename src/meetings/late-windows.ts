@@ -2,6 +2,7 @@ import type { Tx } from '../db/schema.ts';
 import { EventType, WindowStatus } from '../domain/status.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
+import { reviseParent } from './tracks.ts';
 import type { MeetingDeps } from './deps.ts';
 import {
   clearSettledLateMarks,
@@ -53,7 +54,9 @@ export async function publishSettledLateWindows(
       revision,
     },
   });
-  if (revise) {
+  if (revise && meeting.parent_id !== null) {
+    await reviseParent(trx, meeting, { lateChunks: [], lateWindows: added });
+  } else if (revise) {
     await emitEvent(trx, {
       workspaceId: meeting.workspace_id,
       type: EventType.meetingTranscriptRevised,

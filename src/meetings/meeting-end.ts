@@ -33,6 +33,8 @@ export async function endMeetingAs(
           : {},
     });
   }
+  // L25: a track's end is its meeting's business, not an event of its own.
+  if (meeting.parent_id !== null) return row;
   await emitEvent(trx, {
     workspaceId: meeting.workspace_id,
     type: status === MeetingStatus.complete ? EventType.meetingCompleted : EventType.meetingFailed,

@@ -14,6 +14,7 @@ import { deleteNow, handOffMeetingObjects } from '../storage/objects.ts';
 import { deleteMeetingAudio, failMeetingInTx, releaseHeldStretches } from './audio-lifecycle.ts';
 import { heldWindowsOf } from './audio-retention-rows.ts';
 import { markPendingAtPublication } from './late-window-store.ts';
+import { tracksOf } from './track-rows.ts';
 import type { MeetingDeps } from './deps.ts';
 import { isUuid } from './pg-meeting-store.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
@@ -64,7 +65,14 @@ export async function deleteMeeting(
     // window, J19) may have added a job the first pass could not see: with the lock held, none can
     // be added any more, and this pass ends those.
     await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
+    // L25: its tracks go with it, their jobs, rows and audio too.
+    const tracks = (await tracksOf(trx, meetingId)).map((t) => t.id);
+    if (tracks.length > 0) await deps.jobs.cancelMeetingJobs(trx, tracks, actor, 'meeting deleted');
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
+    for (const track of tracks) {
+      handed.push(...(await handOffMeetingObjects(trx, track, 'meeting deleted')));
+      await deps.meetings.deleteRows(trx, track);
+    }
     await deps.meetings.deleteRows(trx, meetingId);
     // A bot recording that brought this meeting in ends with it, saying why (not `processing`
     // for ever, pointing at nothing).

@@ -259,12 +259,12 @@ export class PgMeetingStore {
   }
 
   /** L4 (4): the transcript is final: published now, the minutes pending, what it lacks counted. */
-  async publishTranscript(trx: Tx, id: string, counts: WindowCounts): Promise<void> {
+  async publishTranscript(trx: Tx, id: string, counts: WindowCounts, minutes = true): Promise<void> {
     await trx
       .updateTable('meetings')
       .set({
         transcript_completed_at: sql<Date>`now()`,
-        minutes_status: MinutesStatus.pending,
+        minutes_status: minutes ? MinutesStatus.pending : MinutesStatus.none,
         untranscribed_in_flight: counts.inFlight + counts.held,
         untranscribed_exhausted: counts.exhausted + counts.missing,
         revision: sql<number>`revision + 1`,
@@ -368,7 +368,12 @@ export class PgMeetingStore {
     },
     db: Executor = this.db,
   ): Promise<MeetingRow[]> {
-    let q = db.selectFrom('meetings').selectAll().where('workspace_id', '=', workspaceId);
+    // L25: a track is shown as part of its meeting, not as a meeting of its own.
+    let q = db
+      .selectFrom('meetings')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .where('parent_id', 'is', null);
     if (opts.status) q = q.where('status', '=', opts.status);
     if (opts.titleContains) {
       const pattern = `%${opts.titleContains.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

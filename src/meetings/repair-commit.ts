@@ -6,6 +6,7 @@ import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import { retireBlob } from '../storage/blob-rows.ts';
+import { reviseParent } from './tracks.ts';
 import type { MeetingDeps } from './deps.ts';
 import { publishSettledLateWindows } from './late-windows.ts';
 import { applyDecoded, type DecodedPiece } from './live-webm.ts';
@@ -150,7 +151,10 @@ export async function commitRepair(
     reason: `repair committed: ${seqs.length} late chunks placed, ${plan.supersede.length} windows replaced by ${plan.create.length}`,
     details: { lateChunks: seqs, revision: updated.transcript_revision },
   });
-  if (published) {
+  if (published && meeting.parent_id !== null) {
+    await reviseParent(trx, meeting, { lateChunks: seqs });
+    await publishSettledLateWindows(deps, trx, meetingId, actor);
+  } else if (published) {
     await emitEvent(trx, {
       workspaceId: meeting.workspace_id,
       type: EventType.meetingTranscriptRevised,

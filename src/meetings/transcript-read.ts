@@ -1,22 +1,54 @@
 import type { Executor } from '../db/schema.ts';
 import { attributeSegments, nameSpeakers, type TranscriptLine } from '../domain/speakers.ts';
+import { dropEchoes, PRIMARY_TRACK, trackSpeakerKey, type TrackWords } from '../domain/tracks.ts';
 import { speakersOf, spokenSegmentsOf, turnsOf } from './speaker-store.ts';
+import { energySpans, tracksOf } from './track-rows.ts';
 
 /**
  * W1/W2: a meeting's transcript as people read it: its segments in order, each with its speaker
  * where a source knows it (its own track, channel or cluster, else the speaker timeline), named
  * and merged as people did. Attribution happens on reading, so a timeline imported after the
  * words, a repair that re-cut them and a rename all show at once, with nothing rewritten.
+ * L25: a meeting with tracks reads every track's words onto its timeline, each track its own
+ * speaker, a word another track dominates left out as that track's echo (src/domain/tracks.ts).
  */
 export async function transcriptLines(
   db: Executor,
   meetingId: string,
   range?: { fromMs: number; toMs: number },
 ): Promise<TranscriptLine[]> {
-  const [segments, turns, speakers] = await Promise.all([
-    spokenSegmentsOf(db, meetingId, range),
+  const [tracks, turns, speakers] = await Promise.all([
+    tracksOf(db, meetingId),
     turnsOf(db, meetingId),
     speakersOf(db, meetingId),
   ]);
-  return nameSpeakers(attributeSegments(segments, turns), speakers);
+  if (tracks.length === 0) {
+    const segments = await spokenSegmentsOf(db, meetingId, range);
+    return nameSpeakers(attributeSegments(segments, turns), speakers);
+  }
+  const all = [{ id: meetingId, track: PRIMARY_TRACK, offsetMs: 0 }, ...tracks];
+  const words: TrackWords[] = await Promise.all(
+    all.map(async (t) => {
+      const own = range ? { fromMs: range.fromMs - t.offsetMs, toMs: range.toMs - t.offsetMs } : undefined;
+      const [segments, spans] = await Promise.all([
+        spokenSegmentsOf(db, t.id, own),
+        energySpans(db, t.id, t.offsetMs, range),
+      ]);
+      const key = trackSpeakerKey(t.track);
+      return {
+        track: t.track,
+        spans,
+        segments: segments.map((s) => ({
+          ...s,
+          startMs: s.startMs + t.offsetMs,
+          endMs: s.endMs + t.offsetMs,
+          speakerKey: s.speakerKey ?? key,
+          words:
+            s.words?.map((w) => ({ ...w, startMs: w.startMs + t.offsetMs, endMs: w.endMs + t.offsetMs })) ??
+            null,
+        })),
+      };
+    }),
+  );
+  return nameSpeakers(attributeSegments(dropEchoes(words).segments, turns), speakers);
 }

@@ -69,12 +69,20 @@ export class SearchStore {
     // the revision read here and the segments read below agree.
     const meeting = await trx
       .selectFrom('meetings')
-      .select(['id', 'workspace_id', 'language', 'transcript_revision', 'transcript_completed_at', 'minutes'])
+      .select([
+        'id',
+        'workspace_id',
+        'language',
+        'transcript_revision',
+        'transcript_completed_at',
+        'minutes',
+        'parent_id',
+      ])
       .where('id', '=', meetingId)
       .forShare()
       .executeTakeFirst();
     if (!meeting) return 'gone';
-    if (!meeting.transcript_completed_at) return 'not_published';
+    if (!meeting.transcript_completed_at || meeting.parent_id !== null) return 'not_published';
     // Compared in the database: the times carry microseconds that a JavaScript Date would drop.
     const current = await sql<{ current: boolean }>`
       select s.transcript_revision >= m.transcript_revision
@@ -137,7 +145,7 @@ export class SearchStore {
     const rows = await sql<{ meeting_id: string; workspace_id: string }>`
       select m.id as meeting_id, m.workspace_id
         from meetings m left join search_index_state s on s.meeting_id = m.id
-       where m.transcript_completed_at is not null
+       where m.transcript_completed_at is not null and m.parent_id is null
          and (s.meeting_id is null or s.transcript_revision < m.transcript_revision
               or s.minutes_written_at is distinct from m.minutes_written_at)
        order by m.updated_at
@@ -149,7 +157,7 @@ export class SearchStore {
     const row = await sql<{ meetings: string; oldest: number | null }>`
       select count(*) as meetings, extract(epoch from now() - min(m.updated_at))::float8 as oldest
         from meetings m left join search_index_state s on s.meeting_id = m.id
-       where m.transcript_completed_at is not null
+       where m.transcript_completed_at is not null and m.parent_id is null
          and (s.meeting_id is null or s.transcript_revision < m.transcript_revision
               or s.minutes_written_at is distinct from m.minutes_written_at)`.execute(db);
     const r = row.rows[0];

@@ -418,6 +418,9 @@ create table meetings (
   drafts_shed integer default 0 not null,
   windows_cut_at timestamp with time zone,
   channels text,
+  parent_id uuid,
+  track text,
+  track_offset_ms integer,
   constraint meetings_pkey PRIMARY KEY (id),
   constraint meetings_channels_check CHECK (channels = 'speakers'::text),
   constraint meetings_chunk_format_check CHECK (chunk_format = ANY (ARRAY['wav'::text, 'webm'::text])),
@@ -426,11 +429,14 @@ create table meetings (
   constraint meetings_missing_count_check CHECK (missing_count >= 0),
   constraint meetings_source_check CHECK (source = ANY (ARRAY['live'::text, 'upload'::text, 'bot'::text])),
   constraint meetings_status_check CHECK (status = ANY (ARRAY['created'::text, 'recording'::text, 'processing'::text, 'finalizing'::text, 'complete'::text, 'failed'::text])),
+  constraint meetings_track_shape CHECK (parent_id IS NULL AND track IS NULL AND track_offset_ms IS NULL OR parent_id IS NOT NULL AND track IS NOT NULL AND track_offset_ms IS NOT NULL AND track_offset_ms >= 0),
   constraint meetings_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id),
+  constraint meetings_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES meetings(id) ON DELETE CASCADE,
   constraint meetings_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table meetings enable row level security;
 CREATE INDEX meetings_batch ON meetings USING btree (batch_id) WHERE batch_id IS NOT NULL;
+CREATE UNIQUE INDEX meetings_parent_track ON meetings USING btree (parent_id, track) WHERE parent_id IS NOT NULL;
 CREATE INDEX meetings_transcript_published ON meetings USING btree (transcript_completed_at) WHERE transcript_completed_at IS NOT NULL;
 CREATE INDEX meetings_workspace_created ON meetings USING btree (workspace_id, created_at DESC);
 CREATE TRIGGER meetings_drop_drafts AFTER UPDATE OF transcript_completed_at ON meetings FOR EACH ROW WHEN (new.transcript_completed_at IS NOT NULL AND old.transcript_completed_at IS NULL) EXECUTE FUNCTION verbatim_drop_meeting_drafts();

@@ -2,6 +2,7 @@ import { MicRecorder, SAMPLE_RATE } from './audio/recorder.ts';
 import type { ChunkStore } from './outbox/chunk-store.ts';
 import { outbox } from './outbox/index.ts';
 import { lockMeeting, meetingLockHeld, withMeetingLock } from './outbox/recording-lock.ts';
+import { parseTrackKey, trackKey } from './outbox/track-key.ts';
 
 /** The one recording this tab may be making; it outlives page changes inside the app. */
 export interface SessionState {
@@ -15,6 +16,8 @@ export interface SessionState {
   error: string | null;
   /** Chunks IndexedDB would not take, kept in memory so they can be downloaded (never dropped). */
   unsaved: ArrayBuffer[];
+  /** L25: a tab's or the screen's audio recorded as the meeting's second track, while it is. */
+  tab?: { level: number; offsetMs: number } | null;
 }
 
 /** Waits between tries to store a chunk; after the last, recording stops with an error. */
@@ -24,6 +27,9 @@ export const RECORDING_ELSEWHERE =
   'This meeting is being recorded in another tab of this browser. Use that tab: two tabs recording one meeting would interleave their audio.';
 
 let recorder: MicRecorder | null = null;
+/** L25: the second track's recorder and its outbox lock, while a tab's audio is recorded. */
+let tabRecorder: MicRecorder | null = null;
+let tabRelease: (() => void) | null = null;
 let releaseLock: (() => void) | null = null;
 /** Stops listening for the server's word that the meeting being recorded is no longer live. */
 let stopWatching: (() => void) | null = null;
@@ -192,6 +198,7 @@ function stopRecording(reason: string | null): Promise<void> {
   if (!rec || !state) return Promise.resolve();
   patch({ phase: 'stopping', ...(reason ? { error: reason } : {}) });
   stopping = (async () => {
+    await stopTabAudio(null);
     const flushed = await rec.stop();
     recorder = null;
     releaseLock?.();
@@ -237,6 +244,15 @@ export async function endMeeting(meetingId: string): Promise<void> {
       `${state.unsaved.length} ${state.unsaved.length === 1 ? 'chunk' : 'chunks'} of audio could not be stored in this browser and would not reach the server. Download the audio not stored first; once you have, choose "I have downloaded it; forget it here" and End meeting again.`,
     );
   }
+  // L25: the meeting's other tracks end with it: their last drafts become chunks, and their
+  // counts go with the meeting's End.
+  for (const m of await store.meetings()) {
+    if (parseTrackKey(m.meetingId)?.meetingId !== meetingId) continue;
+    await withMeetingLock(m.meetingId, async () => {
+      await store.promoteDraft(m.meetingId);
+      await store.requestEnd(m.meetingId);
+    });
+  }
   const stored = await withMeetingLock(meetingId, async () => {
     // A draft a closed or crashed tab left is audio before the End: it becomes a chunk first.
     await store.promoteDraft(meetingId);
@@ -248,4 +264,85 @@ export async function endMeeting(meetingId: string): Promise<void> {
     );
   }
   sender.kick();
+}
+
+/**
+ * L25: records a tab's or the screen's audio (the call in a browser tab) as the meeting's second
+ * track, "Others", beside the microphone, until it is stopped, the sharing ends or the recording
+ * stops. The browser asks which tab or screen to share; one without audio is refused with how to
+ * share it. Its chunks go through the outbox under their own key (outbox/track-key.ts), so a
+ * network outage or a reload loses none of them either.
+ */
+export async function addTabAudio(): Promise<void> {
+  if (!state || state.phase !== 'recording' || !recorder) throw new Error('start recording first');
+  if (tabRecorder) return;
+  const meetingId = state.meetingId;
+  const { store, sender } = await outbox();
+  const shared = await navigator.mediaDevices.getDisplayMedia({ video: true, audio: true });
+  for (const t of shared.getVideoTracks()) t.stop();
+  const audio = shared.getAudioTracks();
+  if (audio.length === 0) {
+    throw new Error(
+      'the shared tab or screen has no audio: share again, choose the tab the call is in, and tick "Also share tab audio"',
+    );
+  }
+  const offsetMs = Math.round((state.elapsedSeconds ?? 0) * 1000);
+  const key = trackKey(meetingId, 'tab', offsetMs);
+  const release = await lockMeeting(key);
+  if (!release) {
+    for (const t of audio) t.stop();
+    throw new Error(RECORDING_ELSEWHERE);
+  }
+  let failed = false;
+  const rec = new MicRecorder(
+    {
+      onChunk: async (wav) => {
+        if (failed) {
+          patch({ unsaved: [...(state?.unsaved ?? []), wav] });
+          return;
+        }
+        await storeChunk(store, key, wav);
+        sender.kick();
+      },
+      onDraft: async (wav, samples) => {
+        if (!failed) await store.saveDraft(key, wav, samples);
+      },
+      onLevel: (peak) => {
+        if (state?.tab) patch({ tab: { ...state.tab, level: peak } });
+      },
+      onError: async (err, wav) => {
+        failed = true;
+        patch({
+          unsaved: [...(state?.unsaved ?? []), wav],
+          error: `The tab's audio could not be stored in this browser (${err instanceof Error ? err.message : String(err)}), so its recording was stopped. Download the audio that was not stored before closing this tab.`,
+        });
+        void stopTabAudio(null);
+        await store.deleteDraft(key).catch(() => undefined);
+      },
+      onBroken: () => void stopTabAudio(null),
+    },
+    () => Promise.resolve(new MediaStream(audio)),
+  );
+  tabRecorder = rec;
+  tabRelease = release;
+  try {
+    await rec.start();
+    patch({ tab: { level: 0, offsetMs } });
+  } catch (err) {
+    tabRecorder = null;
+    tabRelease = null;
+    release();
+    throw err;
+  }
+}
+
+/** L25: stops recording the tab's audio; what was captured is kept and sent. */
+export async function stopTabAudio(reason: string | null): Promise<void> {
+  const rec = tabRecorder;
+  if (!rec) return;
+  tabRecorder = null;
+  await rec.stop();
+  tabRelease?.();
+  tabRelease = null;
+  patch({ tab: null, ...(reason ? { error: reason } : {}) });
 }

@@ -28,6 +28,12 @@ export interface RecorderEvents {
   onBroken(reason: string): void;
 }
 
+function microphone(): Promise<MediaStream> {
+  return navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+  });
+}
+
 /**
  * Microphone → AudioWorklet (mono, 16 kHz) → 5-second WAV chunks. Chunks are cut on sample counts,
  * not timers, so no audio falls between two chunks. The sequence numbers are the outbox's to give.
@@ -48,7 +54,14 @@ export class MicRecorder {
   private handing: Promise<void> = Promise.resolve();
   private finished: (() => void) | null = null;
 
-  constructor(private readonly events: RecorderEvents) {}
+  /**
+   * `source` gives the audio: the microphone by default; L25, a tab's or the screen's audio for
+   * a meeting's second track.
+   */
+  constructor(
+    private readonly events: RecorderEvents,
+    private readonly source: () => Promise<MediaStream> = microphone,
+  ) {}
 
   async start(): Promise<void> {
     try {
@@ -60,9 +73,7 @@ export class MicRecorder {
   }
 
   private async open(): Promise<void> {
-    this.stream = await navigator.mediaDevices.getUserMedia({
-      audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
-    });
+    this.stream = await this.source();
     for (const track of this.stream.getAudioTracks()) {
       // Unplugged, or permission revoked: the track ends and no more audio comes.
       track.addEventListener('ended', () =>

@@ -1,3 +1,4 @@
+import { chunkPath, parseTrackKey } from './track-key.ts';
 import { answer, apiKey } from '../api.ts';
 import { backoffMs, chunkOutcome, endOutcome, type Answer } from './answers.ts';
 import type { ChunkStore, StoredMeeting } from './chunk-store.ts';
@@ -245,12 +246,26 @@ export class ChunkSender {
       seqs = await this.store.pendingSeqs(meetingId);
       if (seqs.length === 0) break;
     }
-    if (endRequested) {
+    const track = parseTrackKey(meetingId);
+    if (endRequested && track) {
+      // L25: a track's count goes with its meeting's End; once that End was delivered and the
+      // track's chunks are acknowledged, the track is done here.
+      if (!(await this.store.meeting(track.meetingId))) await this.store.forget(meetingId);
+    } else if (endRequested) {
       const key = apiKey();
       // L20: the chunks recorded here are 0…nextSeq−1; the server refuses any after them.
       const count = (await this.store.meeting(meetingId))?.nextSeq ?? null;
+      const tracks: Record<string, { chunks: number; offsetMs: number }> = {};
+      for (const m of await this.store.meetings()) {
+        const t = parseTrackKey(m.meetingId);
+        if (t?.meetingId === meetingId) tracks[t.track] = { chunks: m.nextSeq, offsetMs: t.offsetMs };
+      }
       const body =
-        count === null ? undefined : new TextEncoder().encode(JSON.stringify({ chunks: count })).buffer;
+        count === null
+          ? undefined
+          : new TextEncoder().encode(
+              JSON.stringify(Object.keys(tracks).length > 0 ? { chunks: count, tracks } : { chunks: count }),
+            ).buffer;
       let a = await answer('POST', `/v1/meetings/${meetingId}/end`, body, {
         contentType: 'application/json',
       });
@@ -265,6 +280,11 @@ export class ChunkSender {
       if (outcome !== 'delivered')
         return this.failed(meetingId, outcome === 'without_count' ? 'retry' : outcome, a, 'End meeting');
       await this.store.forget(meetingId);
+      for (const m of await this.store.meetings()) {
+        const t = parseTrackKey(m.meetingId);
+        if (t?.meetingId === meetingId && (await this.store.pendingSeqs(m.meetingId)).length === 0)
+          await this.store.forget(m.meetingId);
+      }
       this.set({ ended: { ...this.state.ended, [meetingId]: true } });
     }
     this.backoff.delete(meetingId);
@@ -300,7 +320,7 @@ export class ChunkSender {
     const chunk = await this.store.get([meetingId, seq]);
     if (!chunk) return null;
     const key = apiKey();
-    const a = await answer('PUT', `/v1/meetings/${meetingId}/chunks/${seq}`, chunk.wav, {
+    const a = await answer('PUT', chunkPath(meetingId, seq), chunk.wav, {
       contentType: 'audio/wav',
       timeoutMs: 15_000,
     });

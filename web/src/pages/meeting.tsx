@@ -8,11 +8,13 @@ import { outbox } from '../outbox/index.ts';
 import { useOutbox } from '../outbox/use-outbox.ts';
 import { useMeetingStream, type Draft, type StreamLink } from '../stream.ts';
 import {
+  addTabAudio,
   endMeeting,
   recordingElsewhere,
   serverClosed,
   session,
   startRecording,
+  stopTabAudio,
   watchSession,
   type SessionState,
 } from '../session.ts';
@@ -75,7 +77,10 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
   // The stream's view while it is live, and after a cut until a poll newer than the cut answers.
   const streaming = stream.link === 'live' || (stream.link === 'connecting' && polledAt <= cutAt.current);
   const meetingShown = streaming && stream.meeting ? stream.meeting : meetingPolled;
-  const segmentsShown = streaming && stream.segments ? stream.segments : segments;
+  // L25: the stream follows the meeting's own track; a meeting with tracks shows the transcript
+  // read whole (every track, the echo shown once), polled.
+  const tracked = (meetingPolled?.tracks.length ?? 0) > 0 || (stream.meeting?.tracks.length ?? 0) > 0;
+  const segmentsShown = streaming && stream.segments && !tracked ? stream.segments : segments;
   const meeting = meetingShown;
 
   if (loadError && !meeting) {
@@ -160,6 +165,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
           nextSeq={nextSeq}
           onResume={() => void resume()}
           onEnd={() => void end()}
+          onError={setActionError}
         />
       )}
 
@@ -612,6 +618,7 @@ function RecorderCard({
   nextSeq,
   onResume,
   onEnd,
+  onError,
 }: {
   meeting: Meeting;
   /** This tab's recording of the meeting, while it records. */
@@ -620,8 +627,18 @@ function RecorderCard({
   nextSeq: number | null;
   onResume: () => void;
   onEnd: () => void;
+  onError: (message: string | null) => void;
 }) {
   const recordingHere = mine !== null;
+  const tab = mine?.tab ?? null;
+  const addTab = async () => {
+    onError(null);
+    try {
+      await addTabAudio();
+    } catch (err) {
+      onError(`The tab's audio could not be added: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
   return (
     <section class="card recorder" aria-label="Recording">
       {recordingHere ? (
@@ -632,6 +649,12 @@ function RecorderCard({
           </p>
           <label for="level">Input level</label>
           <meter id="level" min={0} max={1} low={0.05} high={0.9} value={mine.level} />
+          {tab && (
+            <p data-testid="tab-audio">
+              <label for="tab-level">The call’s audio (Others)</label>{' '}
+              <meter id="tab-level" min={0} max={1} low={0.05} high={0.9} value={tab.level} />
+            </p>
+          )}
         </>
       ) : elsewhere ? (
         <p role="status" data-testid="recording-elsewhere">
@@ -648,6 +671,20 @@ function RecorderCard({
         {!recordingHere && !elsewhere && (meeting.status === 'created' || nextSeq !== null) && (
           <button type="button" onClick={onResume}>
             ● {meeting.status === 'created' ? 'Record' : 'Continue recording'}
+          </button>
+        )}
+        {recordingHere && !tab && mine.phase === 'recording' && (
+          <button
+            type="button"
+            onClick={() => void addTab()}
+            title="Record a browser tab's or the screen's audio (a call) beside your microphone: you and the others as two speakers"
+          >
+            ＋ Record a tab’s audio
+          </button>
+        )}
+        {recordingHere && tab && (
+          <button type="button" onClick={() => void stopTabAudio(null)}>
+            Stop the tab’s audio
           </button>
         )}
         <button type="button" class="danger" onClick={onEnd}>
@@ -784,7 +821,7 @@ function useMeetingPoll(
         )
           await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
         setLoadError(null);
-        if (m.status !== 'created' && !viaStream) {
+        if (m.status !== 'created' && (!viaStream || m.tracks.length > 0)) {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
           setSegments(t.segments);
         }

@@ -532,7 +532,7 @@ async function main(): Promise<number> {
 
   if (PARTS.includes('m')) {
     say(
-      '(m) attribution: a two-person conversation, stereo with bleed, mono with a bot timeline, mono alone (about 2 minutes)…',
+      '(m) attribution: a two-person conversation, stereo with bleed, mono with a bot timeline, mono alone, live in one and two tracks (about 3 minutes)…',
     );
     try {
       const r = await attribution();
@@ -544,7 +544,11 @@ async function main(): Promise<number> {
           `(m) attribution, ${x.label}`.padEnd(46) +
             `${x.words} words: right ${pct(x.right, x.known)} of ${x.known} a source knows, ${x.invented} given a speaker no source knew; ` +
             `transcript in ${fmt(x.transcribedS, 1)} s` +
-            (mono && x !== mono ? ` (${fmt(x.transcribedS / mono.transcribedS, 2)} × the mono upload)` : '') +
+            (x.baseline
+              ? ` (${fmt(x.transcribedS / x.baseline.seconds, 2)} × ${x.baseline.label})`
+              : mono && x !== mono
+                ? ` (${fmt(x.transcribedS / mono.transcribedS, 2)} × the mono upload)`
+                : '') +
             `   ≥ 98 % and 0  ${verdict(ok)}`,
         );
       }

@@ -27,6 +27,7 @@ export const SCENARIOS = [
   'regenerate',
   'batch-cancel',
   'bot',
+  'two-track',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -82,7 +83,12 @@ export interface ClientMeeting {
   /** An upload's Content-Type, and whether its format is lossy (read as tones, within a tolerance). */
   format?: string;
   lossy?: boolean;
+  /** L25: a live meeting of two tracks; marks from TAB_MARK on are the tab's chunks. */
+  tracks?: boolean;
 }
+
+/** L25: a two-track meeting's tab chunk `seq` carries mark TAB_MARK + seq. */
+export const TAB_MARK = 8;
 
 /** What the client sent, by the SHA-256 of its bytes: how the store watcher knows a file it sees. */
 export interface SentAudio {
@@ -345,6 +351,7 @@ export class SimClient {
       return;
     }
 
+    if (scenario === 'two-track') return this.runTwoTrack(m, rng);
     const n = 3 + rng.int(Math.min(10, MARKS_PER_MEETING - 3));
     const lengths = Array.from({ length: n }, () => 16_000 * (2 + rng.int(5)) + rng.int(4000));
     const chunks = lengths.map((samples, seq) => markedWav(m.number, [{ mark: seq, samples }]));
@@ -484,6 +491,84 @@ export class SimClient {
       case 'bad-upload':
         return; // handled above
     }
+  }
+
+  /**
+   * L25: a call in a browser tab: the microphone's chunks (marks 0…) and the tab's (marks TAB_MARK…),
+   * both from the meeting's start, sent interleaved in a shuffled order; End declares both counts;
+   * some of the tab's chunks come after End. Every sample of both is due once (V1), each under its
+   * track's speaker (W8).
+   */
+  private async runTwoTrack(m: ClientMeeting, rng: Rng): Promise<void> {
+    m.tracks = true;
+    const base = `/v1/meetings/${m.id}`;
+    const nMic = 2 + rng.int(TAB_MARK - 2);
+    const nTab = 2 + rng.int(MARKS_PER_MEETING - TAB_MARK - 2);
+    const lengthOf = () => 16_000 * (2 + rng.int(4)) + rng.int(4000);
+    const chunks: Array<{ track: 'mic' | 'tab'; seq: number; mark: number; samples: number; wav: Buffer }> =
+      [];
+    for (let seq = 0; seq < nMic; seq++) {
+      const samples = lengthOf();
+      chunks.push({
+        track: 'mic',
+        seq,
+        mark: seq,
+        samples,
+        wav: markedWav(m.number, [{ mark: seq, samples }]),
+      });
+    }
+    for (let seq = 0; seq < nTab; seq++) {
+      const samples = lengthOf();
+      const mark = TAB_MARK + seq;
+      chunks.push({ track: 'tab', seq, mark, samples, wav: markedWav(m.number, [{ mark, samples }]) });
+    }
+    for (const c of chunks)
+      this.sent.set(sha256(c.wav), { number: m.number, marks: new Map([[c.mark, c.samples]]), lossy: false });
+    let ended = false;
+    const put = async (c: (typeof chunks)[number]) => {
+      const path =
+        c.track === 'mic' ? `${base}/chunks/${c.seq}` : `${base}/chunks/${c.seq}?track=tab&trackOffsetMs=0`;
+      const res = await this.send('PUT', path, c.wav, 'audio/wav', {
+        kind: 'chunk',
+        meetingId: m.id,
+        // The mark, not the seq: the two tracks' seqs repeat.
+        seq: c.mark,
+        promised:
+          m.deleteSentAt === undefined
+            ? ended
+              ? `a ${c.track} chunk sent after End (below its count)`
+              : `a ${c.track} chunk`
+            : null,
+      });
+      const tries = this.history.findLast(
+        (r) => r.kind === 'chunk' && r.meetingId === m.id && r.seq === c.mark,
+      );
+      if (res && (res.status === 200 || res.status === 201)) {
+        m.accepted.set(c.mark, c.samples);
+        m.unanswered.delete(c.mark);
+      } else if (
+        !m.accepted.has(c.mark) &&
+        (!res || tries?.answers.some((a) => a.status === null || a.status >= 500))
+      )
+        m.unanswered.set(c.mark, c.samples);
+    };
+    const order = rng.shuffle(chunks);
+    const late = order.filter((c) => c.track === 'tab' && rng.chance(0.3));
+    for (const c of order) {
+      if (late.includes(c)) continue;
+      await put(c);
+      await sleep(rng.int(200));
+    }
+    ended = true;
+    await this.send(
+      'POST',
+      `${base}/end`,
+      { chunks: nMic, tracks: { tab: { chunks: nTab, offsetMs: 0 } } },
+      undefined,
+      { kind: 'end', meetingId: m.id },
+    );
+    await sleep(rng.int(3000));
+    for (const c of late) await put(c);
   }
 
   /**

@@ -32,7 +32,15 @@ export interface MeetingObservation {
   status: string;
   failureCode: string | null;
   /** The final transcript as the API returns it; null when it could not be read. */
-  segments: Array<{ startMs: number; endMs?: number; text: string }> | null;
+  segments: Array<{
+    startMs: number;
+    endMs?: number;
+    text: string;
+    /** W8: the speaker the API names, and the source it knew it from. */
+    speaker?: { name: string; source: string } | null;
+  }> | null;
+  /** L25: a live meeting of two tracks (marks from TAB_MARK on are the tab's). */
+  tracks?: boolean;
   /** Why the transcript could not be read (its answer), when it could not. */
   transcriptError?: string;
   /** A bot recording that never became a meeting (no audio, or a failure): no meeting event is due. */

@@ -229,6 +229,7 @@ async function observeMeeting(
     unanswered: client.unanswered,
     canceled: client.canceled,
     regenerations: client.regenerations,
+    ...(client.tracks ? { tracks: true } : {}),
     status: client.deleted ? 'deleted' : status,
     failureCode,
     segments,

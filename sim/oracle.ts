@@ -7,10 +7,11 @@
  * (sim/observe.ts), and tests feed it crafted histories (test/sim-oracle.test.ts).
  */
 import { parseWord, TONE_BLOCK } from './marks.ts';
+import { TAB_MARK } from './clients.ts';
 import { accepted, type History, type Work } from './history.ts';
 import type { ProviderCall } from './providers.ts';
 
-export type Invariant = 'V1' | 'V2' | 'V3' | 'V4' | 'V5' | 'V6' | 'V7' | 'V8' | 'V9' | 'V10' | 'V11';
+export type Invariant = 'V1' | 'V2' | 'V3' | 'V4' | 'V5' | 'V6' | 'V7' | 'V8' | 'V9' | 'V10' | 'V11' | 'W8';
 
 export const INVARIANTS: Record<Invariant, string> = {
   V1: 'every accepted sample is in the final transcript exactly once, in order',
@@ -24,6 +25,7 @@ export const INVARIANTS: Record<Invariant, string> = {
   V9: 'a request the promise accepts ends up accepted',
   V10: 'the run did real work: completed meetings, accepted audio and bot recordings above their floors',
   V11: 'every meeting a client made and did not delete is still there, its transcript readable',
+  W8: 'every attributed word’s speaker is its source’s truth, and no speaker is given to audio no source attributed',
 };
 
 export interface Violation {
@@ -358,21 +360,40 @@ function checkMeeting(
         add('V1', subject, `mark ${mark} (unanswered): ${got - sent} samples transcribed twice`);
     }
   }
-  const sorted = [...r.order].sort((a, b) => a - b);
-  if (r.order.join() !== sorted.join() || new Set(r.order).size !== r.order.length)
-    add('V1', subject, `marks out of order along the timeline: ${r.order.slice(0, 12).join(',')}`);
+  // L25: each track's marks are in order along its own timeline; the tracks run side by side.
+  const tracks = m.tracks
+    ? [r.order.filter((k) => k < TAB_MARK), r.order.filter((k) => k >= TAB_MARK)]
+    : [r.order];
+  for (const order of tracks) {
+    const sorted = [...order].sort((a, b) => a - b);
+    if (order.join() !== sorted.join() || new Set(order).size !== order.length)
+      add('V1', subject, `marks out of order along the timeline: ${order.slice(0, 12).join(',')}`);
+  }
+  checkSpeakers(m, subject, add);
 
   // V5, from the marks: one recognition committed twice, or two stretches of the timeline over
   // the same time (two windows overlapping: their audio transcribed twice).
   for (const w of new Set(r.repeated)) add('V5', subject, `one recognition's words appear twice: ${w}`);
-  const spans = [...m.segments]
-    .filter((s) => s.endMs !== undefined)
-    .sort((a, b) => a.startMs - b.startMs || a.endMs! - b.endMs!);
-  for (let i = 1; i < spans.length; i++) {
-    const prevEnd = Math.max(...spans.slice(0, i).map((s) => s.endMs!));
-    if (prevEnd - spans[i]!.startMs > OVERLAP_MS) {
-      add('V5', subject, `segments overlap in time at ${spans[i]!.startMs} ms: a stretch transcribed twice`);
-      break;
+  // Two tracks run side by side: their segments overlap in time, each track's own do not.
+  const byTrack = new Map<string, typeof m.segments>();
+  for (const s of m.segments) {
+    const key = m.tracks ? (s.speaker?.name ?? '') : '';
+    byTrack.set(key, [...(byTrack.get(key) ?? []), s]);
+  }
+  for (const own of byTrack.values()) {
+    const spans = own
+      .filter((s) => s.endMs !== undefined)
+      .sort((a, b) => a.startMs - b.startMs || a.endMs! - b.endMs!);
+    for (let i = 1; i < spans.length; i++) {
+      const prevEnd = Math.max(...spans.slice(0, i).map((s) => s.endMs!));
+      if (prevEnd - spans[i]!.startMs > OVERLAP_MS) {
+        add(
+          'V5',
+          subject,
+          `segments overlap in time at ${spans[i]!.startMs} ms: a stretch transcribed twice`,
+        );
+        break;
+      }
     }
   }
 
@@ -399,5 +420,40 @@ function checkMeeting(
           `mark ${mark}: its audio left the store with ${n - got} of ${n} samples never recognized`,
         );
     }
+  }
+}
+
+/**
+ * W8: who said it, against the sources' truth. A two-track meeting's words are its tracks'
+ * speakers' (its marks say which track each sample came from: "You" for the microphone's, "Others"
+ * for the tab's, from the source `track`); every other meeting of the run has no source of
+ * speakers, so none of its words may have one.
+ */
+function checkSpeakers(m: History['meetings'][number], subject: string, add: Add): void {
+  for (const s of m.segments ?? []) {
+    const marks = new Set<number>();
+    for (const text of s.text.split(/\s+/).filter(Boolean)) {
+      const w = parseWord(text);
+      if (w?.kind === 'exact' || w?.kind === 'tone') marks.add(w.mark);
+    }
+    if (marks.size === 0) continue;
+    if (!m.tracks) {
+      if (s.speaker)
+        add(
+          'W8',
+          subject,
+          `words at ${s.startMs} ms given the speaker ${s.speaker.name}, though no source knew one`,
+        );
+      continue;
+    }
+    const truths = new Set([...marks].map((k) => (k < TAB_MARK ? 'You' : 'Others')));
+    if (truths.size > 1) add('W8', subject, `one segment at ${s.startMs} ms holds both tracks' words`);
+    const truth = [...truths][0]!;
+    if (s.speaker?.name !== truth || s.speaker.source !== 'track')
+      add(
+        'W8',
+        subject,
+        `words of ${truth} at ${s.startMs} ms given ${s.speaker ? s.speaker.name : 'no speaker'}`,
+      );
   }
 }

@@ -65,6 +65,42 @@ void describe('two tracks (L25)', () => {
     ]);
     assert.equal(unknown.dropped, 0);
     assert.equal(unknown.segments.length, 2);
+    // Without word times a segment is decided whole: one that is only echo goes; one holding the
+    // person's own second after two of echo stays (an echo shown twice, not a word lost).
+    const tail = new Int16Array(3 * second);
+    tail.set(tone(800, 2 * second), 0);
+    tail.set(tone(8_000, second), 2 * second);
+    const call = new Int16Array(3 * second);
+    call.set(tone(8_000, 2 * second), 0);
+    const whole = (startMs: number, endMs: number, text: string) => ({
+      startMs,
+      endMs,
+      text,
+      speakerKey: null,
+      words: null,
+    });
+    const wholes = dropEchoes([
+      { track: 'mic', segments: [whole(0, 3_000, 'echo then yes we ship')], spans: [spanOf(0, tail)] },
+      { track: 'tab', segments: [whole(0, 2_000, 'theirs')], spans: [spanOf(0, call)] },
+    ]);
+    assert.deepEqual(wholes.segments.map((s) => s.text).sort(), ['echo then yes we ship', 'theirs']);
+    const echoOnly = dropEchoes([
+      { track: 'mic', segments: [whole(0, 2_000, 'echo only')], spans: [spanOf(0, tail)] },
+      { track: 'tab', segments: [whole(0, 2_000, 'theirs')], spans: [spanOf(0, call)] },
+    ]);
+    assert.deepEqual(
+      echoOnly.segments.map((s) => s.text),
+      ['theirs'],
+    );
+    // A track ten days along the timeline costs what its words cost, not what the days would.
+    const far = 10 * 86_400_000;
+    const t0 = performance.now();
+    const distant = dropEchoes([
+      { track: 'mic', segments: [seg(50, 'mine')], spans: [spanOf(0, mic)] },
+      { track: 'tab', segments: [seg(far + 50, 'theirs')], spans: [spanOf(far, tab)] },
+    ]);
+    assert.equal(distant.segments.length, 2);
+    assert.ok(performance.now() - t0 < 1_000, 'decided on the words’ frames alone');
   });
 
   let recognizer: ChunkRecognizer;
@@ -120,9 +156,10 @@ void describe('two tracks (L25)', () => {
     assert.ok(list.some((m) => m.id === id));
     assert.ok(!list.some((m) => m.id === trackId));
 
+    // End names the tab's count; its offset, left out, is the one its chunks gave.
     const ended = await h.request('POST', `/v1/meetings/${id}/end`, {
       chunks: 4,
-      tracks: { tab: { chunks: 4, offsetMs: 20_000 } },
+      tracks: { tab: { chunks: 4 } },
     });
     assert.equal(ended.status, 202, ended.text);
     // After End: the tab's chunk 2 (within the grace); chunk 3 only after the meeting completed.
@@ -189,6 +226,10 @@ void describe('two tracks (L25)', () => {
     assert.equal(noOffset.status, 400);
     assert.equal(noOffset.json.error.code, 'track.offset');
 
+    // A track is deleted with its meeting, not alone.
+    const alone = await h.request('DELETE', `/v1/meetings/${trackId}`);
+    assert.equal(alone.status, 409);
+    assert.equal(alone.json.error.code, 'meeting.is_track');
     // Deleting the meeting deletes its track.
     assert.equal((await h.request('DELETE', `/v1/meetings/${id}`)).status, 204);
     const left = await h.app.database.db

@@ -588,7 +588,13 @@ function registerMeetingActions(app: FastifyInstance, kit: MeetingRouteKit): voi
 
   const remove = action(
     'Delete a meeting and everything of it in one transaction; its audio goes through the cleanup outbox',
-    { 204: empty('Deleted'), ...ERRORS },
+    {
+      204: empty('Deleted'),
+      ...ERRORS,
+      409: refusal(
+        '`meeting.is_track`: the meeting is a track of another (L25); it is deleted with that meeting',
+      ),
+    },
   );
   app.delete<{ Params: { id: string } }>('/v1/meetings/:id', remove, async (req, reply) => {
     await deleteMeeting(deps, workspaceOf(req), req.params.id);

@@ -42,7 +42,9 @@ export function chunkTrack(query: { track?: unknown; trackOffsetMs?: unknown }):
 }
 
 /** L25: End's `tracks`, `{"tab": {"chunks": 12, "offsetMs": 0}}`: each track's count and start. */
-export function endTracksOf(body: unknown): Array<TrackRef & { chunks: number | null }> {
+export function endTracksOf(
+  body: unknown,
+): Array<{ track: string; offsetMs: number | null; chunks: number | null }> {
   if (body === null || typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body)) return [];
   const tracks = (body as Record<string, unknown>).tracks;
   if (tracks === undefined || tracks === null) return [];
@@ -69,7 +71,11 @@ export function endTracksOf(body: unknown): Array<TrackRef & { chunks: number | 
     }
     return {
       track,
-      offsetMs: offsetOf(v.offsetMs ?? 0, `tracks.${track}.offsetMs`),
+      // Without one, a track that exists keeps its own; a new one starts with the meeting.
+      offsetMs:
+        v.offsetMs === undefined || v.offsetMs === null
+          ? null
+          : offsetOf(v.offsetMs, `tracks.${track}.offsetMs`),
       chunks: typeof chunks === 'number' ? chunks : null,
     };
   });

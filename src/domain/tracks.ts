@@ -7,9 +7,11 @@
  * A call's voices played through the speakers leak into the microphone: transcribed as they are,
  * they would appear twice, once under "You". The echo rule (`dropEchoes`) is the dominance rule of
  * src/domain/channels.ts on the tracks' stored energy (10 ms steps, kept with each chunk): a word
- * (or a segment without word times) of one track is shown only where that track is kept for at
- * least half of the word's sounding frames; where another track dominates, the word is the echo
- * of that track's and is not shown a second time. It is decided when the transcript is read, so a
+ * of one track is shown only where that track is kept for at least half of the word's sounding
+ * frames; where another track dominates, the word is the echo of that track's and is not shown a
+ * second time. A segment without word times (a Whisper server's) is decided whole and may hold
+ * the person's own words beside the echo, so it is left out only where its track is its own in
+ * under a quarter of its sounding frames (an echo shown twice rather than a word lost). It is decided when the transcript is read, so a
  * track's audio that comes late decides again, and nothing stored is removed.
  */
 import { DOMINANCE, keptFrames, type DominanceOptions } from './channels.ts';
@@ -17,24 +19,30 @@ import type { SpokenSegment } from './speakers.ts';
 
 /** The meeting's own timeline: the microphone. */
 export const PRIMARY_TRACK = 'mic';
-/** The microphone and up to three more. */
-export const MAX_TRACKS = 4;
+/** The microphone and up to fifteen more (a tab shared again is a track of its own). */
+export const MAX_TRACKS = 16;
 const TRACK_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 export function isTrackName(text: string): boolean {
   return TRACK_NAME.test(text);
 }
 
+/** A track's speaker: `tab-2` (the tab shared a second time) is the same speaker as `tab`. */
+function speakerTrack(track: string): string {
+  return track.replace(/-\d+$/, '');
+}
+
 /** The speaker key of a track's words. */
 export function trackSpeakerKey(track: string): string {
-  return `track:${track}`;
+  return `track:${speakerTrack(track)}`;
 }
 
 /** The label a track's speaker has until a person names it. */
 export function trackLabel(track: string): string {
-  if (track === PRIMARY_TRACK) return 'You';
-  if (track === 'tab' || track === 'screen' || track === 'call') return 'Others';
-  return track;
+  const base = speakerTrack(track);
+  if (base === PRIMARY_TRACK) return 'You';
+  if (base === 'tab' || base === 'screen' || base === 'call') return 'Others';
+  return base;
 }
 
 /** One stretch of a track's placed audio on the parent's timeline, and its energy if known. */
@@ -70,44 +78,49 @@ export function dropEchoes(
   const all = tracks.flatMap((t) => t.segments.map((s) => ({ ...s, track: t.track })));
   const byStart = (a: TrackSegment, b: TrackSegment) => a.startMs - b.startMs || a.endMs - b.endMs;
   if (tracks.length < 2) return { segments: all.sort(byStart), dropped: 0 };
-  const frameMs = options.frameMs;
-  const endMs = Math.max(
-    0,
-    ...tracks.flatMap((t) => t.spans.map((s) => s.startMs + s.lengthMs)),
-    ...all.map((s) => s.endMs),
-  );
-  const frames = Math.ceil(endMs / frameMs) + 1;
-  const levels = tracks.map((t) => frameLevels(t.spans, frames, frameMs));
-  const keep = keptFrames(
-    levels.map((l) => l.energy),
-    options,
-  );
-  const floor = options.floorRms * options.floorRms;
-  const shown = (ti: number, fromMs: number, toMs: number): boolean => {
-    const first = Math.max(0, Math.floor(fromMs / frameMs));
-    const last = Math.min(frames, Math.max(first + 1, Math.ceil(toMs / frameMs)));
+  const spans = tracks.map((t) => [...t.spans].sort((a, b) => a.startMs - b.startMs));
+  // Each word is decided on the frames around it alone (its hold on either side), so the work
+  // follows the words, not where on the timeline the tracks lie.
+  const margin = options.holdMs + options.frameMs;
+  const share = (ti: number, fromMs: number, toMs: number): number | null => {
+    const from = Math.floor((fromMs - margin) / options.frameMs) * options.frameMs;
+    const frames = Math.max(1, Math.ceil((toMs + margin - from) / options.frameMs));
+    const levels = spans.map((own) => frameLevels(own, from, frames, options.frameMs));
+    const keep = keptFrames(
+      levels.map((l) => l.energy),
+      options,
+    );
+    const floor = options.floorRms * options.floorRms;
+    const first = Math.floor((fromMs - from) / options.frameMs);
+    const last = Math.min(frames, Math.max(first + 1, Math.ceil((toMs - from) / options.frameMs)));
     let sounding = 0;
     let own = 0;
     for (let f = first; f < last; f++) {
-      if (levels[ti]!.unknown[f]) return true;
+      if (levels[ti]!.unknown[f]) return null;
       let loudest = 0;
       for (const l of levels) loudest = Math.max(loudest, l.energy[f]!);
       if (loudest < floor) continue;
       sounding++;
       if (keep[ti]![f]) own++;
     }
-    return sounding === 0 || own * 2 >= sounding;
+    return sounding === 0 ? null : own / sounding;
   };
   let dropped = 0;
   const out: TrackSegment[] = [];
   tracks.forEach((t, ti) => {
     for (const s of t.segments) {
       if (!s.words || s.words.length === 0) {
-        if (shown(ti, s.startMs, s.endMs)) out.push({ ...s, track: t.track });
+        // Without word times the segment is decided whole; it may hold the person's own words
+        // beside the echo, so it is left out only when the track is (almost) nowhere its own.
+        const own = share(ti, s.startMs, s.endMs);
+        if (own === null || own >= WHOLE_SEGMENT_SHARE) out.push({ ...s, track: t.track });
         else dropped += s.text.split(/\s+/).filter(Boolean).length;
         continue;
       }
-      const words = s.words.filter((w) => shown(ti, w.startMs, w.endMs));
+      const words = s.words.filter((w) => {
+        const own = share(ti, w.startMs, w.endMs);
+        return own === null || own >= 0.5;
+      });
       dropped += s.words.length - words.length;
       if (words.length === s.words.length) out.push({ ...s, track: t.track });
       else if (words.length > 0)
@@ -124,24 +137,43 @@ export function dropEchoes(
   return { segments: out.sort(byStart), dropped };
 }
 
-/** A track's energy per frame on the parent's timeline (0 where it has no audio), and where unknown. */
+/** A segment without word times is the echo only where its track is its own in under this share. */
+const WHOLE_SEGMENT_SHARE = 0.25;
+
+/**
+ * A track's energy per frame over `frames` frames from `fromMs` (0 where it has no audio), and
+ * where it is unknown. `spans` are sorted by start.
+ */
 function frameLevels(
   spans: EnergySpan[],
+  fromMs: number,
   frames: number,
   frameMs: number,
 ): { energy: Float64Array; unknown: Uint8Array } {
   const sum = new Float64Array(frames);
   const count = new Float64Array(frames);
   const unknown = new Uint8Array(frames);
-  for (const s of spans) {
+  const toMs = fromMs + frames * frameMs;
+  // The first span that may reach into the stretch: spans do not overlap within a track.
+  let lo = 0;
+  let hi = spans.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (spans[mid]!.startMs + spans[mid]!.lengthMs <= fromMs) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < spans.length && spans[i]!.startMs < toMs; i++) {
+    const s = spans[i]!;
     if (!s.energy) {
-      const first = Math.max(0, Math.floor(s.startMs / frameMs));
-      const last = Math.min(frames, Math.ceil((s.startMs + s.lengthMs) / frameMs));
+      const first = Math.max(0, Math.floor((s.startMs - fromMs) / frameMs));
+      const last = Math.min(frames, Math.ceil((s.startMs + s.lengthMs - fromMs) / frameMs));
       for (let f = first; f < last; f++) unknown[f] = 1;
       continue;
     }
-    for (let k = 0; k < s.energy.length; k++) {
-      const f = Math.floor((s.startMs + k * STEP_MS) / frameMs);
+    const k0 = Math.max(0, Math.floor((fromMs - s.startMs) / STEP_MS));
+    const k1 = Math.min(s.energy.length, Math.ceil((toMs - s.startMs) / STEP_MS));
+    for (let k = k0; k < k1; k++) {
+      const f = Math.floor((s.startMs + k * STEP_MS - fromMs) / frameMs);
       if (f < 0 || f >= frames) continue;
       sum[f] = sum[f]! + s.energy[k]!;
       count[f] = count[f]! + 1;

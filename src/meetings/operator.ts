@@ -66,8 +66,16 @@ export async function deleteMeeting(
     // be added any more, and this pass ends those.
     await deps.jobs.cancelMeetingJobs(trx, [meetingId], actor, 'meeting deleted');
     // L25: its tracks go with it, their jobs, rows and audio too.
+    if (meeting.parent_id !== null)
+      throw new AppError(
+        ErrorKind.conflict,
+        'meeting.is_track',
+        `meeting ${meetingId} is the ${meeting.track} track of meeting ${meeting.parent_id}; it is deleted with that meeting`,
+      );
     const tracks = (await tracksOf(trx, meetingId)).map((t) => t.id);
     if (tracks.length > 0) await deps.jobs.cancelMeetingJobs(trx, tracks, actor, 'meeting deleted');
+    // Each track's row is held too, so no chunk of it is stored between its hand-off and its delete.
+    for (const track of tracks) await deps.meetings.lockIfExists(trx, track);
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting deleted');
     for (const track of tracks) {
       handed.push(...(await handOffMeetingObjects(trx, track, 'meeting deleted')));

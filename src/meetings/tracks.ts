@@ -99,14 +99,16 @@ export async function endTracks(
   deps: MeetingDeps,
   workspaceId: string,
   meetingId: string,
-  declared: Array<TrackRef & { chunks: number | null }>,
+  declared: Array<{ track: string; offsetMs: number | null; chunks: number | null }>,
   end: (meetingId: string, chunks: number | null) => Promise<MeetingRow>,
 ): Promise<void> {
   const named = new Set<string>();
   for (const d of declared) {
     if (d.track === PRIMARY_TRACK) continue;
     named.add(d.track);
-    await end(await trackMeetingId(deps, workspaceId, meetingId, d), d.chunks);
+    const existing = (await tracksOf(deps.db, meetingId)).find((t) => t.track === d.track);
+    const ref = { track: d.track, offsetMs: d.offsetMs ?? existing?.offsetMs ?? 0 };
+    await end(await trackMeetingId(deps, workspaceId, meetingId, ref), d.chunks);
   }
   for (const t of await tracksOf(deps.db, meetingId)) {
     if (named.has(t.track)) continue;

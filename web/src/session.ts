@@ -286,8 +286,14 @@ export async function addTabAudio(): Promise<void> {
       'the shared tab or screen has no audio: share again, choose the tab the call is in, and tick "Also share tab audio"',
     );
   }
-  const offsetMs = Math.round((state.elapsedSeconds ?? 0) * 1000);
-  const key = trackKey(meetingId, 'tab', offsetMs);
+  // Where the microphone's timeline stands now: every chunk of it stored in this browser (in
+  // this recording and before a reload or a pause), and the chunk being filled. A tab shared
+  // again is a track of its own (tab-2, …), starting where the timeline then stands, so a pause
+  // in the sharing never moves the tab's later audio earlier.
+  const micAt = ((await store.meeting(meetingId))?.samples ?? 0) + recorder.unchunkedSamples;
+  const offsetMs = Math.round((micAt * 1000) / SAMPLE_RATE);
+  const before = (await store.meetings()).filter((m) => parseTrackKey(m.meetingId)?.meetingId === meetingId);
+  const key = trackKey(meetingId, before.length === 0 ? 'tab' : `tab-${before.length + 1}`, offsetMs);
   const release = await lockMeeting(key);
   if (!release) {
     for (const t of audio) t.stop();

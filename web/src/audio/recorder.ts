@@ -72,6 +72,11 @@ export class MicRecorder {
     }
   }
 
+  /** Samples captured into the chunk being filled, not handed over as a chunk yet. */
+  get unchunkedSamples(): number {
+    return this.filled;
+  }
+
   private async open(): Promise<void> {
     this.stream = await this.source();
     for (const track of this.stream.getAudioTracks()) {

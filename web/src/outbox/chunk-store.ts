@@ -55,7 +55,15 @@ export interface StoredMeeting {
   meetingId: string;
   nextSeq: number;
   endRequested: boolean;
+  /**
+   * L25: the samples of every chunk stored here so far (0…nextSeq−1), where this meeting's timeline
+   * stands: a second track started now starts there. Absent in records an older version wrote.
+   */
+  samples?: number;
 }
+
+/** A 16 kHz mono WAV's samples (its canonical 44-byte header off). */
+const samplesOf = (wav: ArrayBuffer) => Math.max(0, (wav.byteLength - 44) / 2);
 
 export type ChunkKey = [meetingId: string, seq: number];
 
@@ -111,6 +119,7 @@ export class ChunkStore {
       meetingId,
       nextSeq: seq + 1,
       endRequested: current?.endRequested ?? false,
+      samples: (current?.samples ?? 0) + samplesOf(wav),
     } satisfies StoredMeeting);
     tx.objectStore('drafts').delete(meetingId);
     await completed;
@@ -202,6 +211,7 @@ export class ChunkStore {
       meetingId,
       nextSeq: seq + 1,
       endRequested: current?.endRequested ?? false,
+      samples: (current?.samples ?? 0) + samplesOf(draft.wav),
     } satisfies StoredMeeting);
     await completed;
     return { kind: 'pending', seq };
@@ -286,7 +296,12 @@ export class ChunkStore {
     completed.catch(() => undefined); // awaited below; this only keeps an early throw from leaving it unhandled
     const store = tx.objectStore('meetings');
     const current = (await request(store.get(meetingId))) as StoredMeeting | undefined;
-    store.put({ meetingId, nextSeq: current?.nextSeq ?? 0, endRequested: true } satisfies StoredMeeting);
+    store.put({
+      meetingId,
+      nextSeq: current?.nextSeq ?? 0,
+      endRequested: true,
+      ...(current?.samples !== undefined ? { samples: current.samples } : {}),
+    } satisfies StoredMeeting);
     await completed;
   }
 

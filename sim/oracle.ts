@@ -361,8 +361,18 @@ function checkMeeting(
     }
   }
   // L25: each track's marks are in order along its own timeline; the tracks run side by side.
+  const onTab = (s: { text: string }) => {
+    const w = parseWord(s.text.split(/\s+/).find(Boolean) ?? '');
+    return w?.kind === 'exact' && w.mark >= TAB_MARK;
+  };
   const tracks = m.tracks
-    ? [r.order.filter((k) => k < TAB_MARK), r.order.filter((k) => k >= TAB_MARK)]
+    ? [
+        readTranscript(
+          m.segments.filter((s) => !onTab(s)),
+          m.number,
+        ).order,
+        readTranscript(m.segments.filter(onTab), m.number).order,
+      ]
     : [r.order];
   for (const order of tracks) {
     const sorted = [...order].sort((a, b) => a - b);

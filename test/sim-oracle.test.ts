@@ -102,6 +102,46 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.match(v[0]!.detail, /mark 1: 1 of 64000 samples lost/);
   });
 
+  void it('W8: a two-track meeting’s words under their track’s speaker pass, side by side in time; a word under the wrong track, or a speaker no source gave, is reported', () => {
+    const you = { name: 'You', source: 'track' };
+    const others = { name: 'Others', source: 'track' };
+    const two = (): MeetingObservation & { segments: NonNullable<MeetingObservation['segments']> } => ({
+      ...goodMeeting(),
+      tracks: true,
+      accepted: new Map([
+        [0, 80_000],
+        [1, 64_000],
+        [8, 48_000],
+        [9, 32_000],
+      ]),
+      segments: [
+        { startMs: 0, endMs: 5000, text: w(0, 80_000, 1), speaker: you },
+        { startMs: 200, endMs: 3200, text: w(8, 48_000, 2), speaker: others },
+        { startMs: 3200, endMs: 5200, text: w(9, 32_000, 2), speaker: others },
+        { startMs: 5000, endMs: 9000, text: w(1, 64_000, 3), speaker: you },
+      ],
+    });
+    assert.deepEqual(checkHistory(withMeeting(two())), []);
+    const swapped = two();
+    swapped.segments[1]!.speaker = you;
+    assert.ok(
+      checkHistory(withMeeting(swapped)).some((v) => v.invariant === 'W8' && /Others/.test(v.detail)),
+    );
+    const none = two();
+    none.segments[3]!.speaker = null;
+    assert.ok(checkHistory(withMeeting(none)).some((v) => v.invariant === 'W8'));
+    const invented = goodMeeting();
+    invented.segments[0]!.speaker = { name: 'Channel 1', source: 'channel' };
+    assert.ok(
+      checkHistory(withMeeting(invented)).some((v) => v.invariant === 'W8' && /no source/.test(v.detail)),
+    );
+    // Each track's own marks are still checked for order.
+    const disordered = two();
+    disordered.segments[2]!.startMs = 100;
+    disordered.segments[1]!.startMs = 3300;
+    assert.ok(checkHistory(withMeeting(disordered)).some((v) => /out of order/.test(v.detail)));
+  });
+
   void it('V1: samples transcribed twice (by two recognitions) are reported', () => {
     const m = goodMeeting();
     m.segments.push({ startMs: 9000, endMs: 9500, text: w(2, 70_000, 3) });

@@ -20,6 +20,8 @@ import type { Rng } from './rng.ts';
 
 /** The mark every bot recording carries (a bot meeting is one recording, like an upload). */
 export const BOT_MARK = 0;
+/** W8: the mark of a bot recording's second speaker's stretch. */
+export const SECOND_MARK = 1;
 const META_RECORDING = 'verbatim_recording';
 const LIMITS: Record<RecallEndpoint, number> = {
   create: 6,
@@ -40,7 +42,16 @@ export class BotWorld {
    * What each recording's bot recorded (by recording id), once a bot finished: the number its
    * audio is marked with and its samples (mark BOT_MARK).
    */
-  readonly recorded = new Map<string, { number: number; samples: number }>();
+  readonly recorded = new Map<
+    string,
+    {
+      number: number;
+      /** Samples per mark: BOT_MARK alone, or (W8) BOT_MARK said by Ann, then SECOND_MARK by Bob. */
+      marks: Map<number, number>;
+      /** W8: who said each mark, as the provider's speaker timeline says; null without one. */
+      speakers: Map<number, string> | null;
+    }
+  >();
   private readonly driven = new Map<string, Driven>();
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
@@ -150,8 +161,39 @@ export class BotWorld {
         // A bot with no recording of ours (a stray) still records: its audio is marked as one more meeting.
         const known = recording ? this.recorded.get(recording) : undefined;
         const number = known?.number ?? this.nextNumber();
-        this.fake.setRecording(bot.id, markedWav(number, [{ mark: BOT_MARK, samples }]));
-        if (recording) this.recorded.set(recording, { number, samples });
+        // W8, R11: most calls have two speakers the provider knows: Ann says the first stretch
+        // (her turn starting before the recording did), Bob the rest; the speaker timeline says so.
+        const first = Math.round(samples * (0.3 + 0.4 * this.rng.next()));
+        const twoSpeakers = this.rng.chance(0.7);
+        const stretches = twoSpeakers
+          ? [
+              { mark: BOT_MARK, samples: first },
+              { mark: SECOND_MARK, samples: samples - first },
+            ]
+          : [{ mark: BOT_MARK, samples }];
+        this.fake.setRecording(bot.id, markedWav(number, stretches));
+        if (twoSpeakers) {
+          const ann = { id: 1, name: 'Ann' };
+          const bob = { id: 2, name: 'Bob' };
+          this.fake.setSpeakers(bot.id, {
+            participants: [ann, bob],
+            timeline: [
+              { participant: ann, start: -1.5, end: first / 16_000 },
+              { participant: bob, start: first / 16_000, end: null },
+            ],
+          });
+        }
+        if (recording)
+          this.recorded.set(recording, {
+            number,
+            marks: new Map(stretches.map((st) => [st.mark, st.samples])),
+            speakers: twoSpeakers
+              ? new Map([
+                  [BOT_MARK, 'Ann'],
+                  [SECOND_MARK, 'Bob'],
+                ])
+              : null,
+          });
         await this.announce(bot.id, 'call_ended');
         await this.announce(bot.id, 'done');
         d.stage = 'done';

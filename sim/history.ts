@@ -41,6 +41,8 @@ export interface MeetingObservation {
   }> | null;
   /** L25: a live meeting of two tracks (marks from TAB_MARK on are the tab's). */
   tracks?: boolean;
+  /** W8, R11: a bot meeting whose provider knew who said each mark (its speaker timeline). */
+  speakerOf?: Record<number, string>;
   /** Why the transcript could not be read (its answer), when it could not. */
   transcriptError?: string;
   /** A bot recording that never became a meeting (no audio, or a failure): no meeting event is due. */

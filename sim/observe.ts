@@ -7,7 +7,7 @@
  * token without doubling any effect a witness could see (V5).
  */
 import pg from 'pg';
-import { BOT_MARK, type BotWorld } from './bots.ts';
+import type { BotWorld } from './bots.ts';
 import type { ClientMeeting } from './clients.ts';
 import type { History, MeetingObservation, RequestRecord } from './history.ts';
 import type { FakeProvider } from './providers.ts';
@@ -181,12 +181,14 @@ async function observeMeeting(
   let status = 'lost';
   let failureCode: string | null = null;
   let noMeeting = false;
+  let speakerOf: Record<number, string> | undefined;
   if (client.kind === 'bot') {
     // A bot meeting is known by its recording; the meeting is the one its audio was imported into.
     const rec = await api(`/v1/bot-recordings/${client.id}`);
     const recorded = bots.recorded.get(client.id);
     number = recorded?.number ?? -1;
-    accepted = recorded ? new Map([[BOT_MARK, recorded.samples]]) : new Map();
+    accepted = recorded ? new Map(recorded.marks) : new Map();
+    if (recorded?.speakers) speakerOf = Object.fromEntries(recorded.speakers);
     const meetingId = typeof rec.json?.meetingId === 'string' ? rec.json.meetingId : null;
     if (rec.status === 200 && meetingId) {
       botMeetings.add(meetingId);
@@ -230,6 +232,7 @@ async function observeMeeting(
     canceled: client.canceled,
     regenerations: client.regenerations,
     ...(client.tracks ? { tracks: true } : {}),
+    ...(speakerOf ? { speakerOf } : {}),
     status: client.deleted ? 'deleted' : status,
     failureCode,
     segments,

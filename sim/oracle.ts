@@ -436,8 +436,9 @@ function checkMeeting(
 /**
  * W8: who said it, against the sources' truth. A two-track meeting's words are its tracks'
  * speakers' (its marks say which track each sample came from: "You" for the microphone's, "Others"
- * for the tab's, from the source `track`); every other meeting of the run has no source of
- * speakers, so none of its words may have one.
+ * for the tab's, from the source `track`); a bot meeting whose provider had a speaker timeline has
+ * each mark's words under the participant who said it, or (the timeline not imported) none; every
+ * other meeting of the run has no source of speakers, so none of its words may have one.
  */
 function checkSpeakers(m: History['meetings'][number], subject: string, add: Add): void {
   for (const s of m.segments ?? []) {
@@ -447,6 +448,16 @@ function checkSpeakers(m: History['meetings'][number], subject: string, add: Add
       if (w?.kind === 'exact' || w?.kind === 'tone') marks.add(w.mark);
     }
     if (marks.size === 0) continue;
+    if (m.speakerOf) {
+      // A bot's speakers come from the provider's timeline; until (or unless) it is imported,
+      // a word has no speaker, which is not a wrong one.
+      const truths = new Set([...marks].map((k) => m.speakerOf![k]));
+      if (!s.speaker) continue;
+      const truth = truths.size === 1 ? [...truths][0] : undefined;
+      if (s.speaker.name !== truth || s.speaker.source !== 'participant')
+        add('W8', subject, `words of ${[...truths].join('+')} at ${s.startMs} ms given ${s.speaker.name}`);
+      continue;
+    }
     if (!m.tracks) {
       if (s.speaker)
         add(

@@ -485,6 +485,16 @@ async function report(r: {
     `webhook events received: ${new Set(history.webhooks.receipts.map((r) => r.id)).size} ` +
       `(${history.webhooks.receipts.length} requests taken, ${receiver.badSignatures} with a bad signature)`,
   );
+  // W8: how much the speaker check had to look at (a check over nothing proves nothing).
+  const named = (pick: (m: History['meetings'][number]) => boolean) =>
+    history.meetings
+      .filter(pick)
+      .flatMap((m) => m.segments ?? [])
+      .filter((x) => x.speaker).length;
+  say(
+    `speakers (W8): ${named((m) => m.tracks === true)} segments of two-track meetings and ` +
+      `${named((m) => m.speakerOf !== undefined)} of bot meetings with a speaker timeline named a speaker`,
+  );
   say('invariants');
   for (const inv of Object.keys(INVARIANTS) as Invariant[]) {
     const n = violations.filter((v) => v.invariant === inv).length;

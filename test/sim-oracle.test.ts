@@ -135,6 +135,21 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.ok(
       checkHistory(withMeeting(invented)).some((v) => v.invariant === 'W8' && /no source/.test(v.detail)),
     );
+    // A bot meeting: each mark's words under the participant who said it, or none (not imported).
+    const bot = (): MeetingObservation & { segments: NonNullable<MeetingObservation['segments']> } => ({
+      ...goodMeeting(),
+      kind: 'bot',
+      speakerOf: { 0: 'Ann', 1: 'Bob', 2: 'Bob' },
+    });
+    const ann = { name: 'Ann', source: 'participant' };
+    const bob = { name: 'Bob', source: 'participant' };
+    const named = bot();
+    named.segments[0]!.speaker = ann;
+    named.segments[1]!.speaker = bob;
+    assert.deepEqual(checkHistory(withMeeting(named)), []);
+    const wrong = bot();
+    wrong.segments[1]!.speaker = ann;
+    assert.ok(checkHistory(withMeeting(wrong)).some((v) => v.invariant === 'W8' && /Bob/.test(v.detail)));
     // Each track's own marks are still checked for order.
     const disordered = two();
     disordered.segments[2]!.startMs = 100;

@@ -7,6 +7,7 @@ import {
   type DiarizingRecognizer,
 } from './support/diarizing-recognizer.ts';
 import { startHarness, uploadMeeting, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
+import { encodeWav, parseWav } from '../src/domain/wav.ts';
 
 interface Line {
   startMs: number;
@@ -143,5 +144,39 @@ for (const format of ['verbose_json', 'diarized_json'] as const) {
           return kept.length === 0;
         });
       });
+
+    void it(`W3: a live meeting's late chunk, repaired in after completion, keeps its words' speakers (${format})`, async () => {
+      const audio = parseWav(MEETING)!;
+      const size = 2 * 16_000;
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < audio.samples.length; i += size)
+        chunks.push(encodeWav(audio.samples.subarray(i, i + size), 16_000));
+      const id = (await h.request('POST', '/v1/meetings', { source: 'live', title: 'diarized live' })).json
+        .id as string;
+      const late = 2;
+      for (const [seq, c] of chunks.entries())
+        if (seq !== late) {
+          const put = await h.request('PUT', `/v1/meetings/${id}/chunks/${seq}`, c, {
+            'content-type': 'audio/wav',
+          });
+          assert.equal(put.status, 201, put.text);
+        }
+      assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
+      assert.equal((await waitForMeeting(h, id)).status, 'complete');
+      const put = await h.request('PUT', `/v1/meetings/${id}/chunks/${late}`, chunks[late], {
+        'content-type': 'audio/wav',
+      });
+      assert.equal(put.status, 201, put.text);
+      await waitFor('the late chunk repaired in', async () => {
+        const m = (await h.request('GET', `/v1/meetings/${id}`)).json;
+        return m.revision >= 1 && !m.lateAudio.repairing && m.lateAudio.lateChunks === 0 ? m : null;
+      });
+      const lines = (await h.request('GET', `/v1/meetings/${id}/transcript`)).json.segments as Line[];
+      assert.ok(lines.length >= 4, JSON.stringify(lines));
+      assert.ok(
+        lines.every((l) => l.speaker !== null),
+        `every word of the re-cut windows has its speaker: ${JSON.stringify(lines)}`,
+      );
+    });
   });
 }

@@ -30,7 +30,7 @@ export async function knownSpeakersOf(
  */
 export async function clusterSpeakers(
   deps: MeetingDeps,
-  window: WindowRow,
+  window: Pick<WindowRow, 'id' | 'meeting_id'>,
   segments: TranscriptSegment[],
   wav: Buffer,
   identity: 'window' | 'references',

@@ -4,7 +4,6 @@ import { EventType, JobKind, WindowStatus } from '../domain/status.ts';
 import { repairCut, repairedWindowStatus, samplesToMs } from '../domain/timeline.ts';
 import { emitEvent } from '../events/outbox-store.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
-import type { TranscriptSegment } from '../ports.ts';
 import { retireBlob } from '../storage/blob-rows.ts';
 import { reviseParent } from './tracks.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -27,7 +26,7 @@ import {
 import { lateSeqs, loadRepair, Replan, type Prepared, type RepairSnapshot } from './repair-plan.ts';
 import { hasRepairWork } from './repair-rows.ts';
 import { nextWindowIndex } from './timeline-rows.ts';
-import { segmentRows } from './transcription.ts';
+import { segmentRows, type Recognised } from './transcription.ts';
 
 /**
  * The repair's one transaction (J5): the active jobs of the windows it replaces are locked before
@@ -45,7 +44,7 @@ export async function commitRepair(
   snapshot: RepairSnapshot,
   decoded: DecodedPiece[],
   prepared: Prepared,
-  recognised: Map<number, TranscriptSegment[]>,
+  recognised: Map<number, Recognised>,
 ): Promise<{ again: boolean; audioDeleted: boolean }> {
   const meetingId = snapshot.meeting.id;
   const { plan } = prepared;
@@ -108,7 +107,8 @@ export async function commitRepair(
     await insertRepairWindow(trx, row);
     let count = 0;
     if (w.kind === 'transcribe') {
-      count = await insertWindowSegments(trx, row, segmentRows(row, recognised.get(i) ?? []));
+      const r = recognised.get(i);
+      count = await insertWindowSegments(trx, row, segmentRows(row, r?.segments ?? [], null, r?.clusterKeys));
     } else if (w.kind === 'keep' && w.keep) {
       count = await moveKeptSegments(trx, row, w.keep);
     }

@@ -1,8 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { Tx } from '../db/schema.ts';
 import { JobKind } from '../domain/status.ts';
 import { recordAudit } from '../jobs/audit-store.ts';
 import type { JobContext, JobDefinition } from '../jobs/job-definition.ts';
-import type { TranscriptSegment } from '../ports.ts';
 import { compensate } from '../storage/objects.ts';
 import { deleteMeetingAudio } from './audio-lifecycle.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -12,6 +12,7 @@ import { commitRepair } from './repair-commit.ts';
 import { decodeResized, loadRepair, prepare, Replan } from './repair-plan.ts';
 import { hasRepairWork } from './repair-rows.ts';
 import { stretchAudio } from './window-audio.ts';
+import { recogniseAudio, type Recognised } from './transcription.ts';
 import { payloadOf } from '../jobs/catalog.ts';
 
 /**
@@ -44,7 +45,7 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition<typeof JobKi
       const decoded = await decodeResized(deps, snapshot);
       try {
         const prepared = await prepare(deps, snapshot, decoded);
-        const recognised = new Map<number, TranscriptSegment[]>();
+        const recognised = new Map<number, Recognised>();
         for (const [i, w] of prepared.plan.create.entries()) {
           if (w.kind !== 'transcribe') continue;
           let wav: Buffer;
@@ -61,7 +62,14 @@ export function repairTimelineJob(deps: MeetingDeps): JobDefinition<typeof JobKi
             throw err;
           }
           const language = snapshot.meeting.language;
-          recognised.set(i, await deps.transcriber.transcribe({ wav, language, signal: ctx.signal }));
+          // W3: the re-cut window's clusters become the meeting's speakers, as a window's own do.
+          recognised.set(
+            i,
+            await recogniseAudio(deps, { id: randomUUID(), meeting_id: meetingId }, wav, {
+              language,
+              signal: ctx.signal,
+            }),
+          );
         }
         await deps.checkpoints.hit('repair-timeline.before-commit', { meetingId });
         const outcome = await settle(deps, ctx, meetingId, (trx) =>

@@ -96,20 +96,38 @@ async function recogniseSource(
     await deps.checkpoints.hit('storage.get', { windowIndex: source.window.index });
     wav = await deps.blobs.get(source.objectKey);
   }
-  // W3: a diarizing recogniser that takes reference clips is told who this meeting has heard.
+  return recogniseAudio(deps, source.window, wav, {
+    language: source.language,
+    vocabulary: source.vocabulary,
+    signal,
+  });
+}
+
+/**
+ * A stretch of a meeting's audio recognised, and (W3) its recogniser clusters made the meeting's
+ * speakers: a diarizing recogniser that takes reference clips is told who the meeting has heard.
+ * `window` names the stretch (its id keys clusters that hold only within one request); a repair
+ * gives the id of a window it is about to make.
+ */
+export async function recogniseAudio(
+  deps: MeetingDeps,
+  window: { id: string; meeting_id: string },
+  wav: Buffer,
+  opts: { language: string | null; vocabulary?: string[]; signal: AbortSignal },
+): Promise<Recognised> {
   const identity = deps.transcriber.speakerIdentity;
   const knownSpeakers =
-    identity === 'references' ? await knownSpeakersOf(deps.db, source.window.meeting_id) : undefined;
+    identity === 'references' ? await knownSpeakersOf(deps.db, window.meeting_id) : undefined;
   const segments = await deps.transcriber.transcribe({
     wav,
-    language: source.language,
-    signal,
-    vocabulary: source.vocabulary,
+    language: opts.language,
+    signal: opts.signal,
+    ...(opts.vocabulary ? { vocabulary: opts.vocabulary } : {}),
     ...(knownSpeakers ? { knownSpeakers } : {}),
   });
   const clusterKeys =
     identity && segments.some((s) => s.cluster !== undefined)
-      ? await clusterSpeakers(deps, source.window, segments, wav, identity)
+      ? await clusterSpeakers(deps, window, segments, wav, identity)
       : new Map<string, string>();
   return { segments, clusterKeys };
 }

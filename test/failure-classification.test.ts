@@ -241,12 +241,14 @@ void it('J6: an attempt that hangs past the job time limit is abandoned and retr
     ];
     h.spawnWorker({ VERBATIM_FAULTS: JSON.stringify(fault) });
     const id = await uploadMeeting(h, wav);
-    await waitForMeeting(h, id);
-    const rows = await attempts(h);
-    assert.deepEqual(
-      rows.filter((r) => r.status !== 'completed').map((r) => [r.status, r.error_code]),
-      [['retryable_failed', 'job.timeout']],
-    );
+    const meeting = await waitForMeeting(h, id);
+    assert.equal(meeting.status, 'complete');
+    assert.equal(meeting.windows.done, meeting.windows.total, 'the hung window was transcribed on its retry');
+    // The hung attempt is abandoned as job.timeout; under CI load another slow recognition may
+    // time out too (CI: two), and is retried the same way. No other failure.
+    const failed = (await attempts(h)).filter((r) => r.status !== 'completed');
+    assert.ok(failed.length >= 1, 'the hung attempt was abandoned');
+    for (const r of failed) assert.deepEqual([r.status, r.error_code], ['retryable_failed', 'job.timeout']);
   } finally {
     await h.close();
   }

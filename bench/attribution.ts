@@ -136,19 +136,23 @@ export async function attribution(): Promise<Attribution> {
       return run;
     };
     const runs: AttributionRun[] = [];
+    /** The speaker keyed `annKey` is named Ann, every other Bob. */
+    const nameAnnAndBob = async (meetingId: string, annKey: string) => {
+      for (const sp of await app.database.db
+        .selectFrom('speakers')
+        .select(['id', 'key'])
+        .where('meeting_id', '=', meetingId)
+        .execute())
+        await app.database.db
+          .updateTable('speakers')
+          .set({ display_name: sp.key === annKey ? 'Ann' : 'Bob' })
+          .where('id', '=', sp.id)
+          .execute();
+    };
 
     const s = await upload('stereo', stereo, true);
     // Name the channels as the people they are (what a user does once, W4).
-    for (const sp of await app.database.db
-      .selectFrom('speakers')
-      .select(['id', 'key'])
-      .where('meeting_id', '=', s.id)
-      .execute())
-      await app.database.db
-        .updateTable('speakers')
-        .set({ display_name: sp.key === 'channel:1' ? 'Ann' : 'Bob' })
-        .where('id', '=', sp.id)
-        .execute();
+    await nameAnnAndBob(s.id, 'channel:1');
     runs.push(await measure('stereo upload, 10 % bleed', s.id, s.transcribedS, true));
 
     const m = await upload('bot timeline', mono, false);
@@ -227,16 +231,7 @@ export async function attribution(): Promise<Attribution> {
       ['mic', micAudio],
       ['tab', bob],
     ]);
-    for (const sp of await app.database.db
-      .selectFrom('speakers')
-      .select(['id', 'key'])
-      .where('meeting_id', '=', two.id)
-      .execute())
-      await app.database.db
-        .updateTable('speakers')
-        .set({ display_name: sp.key === 'track:mic' ? 'Ann' : 'Bob' })
-        .where('id', '=', sp.id)
-        .execute();
+    await nameAnnAndBob(two.id, 'track:mic');
     const twoRun = await measure('live, two tracks, 10 % echo', two.id, two.transcribedS, true);
     twoRun.baseline = { label: 'the one-track live meeting', seconds: one.transcribedS };
     runs.push(oneRun, twoRun);

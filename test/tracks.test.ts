@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { dropEchoes, type EnergySpan } from '../src/domain/tracks.ts';
 import { encodeWav } from '../src/domain/wav.ts';
-import { ENERGY_STEP } from '../src/domain/timeline.ts';
+import { energyProfile } from '../src/domain/timeline.ts';
 import { conversationWav, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 import {
   coverage,
@@ -10,19 +10,11 @@ import {
   startChunkRecognizer,
   type ChunkRecognizer,
 } from './support/chunk-recognizer.ts';
-import { samplesOf, withBleed } from './support/channels.ts';
+import { conversationVoices, withBleed } from './support/channels.ts';
 
-/** A track's energy as the server keeps it: mean square per 10 ms step. */
+/** A track's energy as the server keeps it (per 10 ms step, src/domain/timeline.ts). */
 function spanOf(startMs: number, samples: Int16Array): EnergySpan {
-  const steps = Math.ceil(samples.length / ENERGY_STEP);
-  const energy = new Float32Array(steps);
-  for (let k = 0; k < steps; k++) {
-    let sum = 0;
-    const end = Math.min(samples.length, (k + 1) * ENERGY_STEP);
-    for (let i = k * ENERGY_STEP; i < end; i++) sum += samples[i]! * samples[i]!;
-    energy[k] = sum / Math.max(1, end - k * ENERGY_STEP);
-  }
-  return { startMs, lengthMs: (samples.length * 1000) / 16_000, energy };
+  return { startMs, lengthMs: (samples.length * 1000) / 16_000, energy: energyProfile(samples) };
 }
 
 const tone = (amp: number, n: number) =>
@@ -252,19 +244,13 @@ void describe('two tracks with speech (L25)', () => {
   void it('L25: the call’s voice leaking into the microphone is transcribed once, under the tab; each track is a speaker people can rename', async () => {
     // The user speaks first and third into the microphone; the call (the tab) second, and the
     // microphone hears the call through the speakers at 10 %.
-    const { wav, spans, sampleRate } = conversationWav([
+    const conversation = conversationWav([
       'The quarterly budget meeting will discuss the marketing plan.',
       'We decided to hire two engineers for the new project.',
       'Alice will send the report to the finance team by Friday.',
     ]);
-    const mix = samplesOf(wav);
-    const you = mix.slice();
-    const others = new Int16Array(mix.length);
-    const second = spans[1]!;
-    const from = Math.round((second.startMs / 1000) * sampleRate);
-    const to = Math.round((second.endMs / 1000) * sampleRate);
-    others.set(mix.subarray(from, to), from);
-    you.fill(0, from, to);
+    const { sampleRate } = conversation;
+    const { first: you, second: others, secondSpan: second } = conversationVoices(conversation);
     const micAudio = withBleed(you, others, 0.1);
     const size = 5 * sampleRate;
     const chunks = (x: Int16Array) => {

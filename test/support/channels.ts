@@ -36,6 +36,27 @@ export function samplesOf(wav: Buffer): Int16Array {
 }
 
 /**
+ * A two-person conversation's voices apart: the first and third utterances (`first`), the second
+ * (`second`), each silent where the other speaks; and where the second speaker talks.
+ */
+export function conversationVoices(conversation: {
+  wav: Buffer;
+  sampleRate: number;
+  spans: Array<{ startMs: number; endMs: number }>;
+}): { first: Int16Array; second: Int16Array; secondSpan: { startMs: number; endMs: number } } {
+  const { wav, spans, sampleRate } = conversation;
+  const mix = samplesOf(wav);
+  const first = mix.slice();
+  const second = new Int16Array(mix.length);
+  const secondSpan = spans[1]!;
+  const from = Math.round((secondSpan.startMs / 1000) * sampleRate);
+  const to = Math.round((secondSpan.endMs / 1000) * sampleRate);
+  second.set(mix.subarray(from, to), from);
+  first.fill(0, from, to);
+  return { first, second, secondSpan };
+}
+
+/**
  * A two-person conversation as a stereo WAV with 10 % bleed: the first and third utterances on the
  * left channel, the second on the right; and where the right channel's speaker talks.
  */
@@ -44,17 +65,9 @@ export function stereoConversation(conversation: {
   sampleRate: number;
   spans: Array<{ startMs: number; endMs: number }>;
 }): { wav: Buffer; second: { startMs: number; endMs: number } } {
-  const { wav, spans, sampleRate } = conversation;
-  const mix = samplesOf(wav);
-  const left = mix.slice();
-  const right = new Int16Array(mix.length);
-  const second = spans[1]!;
-  const from = Math.round((second.startMs / 1000) * sampleRate);
-  const to = Math.round((second.endMs / 1000) * sampleRate);
-  right.set(mix.subarray(from, to), from);
-  left.fill(0, from, to);
+  const { first: left, second: right, secondSpan } = conversationVoices(conversation);
   return {
-    wav: multichannelWav([withBleed(left, right, 0.1), withBleed(right, left, 0.1)], sampleRate),
-    second,
+    wav: multichannelWav([withBleed(left, right, 0.1), withBleed(right, left, 0.1)], conversation.sampleRate),
+    second: secondSpan,
   };
 }

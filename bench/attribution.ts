@@ -95,7 +95,12 @@ export async function attribution(): Promise<Attribution> {
 
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-attribution-'));
-  const config = loadConfig({ DATABASE_URL: db.url, VERBATIM_DATA_DIR: dataDir, VERBATIM_LOG_LEVEL: 'warn' });
+  const config = loadConfig({
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
+    VERBATIM_DATA_DIR: dataDir,
+    VERBATIM_LOG_LEVEL: 'warn',
+  });
   const app = await openApp(config, { logger: createLogger(config.logLevel, 'verbatim-bench') });
   const worker = await startAppWorker(app);
   const api = buildAppApi(app);

@@ -18,7 +18,8 @@ export async function closeOutLatency(samples: number): Promise<number[]> {
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-closeout-'));
   const config = loadConfig({
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_LOG_LEVEL: 'warn',
     VERBATIM_CLOSEOUT_GRACE_SECONDS: String(GRACE_S),

@@ -65,7 +65,8 @@ export async function killStorm(opts: {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-storm-'));
   const port = await freePort();
   const env: Record<string, string> = {
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_PORT: String(port),
     VERBATIM_LOG_LEVEL: 'warn',

@@ -133,7 +133,8 @@ export async function liveCaptions(): Promise<CaptionResult> {
     const db = await createTestDatabase();
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-captions-'));
     const config = loadConfig({
-      DATABASE_URL: db.url,
+      DATABASE_URL: db.appUrl,
+      VERBATIM_MIGRATION_DATABASE_URL: db.url,
       VERBATIM_DATA_DIR: dataDir,
       VERBATIM_LOG_LEVEL: 'warn',
       VERBATIM_DRAFTS: drafts ? 'on' : 'off',
@@ -314,7 +315,8 @@ export async function captionCapacity(meetings: number, seconds = 75): Promise<C
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-capacity-'));
   const config = loadConfig({
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     // error: a worker still busy when the step ends logs its connections being dropped with the database.
     VERBATIM_LOG_LEVEL: 'error',

@@ -62,7 +62,8 @@ export async function manyMeetings(opts: ManyMeetingsOptions): Promise<ManyMeeti
   try {
     await probe.connect();
     const config = loadConfig({
-      DATABASE_URL: db.url,
+      DATABASE_URL: db.appUrl,
+      VERBATIM_MIGRATION_DATABASE_URL: db.url,
       VERBATIM_DATA_DIR: dataDir,
       VERBATIM_LOG_LEVEL: 'warn',
       VERBATIM_TRANSCRIPTION_CONCURRENCY: String(opts.concurrency),

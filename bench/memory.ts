@@ -85,7 +85,8 @@ export async function memoryStep(minutes: number): Promise<MemoryStep> {
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-memory-'));
   const env: Record<string, string> = {
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_LOG_LEVEL: 'warn',
     VERBATIM_ASR: 'whisper',

@@ -109,7 +109,8 @@ export async function killToRerun(setting: RecoverySetting, samples: number): Pr
   }));
   const env: Record<string, string> = {
     ...setting.env,
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_LOG_LEVEL: 'warn',
     VERBATIM_FAULTS: JSON.stringify(faults),
@@ -117,9 +118,16 @@ export async function killToRerun(setting: RecoverySetting, samples: number): Pr
   };
   const probe = new pg.Client({ connectionString: db.url });
   const workers: WorkerProcess[] = [];
-  const app = await openApp(loadConfig({ DATABASE_URL: db.url, VERBATIM_DATA_DIR: dataDir }), {
-    logger: createLogger('warn', 'verbatim-bench'),
-  });
+  const app = await openApp(
+    loadConfig({
+      DATABASE_URL: db.appUrl,
+      VERBATIM_MIGRATION_DATABASE_URL: db.url,
+      VERBATIM_DATA_DIR: dataDir,
+    }),
+    {
+      logger: createLogger('warn', 'verbatim-bench'),
+    },
+  );
   try {
     await probe.connect();
     const workspaceId = await app.workspaces.createWorkspace('bench');

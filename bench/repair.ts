@@ -29,7 +29,8 @@ export async function repairLatency(samples: number): Promise<{ repair: number[]
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-repair-'));
   const config = loadConfig({
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_LOG_LEVEL: 'warn',
     VERBATIM_WINDOW_SECONDS: '20',

@@ -17,13 +17,27 @@ import os from 'node:os';
 import path from 'node:path';
 import { sql, type Insertable } from 'kysely';
 import type { SegmentsTable } from '../src/db/schema.ts';
-import { buildAppApi, openApp } from '../src/app.ts';
+import { buildAppApi, openApp, type App } from '../src/app.ts';
+import { Role } from '../src/domain/roles.ts';
+import { createInviteLink, redeemLink } from '../src/workspaces/sign-in.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { indexMeetingForSearch } from '../src/search/indexer.ts';
 import { createTestDatabase } from '../test/support/db.ts';
 
 const SEGMENT_MS = 5000;
+
+/** A person who joined the workspace by an invite link, with their session's secret. */
+async function joined(app: App, workspaceId: string, email: string, role: Role) {
+  const invite = await createInviteLink(app.people, workspaceId, role, null);
+  const signed = await redeemLink(app.people, {
+    token: invite.token,
+    email,
+    password: 'bench password 123',
+    address: null,
+  });
+  return { userId: signed.user.id, secret: signed.secret };
+}
 const WORDS_PER_SEGMENT = 12;
 
 export interface SearchBench {
@@ -39,6 +53,21 @@ export interface SearchBench {
   byKind: Array<{ kind: string; p50Ms: number; p95Ms: number; meanHits: number }>;
   /** The baseline: the same one-word lookups as a scan of the segments (ILIKE), as without the index. */
   scanP50Ms: number;
+  /** (n) with `perUser`: the same queries as a member who reads two thirds of the corpus. */
+  people?: PeopleBench;
+}
+
+/** (n) people: what per-user visibility and cookie sessions cost next to the workspace-wide key. */
+export interface PeopleBench {
+  /** Meetings the member may read (their own, shared with them, or the workspace's). */
+  visible: number;
+  memberP50Ms: number;
+  memberP95Ms: number;
+  /** GET /v1/meetings/{id}: by the bearer key, and by the member's session cookie. */
+  readKeyP50Ms: number;
+  readKeyP95Ms: number;
+  readCookieP50Ms: number;
+  readCookieP95Ms: number;
 }
 
 /** A small deterministic generator (mulberry32), so the corpus is the same every run. */
@@ -106,17 +135,27 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
 
-export async function searchBench(meetings = 2000, minutes = 60, queries = 200): Promise<SearchBench> {
+export async function searchBench(
+  meetings = 2000,
+  minutes = 60,
+  queries = 200,
+  opts: { perUser?: boolean } = {},
+): Promise<SearchBench> {
   // BENCH_SEARCH_DB: the URL of a corpus an earlier run kept (BENCH_SEARCH_KEEP=1), same meetings
   // and minutes: its text is generated again (for the phrases) but neither written nor indexed,
   // and the latest migrations are applied to it. For trying a query change in a minute, not for
   // the figures of record (its indexing time is not measured).
   const reuse = process.env.BENCH_SEARCH_DB;
   const db = reuse
-    ? { url: reuse, name: new URL(reuse).pathname.slice(1), drop: () => Promise.resolve() }
+    ? { url: reuse, appUrl: reuse, name: new URL(reuse).pathname.slice(1), drop: () => Promise.resolve() }
     : await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-search-'));
-  const config = loadConfig({ DATABASE_URL: db.url, VERBATIM_DATA_DIR: dataDir, VERBATIM_LOG_LEVEL: 'warn' });
+  const config = loadConfig({
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
+    VERBATIM_DATA_DIR: dataDir,
+    VERBATIM_LOG_LEVEL: 'warn',
+  });
   const app = await openApp(config, { logger: createLogger(config.logLevel, 'verbatim-bench') });
   const api = buildAppApi(app);
   await api.ready();
@@ -229,13 +268,15 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
       ['or', () => `${word(300, 3000)} or ${word(300, 3000)}`],
     ];
     const times: number[] = [];
+    const asked: string[] = [];
     const perKind = new Map<string, { ms: number[]; hits: number[] }>();
+    let headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
     const run = async (query: string) => {
       const started = performance.now();
       const res = await api.inject({
         method: 'GET',
         url: `/v1/search?q=${encodeURIComponent(query)}`,
-        headers: { authorization: `Bearer ${apiKey}` },
+        headers,
       });
       const ms = performance.now() - started;
       if (res.statusCode !== 200) throw new Error(`search "${query}": ${res.statusCode} ${res.body}`);
@@ -244,7 +285,9 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
     for (let i = 0; i < 10; i++) await run(kinds[i % kinds.length]![1]()); // warm-up, not counted
     for (let i = 0; i < queries; i++) {
       const [kind, make] = kinds[i % kinds.length]!;
-      const { ms, hits } = await run(make());
+      const query = make();
+      asked.push(query);
+      const { ms, hits } = await run(query);
       times.push(ms);
       const entry = perKind.get(kind) ?? { ms: [], hits: [] };
       entry.ms.push(ms);
@@ -252,6 +295,59 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
       perKind.set(kind, entry);
     }
     times.sort((a, b) => a - b);
+
+    // (n): the same queries, in the same order, as a member who may read two thirds of the corpus
+    // (a third private to someone else, a third shared with them, a third the workspace's), with
+    // the session cookie; and one meeting's read by key and by cookie.
+    let people: PeopleBench | undefined;
+    if (opts.perUser) {
+      const member = await joined(app, workspaceId, 'member@bench.example', Role.member);
+      const other = await joined(app, workspaceId, 'other@bench.example', Role.member);
+      await sql`update meetings set owner_user_id = ${other.userId}::uuid,
+                  visibility = case when (substr(title, 9)::int % 3) = 0 then 'private'
+                                    when (substr(title, 9)::int % 3) = 1 then 'shared' else 'workspace' end
+                where workspace_id = ${workspaceId}::uuid`.execute(database);
+      await sql`insert into meeting_shares (meeting_id, user_id, workspace_id)
+                select id, ${member.userId}::uuid, workspace_id from meetings
+                 where workspace_id = ${workspaceId}::uuid and visibility = 'shared'
+                on conflict do nothing`.execute(database);
+      await sql`analyze`.execute(database);
+      const visible = Math.round((meetings * 2) / 3);
+      const memberTimes: number[] = [];
+      headers = { cookie: `verbatim_session=${member.secret}` };
+      for (const query of asked.slice(0, 10)) await run(query); // warm-up, not counted
+      for (const query of asked) memberTimes.push((await run(query)).ms);
+      memberTimes.sort((a, b) => a - b);
+      const reads = async (h: Record<string, string>) => {
+        const ms: number[] = [];
+        for (let i = 0; i < 300 + 20; i++) {
+          const id = ids[(i * 3 + 2) % ids.length]!; // a workspace meeting: both may read it
+          const started = performance.now();
+          const res = await api.inject({ method: 'GET', url: `/v1/meetings/${id}`, headers: h });
+          if (res.statusCode !== 200) throw new Error(`read ${id}: ${res.statusCode} ${res.body}`);
+          if (i >= 20) ms.push(performance.now() - started);
+        }
+        return ms.sort((a, b) => a - b);
+      };
+      // Interleaved, so neither gets the warmer machine.
+      const byKey: number[] = [];
+      const byCookie: number[] = [];
+      for (let round = 0; round < 3; round++) {
+        byKey.push(...(await reads({ authorization: `Bearer ${apiKey}` })));
+        byCookie.push(...(await reads({ cookie: `verbatim_session=${member.secret}` })));
+      }
+      byKey.sort((a, b) => a - b);
+      byCookie.sort((a, b) => a - b);
+      people = {
+        visible,
+        memberP50Ms: percentile(memberTimes, 0.5),
+        memberP95Ms: percentile(memberTimes, 0.95),
+        readKeyP50Ms: percentile(byKey, 0.5),
+        readKeyP95Ms: percentile(byKey, 0.95),
+        readCookieP50Ms: percentile(byCookie, 0.5),
+        readCookieP95Ms: percentile(byCookie, 0.95),
+      };
+    }
     const scans: number[] = [];
     for (let i = 0; i < 10; i++) {
       const w = word(200, 3000);
@@ -262,6 +358,7 @@ export async function searchBench(meetings = 2000, minutes = 60, queries = 200):
     }
     scans.sort((a, b) => a - b);
     return {
+      ...(people ? { people } : {}),
       scanP50Ms: percentile(scans, 0.5),
       meetings,
       segments,

@@ -87,7 +87,8 @@ export async function verbatimWindows(
   try {
     await probe.connect();
     const config = loadConfig({
-      DATABASE_URL: db.url,
+      DATABASE_URL: db.appUrl,
+      VERBATIM_MIGRATION_DATABASE_URL: db.url,
       VERBATIM_DATA_DIR: dataDir,
       VERBATIM_LOG_LEVEL: 'warn',
       VERBATIM_TRANSCRIPTION_CONCURRENCY: String(concurrency),

@@ -43,7 +43,12 @@ export async function uploadSpeed(minutes = 10): Promise<UploadSpeed> {
 
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-upload-'));
-  const config = loadConfig({ DATABASE_URL: db.url, VERBATIM_DATA_DIR: dataDir, VERBATIM_LOG_LEVEL: 'warn' });
+  const config = loadConfig({
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
+    VERBATIM_DATA_DIR: dataDir,
+    VERBATIM_LOG_LEVEL: 'warn',
+  });
   const app = await openApp(config, { logger: createLogger(config.logLevel, 'verbatim-bench') });
   try {
     // The recogniser alone first, with nothing else running.

@@ -123,6 +123,8 @@ export interface History {
   botTrails?: string[];
   /** Windows that ended failed, with their reasons (for reading). */
   windowTrails?: string[];
+  /** Jobs still waiting or running after quiescence, with their last failures (for reading). */
+  jobTrails?: string[];
 }
 
 /** One try of a request and what it was answered: a status, or null for no answer at all. */

@@ -100,7 +100,20 @@ export async function observe(ctx: {
       `select meeting_id, index, failure_code, failure_message from windows
         where failure_code is not null and superseded_at is null order by meeting_id, index`,
     );
+    // Jobs left after quiescence: each with its tries and the last failure, to read a V3 (or the V1
+    // behind it) from the run's own output.
+    const jobTrails = await q<{ line: string }>(
+      `select format('job %s %s of meeting %s: %s tries, last %s: %s', j.kind, j.status, j.meeting_id,
+                     (select count(*) from job_attempts a where a.job_id = j.id),
+                     coalesce(l.status, '-'), left(coalesce(l.error_code || ' ' || l.error_message, '-'), 300)) as line
+         from jobs j
+         left join lateral (select a.status, a.error_code, a.error_message from job_attempts a
+                             where a.job_id = j.id and a.error_code is not null
+                             order by a.attempt_no desc limit 1) l on true
+        where j.status in ('pending', 'running') order by j.created_at limit 20`,
+    );
     return {
+      jobTrails: jobTrails.map((j) => j.line),
       botTrails,
       windowTrails: windowTrails.map(
         (w) =>
@@ -285,10 +298,31 @@ async function readBotTrails(q: Query, bots: BotWorld): Promise<string[]> {
       botTrails.push(
         `    ${at(h.received_at)} webhook ${h.id} bot ${h.bot_id ?? '-'} ${h.code ?? '-'} → ${h.outcome}`,
       );
-    for (const bot of bots.fake.bots().filter((b) => b.metadata['verbatim_recording'] === r.id))
+    for (const bot of bots.fake.bots().filter((b) => b.metadata['verbatim_recording'] === r.id)) {
       botTrails.push(
         `    provider bot ${bot.id}: ${bot.statusChanges.map((c) => `${c.code}@${c.created_at.slice(11, 23)}`).join(' ')}`,
       );
+      // Whether anything asked the provider about this bot (the back-fill of a lost `done` does).
+      const asked = bots.fake.requests.filter((q) => q.endpoint === 'retrieve' && q.path.includes(bot.id));
+      botTrails.push(`    provider bot ${bot.id}: retrieved ${asked.length} times`);
+    }
+    // The workspace's backstop, which back-fills a lost `done`: when it runs and who holds it.
+    const backstop = await q<{
+      next_run_at: Date;
+      last_run_at: Date | null;
+      lease_owner: string | null;
+      lease_expires_at: Date | null;
+    }>(
+      `select b.next_run_at, b.last_run_at, b.lease_owner, b.lease_expires_at
+         from bot_backstops b join bot_recordings r on r.workspace_id = b.workspace_id where r.id = $1`,
+      [r.id],
+    );
+    for (const b of backstop)
+      botTrails.push(
+        `    backstop: next ${at(b.next_run_at)}, last ${b.last_run_at ? at(b.last_run_at) : '-'}, ` +
+          `lease ${b.lease_owner ?? '-'} until ${b.lease_expires_at ? at(b.lease_expires_at) : '-'}`,
+      );
+    if (backstop.length === 0) botTrails.push('    backstop: none for its workspace');
   }
   return botTrails;
 }

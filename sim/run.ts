@@ -9,9 +9,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { openApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
+import { ensureAppLogin } from '../src/db/roles.ts';
 import { createLogger } from '../src/log.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { killIsolatedRunners } from '../test/support/harness.ts';
@@ -167,10 +171,10 @@ export async function simulate(opts: Options): Promise<RunResult> {
   /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
   const disruptions: number[] = [];
   try {
-    const dbUrl = await createSimDatabase(cluster.url);
-    dbUrlOfRun = dbUrl;
+    const { ownerUrl: dbUrl, appUrl } = await createSimDatabase(cluster.url);
+    dbUrlOfRun = appUrl;
     const env = serviceEnv({
-      dbUrl,
+      urls: { ownerUrl: dbUrl, appUrl },
       dataDir,
       speechUrl: recognizer.url,
       chatUrl: chat.url,
@@ -259,6 +263,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       violations,
       healS,
       schedule,
+      members,
     });
     if (violations.length > 0) {
       keepForLooking = opts.keep;
@@ -373,14 +378,15 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 
 /** The service's settings in the simulation: every wait scaled down, the fakes as its providers. */
 function serviceEnv(o: {
-  dbUrl: string;
+  urls: { ownerUrl: string; appUrl: string };
   dataDir: string;
   speechUrl: string;
   chatUrl: string;
   bots: Record<string, string>;
 }): Record<string, string> {
   return {
-    DATABASE_URL: o.dbUrl,
+    DATABASE_URL: o.urls.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: o.urls.ownerUrl,
     VERBATIM_DATA_DIR: o.dataDir,
     VERBATIM_LOG_LEVEL: 'warn',
     VERBATIM_EGRESS_ALLOW: '127.0.0.0/8',
@@ -441,8 +447,22 @@ async function report(r: {
   violations: Violation[];
   healS: number;
   schedule: string[];
+  members: Member[];
 }): Promise<void> {
-  const { opts, counts, history, work, recognizer, chat, receiver, dbUrl, violations, healS, schedule } = r;
+  const {
+    opts,
+    counts,
+    history,
+    work,
+    recognizer,
+    chat,
+    receiver,
+    dbUrl,
+    violations,
+    healS,
+    schedule,
+    members,
+  } = r;
   // The table.
   say('\nfaults injected');
   let total = 0;
@@ -506,6 +526,8 @@ async function report(r: {
     for (const v of violations.slice(0, 40)) say(`  ${v.invariant} ${v.subject}: ${v.detail}`);
     for (const line of history.botTrails ?? []) say(`  ${line}`);
     for (const line of history.windowTrails ?? []) say(`  ${line}`);
+    for (const line of history.jobTrails ?? []) say(`  ${line}`);
+    for (const line of logLinesAbout(members, history.botTrails ?? [])) say(`  ${line}`);
     say('fault schedule:');
     for (const line of schedule) say(`  ${line}`);
   }
@@ -550,6 +572,28 @@ function endMembers(members: Member[]): void {
       m.proc.proc.kill('SIGKILL');
     }
   }
+}
+
+/**
+ * On a failure with unsettled bot recordings: the processes' log lines that name one of them or
+ * its bot, and the bot backstop's own complaints (the last 30), so a CI log can be read without
+ * a replay.
+ */
+function logLinesAbout(members: Member[], botTrails: string[]): string[] {
+  const ids = new Set<string>();
+  for (const line of botTrails) {
+    const m = /^bot recording ([^:\s]+): \S+, bot ([^,\s]+)/.exec(line);
+    if (m) for (const id of [m[1]!, m[2]!]) if (id !== '(none)') ids.add(id);
+  }
+  if (ids.size === 0) return [];
+  const found: string[] = [];
+  for (const m of members) {
+    const text = `${m.earlier}\n${m.proc?.output() ?? ''}`;
+    for (const line of text.split('\n'))
+      if ([...ids].some((id) => line.includes(id)) || /bot-backstops|bot backstop|back-fill/.test(line))
+        found.push(`${m.name}: ${line.slice(0, 400)}`);
+  }
+  return ['process log lines about them:', ...found.slice(-30)];
 }
 
 /** --logs DIR: every process's output, its earlier starts included, to read a failure. */
@@ -692,12 +736,31 @@ async function registerWebhooks(
 }
 
 /** The run's database on the cluster; its URL. */
-async function createSimDatabase(clusterUrl: string): Promise<string> {
+/**
+ * The run's database, migrated by the superuser (the owner), and the login the service connects
+ * with: one that owns nothing, as an installation should (S10; the cluster trusts local logins).
+ */
+async function createSimDatabase(clusterUrl: string): Promise<{ ownerUrl: string; appUrl: string }> {
   const admin = new pg.Client({ connectionString: clusterUrl });
   await admin.connect();
-  await admin.query('create database sim');
-  await admin.end();
-  return clusterUrl.replace(/\/postgres$/, '/sim');
+  try {
+    await admin.query('create database sim');
+    const ownerUrl = clusterUrl.replace(/\/postgres$/, '/sim');
+    const db = new Kysely<unknown>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: ownerUrl, max: 2 }) }),
+    });
+    try {
+      await migrateToLatest(db, ownerUrl);
+    } finally {
+      await db.destroy();
+    }
+    await ensureAppLogin(admin, 'verbatim_app', randomBytes(24).toString('base64url'));
+    const app = new URL(ownerUrl);
+    app.username = 'verbatim_app';
+    return { ownerUrl, appUrl: app.toString() };
+  } finally {
+    await admin.end();
+  }
 }
 
 /** The clients' scenarios, started across the first 80% of the fault phase; `done` as each ends. */

@@ -16,13 +16,18 @@ import { importBotSpeakersJob } from './bots/bot-speakers.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
 import { SharedProviderHolds } from './adapters/provider-hold-store.ts';
 import type { RetryAfterHolds } from './adapters/provider-http.ts';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
 import { buildApi } from './api/server.ts';
 import { Checkpoints } from './checkpoints.ts';
 import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/connect.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.ts';
 import { migrateToLatest } from './db/migrate.ts';
+import { describeLogin, loginIsPrivileged } from './db/roles.ts';
 import { assertTenantRole } from './db/tenant.ts';
+import { checkSecretKey } from './secrets/key-check.ts';
+import { secretBoxOf } from './secrets/secret-box.ts';
 import { assertNever } from './domain/errors.ts';
 import { Consumer, JobKind } from './domain/status.ts';
 import type { JobDefinition } from './jobs/job-definition.ts';
@@ -44,6 +49,11 @@ import { SearchStore } from './search/search-store.ts';
 import { startWorker, type WorkerHandle } from './worker/worker.ts';
 import { makePrivateDir } from './storage/private-dir.ts';
 import { PgWorkspaceStore } from './workspaces/pg-workspace-store.ts';
+import { PgPeopleStore } from './workspaces/people-store.ts';
+import { SsoClient } from './workspaces/sso.ts';
+import { InviteMailer } from './workspaces/invite-mail.ts';
+import { recordAudit } from './workspaces/audit.ts';
+import type { PeopleDeps } from './workspaces/sign-in.ts';
 
 export interface AppOverrides {
   transcriber?: Transcriber;
@@ -58,24 +68,70 @@ export interface App {
   deps: MeetingDeps;
   sweeps: PgJobSweeps;
   workspaces: PgWorkspaceStore;
+  /** U1–U3: people, sessions and links. */
+  people: PeopleDeps;
   close(): Promise<void>;
+}
+
+/** Runs the migrations as the owner, on a connection of its own that ends with them. */
+async function migrateWith(ownerUrl: string): Promise<void> {
+  const db = new Kysely<unknown>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: ownerUrl, max: 2 }) }),
+  });
+  try {
+    await migrateToLatest(db, ownerUrl);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/**
+ * S10: a login that is a superuser, bypasses row-level security or owns the schema could leave the
+ * app's roles (SET ROLE NONE): said once at start, and in the health report (docs/security.md).
+ */
+async function warnOfPrivilegedLogin(db: DatabaseHandle['db'], log: Logger, quiet: boolean): Promise<void> {
+  const role = await describeLogin(db);
+  if (quiet || !loginIsPrivileged(role)) return;
+  log.warn(
+    { login: role.login, superuser: role.superuser, bypassRls: role.bypassRls, owns: role.owns },
+    "the app's database login can leave its roles (a superuser, BYPASSRLS, or the schema's owner): give DATABASE_URL a login that owns nothing and VERBATIM_MIGRATION_DATABASE_URL the owner (docs/security.md, Database roles)",
+  );
 }
 
 export async function openApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const log = overrides.logger ?? createLogger(config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
-  let connectionString = config.databaseUrl;
-  if (!connectionString) {
+  let connectionString: string;
+  if (!config.databaseUrl) {
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort }, log);
-    connectionString = embedded.connectionString;
-  } else if (config.storage.kind === 'local') {
-    // S6: the embedded start makes the data dir private itself (0710 for its postgres user as root).
-    await makePrivateDir(config.dataDir);
+    // S10: the superuser runs the migrations; the app connects as its own login, which owns nothing.
+    try {
+      await migrateWith(embedded.connectionString);
+      connectionString = await embedded.appLogin();
+    } catch (err) {
+      await embedded.stop();
+      throw err;
+    }
+  } else {
+    if (config.storage.kind === 'local') {
+      // S6: the embedded start makes the data dir private itself (0710 for its postgres user as root).
+      await makePrivateDir(config.dataDir);
+    }
+    connectionString = config.databaseUrl;
+    // An isolated job's runner is started by a worker that has migrated already (J20).
+    if (!config.isolatedRun) await migrateWith(config.migrationDatabaseUrl ?? connectionString);
   }
   const database = openDatabase(connectionString, log, 10, config.idleTransactionMs);
-  await migrateToLatest(database.db as never, connectionString);
-  // S10: every API request switches to the tenant role; a user that may not is told at start.
-  await assertTenantRole(database.db);
+  try {
+    // S10: every API request switches to the tenant role; a login that may not is told at start.
+    await assertTenantRole(database.db);
+    await warnOfPrivilegedLogin(database.db, log, config.isolatedRun !== null);
+    await checkSecretKey(database.db, secretBoxOf(config), log);
+  } catch (err) {
+    await database.close();
+    if (embedded) await embedded.stop();
+    throw err;
+  }
   // B2: staged cleanup rows are committed on their own short transactions, often while a request's
   // own transaction is open; a separate small pool means they never wait for that pool to drain.
   const staging = openDatabase(connectionString, log, 4, config.idleTransactionMs);
@@ -137,6 +193,14 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     deps,
     sweeps,
     workspaces: new PgWorkspaceStore(database.db),
+    people: {
+      people: new PgPeopleStore(database.db),
+      sessions: config.sessions,
+      sso: new SsoClient(config.sso),
+      mailer: new InviteMailer(config.mail, log),
+      audit: (entries) => recordAudit(database.db, log, entries),
+      log,
+    },
     close: async () => {
       await draftTranscriber.close?.();
       await staging.close();
@@ -194,6 +258,7 @@ export function buildAppApi(app: App) {
   return buildApi({
     deps: app.deps,
     workspaces: app.workspaces,
+    people: app.people,
     log: app.log,
     connectionString: app.database.connectionString,
   });

@@ -31,6 +31,7 @@ export const CHECKPOINT_CATALOG = {
   'storage.staged': { simulated: true },
   'storage.written': { simulated: true },
   'transcribe-window.before-commit': { simulated: true },
+  'transcribe-window.before-close-out-start': { simulated: true },
   // Not a step of any piece of work.
   'worker.started': { simulated: false },
 } as const satisfies Record<string, { simulated: boolean }>;

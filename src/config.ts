@@ -171,7 +171,12 @@ export const SETTINGS = {
     databaseUrl: setting({
       env: 'DATABASE_URL',
       kind: optionalText('URL'),
-      help: 'Postgres URL; empty starts an embedded Postgres',
+      help: "Postgres URL of the app's login role (one that owns nothing: docs/security.md, Database roles); empty starts an embedded Postgres",
+    }),
+    migrationDatabaseUrl: setting({
+      env: 'VERBATIM_MIGRATION_DATABASE_URL',
+      kind: optionalText('URL'),
+      help: 'Postgres URL of the role that owns the schema and runs the migrations at start; empty: DATABASE_URL (S10)',
     }),
     dataDir: setting({
       env: 'VERBATIM_DATA_DIR',
@@ -209,6 +214,12 @@ export const SETTINGS = {
       kind: seconds(0),
       default: '30',
       help: 'a database session idle inside a transaction this long (a paused process holding locks) is ended by Postgres; 0 = never',
+    }),
+    /** U7: seals the secrets kept in the database (src/secrets/secret-box.ts). */
+    secretKey: setting({
+      env: 'VERBATIM_SECRET_KEY',
+      kind: optionalText('secret'),
+      help: 'the 32-byte key (64 hex digits or base64) that seals webhook signing secrets in the database; empty: one made in the data dir (`secret-key`). Every process must have the same (U7)',
     }),
     /** S9: what /metrics requires as `Authorization: Bearer`; null: /metrics is off. */
     metricsToken: setting({
@@ -367,6 +378,119 @@ export const SETTINGS = {
         kind: seconds(0.05),
         default: '60',
         help: 'the period the rate limits count over, per API process (S7)',
+      }),
+    },
+  }),
+
+  ...group('People and sign-in', {
+    /** U3: src/workspaces/sessions.ts. */
+    sessions: {
+      idleMs: setting({
+        env: 'VERBATIM_SESSION_IDLE_HOURS',
+        kind: duration('hours', { min: 0.01 }),
+        default: '168',
+        help: 'a browser session unused this long is signed out (U3)',
+      }),
+      maxMs: setting({
+        env: 'VERBATIM_SESSION_MAX_DAYS',
+        kind: duration('days', { min: 0.001 }),
+        default: '30',
+        help: 'a browser session ends this long after its sign-in, used or not (U3)',
+      }),
+      setupLinkMs: setting({
+        env: 'VERBATIM_SETUP_LINK_HOURS',
+        kind: duration('hours', { min: 0.01 }),
+        default: '24',
+        help: 'how long the first owner’s setup link and an invite link stay valid (U2)',
+      }),
+      maxFailures: setting({
+        env: 'VERBATIM_SIGN_IN_MAX_FAILURES',
+        kind: wholeNumber({ min: 1 }),
+        default: '5',
+        help: 'wrong passwords for one email before it is locked out; each further one doubles the lock (U2)',
+      }),
+      lockoutMs: setting({
+        env: 'VERBATIM_SIGN_IN_LOCKOUT_SECONDS',
+        kind: seconds(0.05),
+        default: '900',
+        help: 'the first lockout after the failures above; answered 429 with `Retry-After` (U2)',
+      }),
+    },
+    /** U6: src/workspaces/pg-workspace-store.ts createApiKey. */
+    maxActiveKeys: setting({
+      env: 'VERBATIM_MAX_API_KEYS',
+      kind: wholeNumber({ min: 1 }),
+      default: '100',
+      help: 'most active (unrevoked, unexpired) API keys a workspace may hold; one more is refused with 409 `api_key.limit` (U6)',
+    }),
+    /** U9: invites by email (src/workspaces/invite-mail.ts); without an SMTP server, links to copy. */
+    mail: {
+      smtpUrl: setting({
+        env: 'VERBATIM_SMTP_URL',
+        kind: optionalText('URL'),
+        help: 'SMTP server for invite emails: smtp://user:password@host:587 (STARTTLS when offered) or smtps://…:465; empty: invites are links to copy (U9)',
+      }),
+      from: setting({
+        env: 'VERBATIM_SMTP_FROM',
+        kind: text('address'),
+        default: 'Verbatim <verbatim@localhost>',
+        help: 'the From address of invite emails (U9)',
+      }),
+      publicUrl: setting({
+        env: 'VERBATIM_PUBLIC_URL',
+        kind: optionalText('URL'),
+        help: 'the web app’s address in emailed links (https://notes.example.com); empty: the address the inviting request came to (U9)',
+      }),
+      timeoutMs: setting({
+        env: 'VERBATIM_SMTP_TIMEOUT_SECONDS',
+        kind: seconds(0.1),
+        default: '10',
+        help: 'how long an invite email may take to connect and send before the invite is answered without it (U9)',
+      }),
+    },
+    /** U2: single sign-on with an OpenID Connect provider (src/workspaces/sso.ts). */
+    sso: {
+      issuer: setting({
+        env: 'VERBATIM_OIDC_ISSUER',
+        kind: optionalText('URL'),
+        help: 'the OpenID Connect provider’s issuer URL (Keycloak realm, Authentik, Google, Entra ID); empty: no single sign-on (U2)',
+      }),
+      clientId: setting({
+        env: 'VERBATIM_OIDC_CLIENT_ID',
+        kind: text('text'),
+        help: 'the client id Verbatim has at the provider (U2)',
+      }),
+      clientSecret: setting({
+        env: 'VERBATIM_OIDC_CLIENT_SECRET',
+        kind: text('secret'),
+        help: 'that client’s secret; sent with `client_secret_basic` (U2)',
+      }),
+      redirectUrl: setting({
+        env: 'VERBATIM_OIDC_REDIRECT_URL',
+        kind: optionalText('URL'),
+        help: 'the callback URL registered at the provider, ending in `/v1/auth/oidc/callback`; empty: this server’s own address as the browser reached it (U2)',
+      }),
+      allowedDomains: setting({
+        env: 'VERBATIM_OIDC_ALLOWED_DOMAINS',
+        kind: commaList('email domains', { lowercase: true }),
+        help: 'a first sign-in with a verified email in one of these domains makes the account; others need an account first (U2)',
+      }),
+      workspaceId: setting({
+        env: 'VERBATIM_OIDC_WORKSPACE',
+        kind: optionalText('workspace id'),
+        help: 'the workspace an account made at its first sign-in joins; empty: the oldest workspace (U2)',
+      }),
+      newMemberRole: setting({
+        env: 'VERBATIM_OIDC_ROLE',
+        kind: oneOf(['member', 'viewer'] as const),
+        default: 'member',
+        help: 'the role of an account made at its first sign-in (U2)',
+      }),
+      label: setting({
+        env: 'VERBATIM_OIDC_LABEL',
+        kind: text('text'),
+        default: 'single sign-on',
+        help: 'what the sign-in page’s button calls the provider (U2)',
       }),
     },
   }),
@@ -875,6 +999,19 @@ function givenSettingsOf(env: Env): Record<string, string> {
 export function loadConfig(env: Env = process.env): Config {
   const config: Config = { ...parseSettings(SETTINGS, env), givenSettings: givenSettingsOf(env) };
   // Rules between settings; a rule about one setting is in its kind.
+  for (const [value, name, schemes] of [
+    [config.mail.smtpUrl, SETTINGS.mail.smtpUrl.env, ['smtp:', 'smtps:']],
+    [config.mail.publicUrl, SETTINGS.mail.publicUrl.env, ['http:', 'https:']],
+  ] as const) {
+    let protocol: string | null = null;
+    try {
+      protocol = value === null ? null : new URL(value).protocol;
+    } catch {
+      protocol = '';
+    }
+    if (protocol !== null && !(schemes as readonly string[]).includes(protocol))
+      throw new ConfigError(`${name} must be a ${schemes.map((s) => s.slice(0, -1)).join(' or ')} URL`);
+  }
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError(`${SETTINGS.heartbeatMs.env} must be shorter than ${SETTINGS.leaseMs.env}`);
   }

@@ -19,21 +19,23 @@ void it('J5: the close-out’s completion commits the meeting’s transition, it
     env: { VERBATIM_CLOSEOUT_MAX_ERRORS: '20' },
   });
   const db = h.app.database.db;
+  // The probe changes the schema: as the owner (the app's role may not, S10).
+  const owner = h.db.owner();
   try {
     // The outbox refuses the meeting's completion event while the probe is armed: the last write of
     // the completing transaction fails, after the meeting's transition and its audit row were made.
-    await sql`create table j5_probe (armed boolean not null)`.execute(db);
-    await sql`insert into j5_probe values (true)`.execute(db);
-    await sql`grant select on j5_probe to public`.execute(db);
+    await sql`create table j5_probe (armed boolean not null)`.execute(owner);
+    await sql`insert into j5_probe values (true)`.execute(owner);
+    await sql`grant select on j5_probe to public`.execute(owner);
     await sql`create function j5_refuse() returns trigger language plpgsql as $$
       begin
         if new.event_type = ${sql.lit(EventType.meetingCompleted)} and (select armed from j5_probe) then
           raise exception 'J5 probe: the outbox refuses this event';
         end if;
         return new;
-      end $$`.execute(db);
+      end $$`.execute(owner);
     await sql`create trigger j5_refuse before insert on outbox
-      for each row execute function j5_refuse()`.execute(db);
+      for each row execute function j5_refuse()`.execute(owner);
 
     h.spawnWorker();
     const id = await uploadMeeting(h, wav);
@@ -80,7 +82,7 @@ void it('J5: the close-out’s completion commits the meeting’s transition, it
     assert.equal(events.length, 0);
 
     // Disarmed, the retried close-out completes everything once.
-    await sql`update j5_probe set armed = false`.execute(db);
+    await sql`update j5_probe set armed = false`.execute(owner);
     await waitForMeeting(h, id);
     const after = await db
       .selectFrom('outbox')

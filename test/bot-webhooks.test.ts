@@ -65,7 +65,10 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
   });
 
   /** A pending recording of a 30-minute meeting starting in `startsInMinutes`. */
-  async function pendingRecording(startsInMinutes: number): Promise<string> {
+  async function pendingRecording(
+    startsInMinutes: number,
+    ownerUserId: string | null = null,
+  ): Promise<string> {
     const id = randomUUID();
     const joinAt = new Date(Date.now() + startsInMinutes * MINUTE);
     await h.app.database.db
@@ -78,13 +81,16 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
         ends_at: new Date(joinAt.getTime() + 30 * MINUTE),
         title: 'Weekly sync',
         status: 'pending',
+        owner_user_id: ownerUserId,
       })
       .execute();
     return id;
   }
 
-  async function scheduledRecording(): Promise<{ id: string; botId: string }> {
-    const id = await pendingRecording(30);
+  async function scheduledRecording(
+    ownerUserId: string | null = null,
+  ): Promise<{ id: string; botId: string }> {
+    const id = await pendingRecording(30, ownerUserId);
     const botId = await scheduleRecording(deps, id);
     assert.ok(botId);
     return { id, botId };
@@ -119,8 +125,14 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
   const statusOf = async (id: string) =>
     h.app.database.db.selectFrom('bot_recordings').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 
-  void it('R7: joining → recording → done → processing → audio imported → transcript → complete; late, unknown and replayed webhooks change nothing', async () => {
-    const { id, botId } = await scheduledRecording();
+  void it('R7/U4: joining → recording → done → processing → audio imported → transcript → complete, the meeting owned by who asked for the bot; late, unknown and replayed webhooks change nothing', async () => {
+    // U4: the person who asked for the bot (here set on the row; test/people.test.ts asks through the API).
+    const asker = randomUUID();
+    await h.app.database.db
+      .insertInto('users')
+      .values({ id: asker, email: `${asker}@example.com`, name: 'Asker', password_hash: null })
+      .execute();
+    const { id, botId } = await scheduledRecording(asker);
     assert.equal((await send(botId, 'joining_call')).outcome, 'applied');
     assert.equal((await statusOf(id)).status, 'joining');
     const recording = await send(botId, 'in_call_recording');
@@ -144,6 +156,7 @@ void describe('provider webhooks and the bot recording lifecycle', () => {
     const meeting = (await h.request('GET', `/v1/meetings/${done.meeting_id}`)).json;
     assert.equal(meeting.status, 'complete');
     assert.equal(meeting.source, 'bot');
+    assert.equal(meeting.ownerUserId, asker);
     const text = (
       await h.request('GET', `/v1/meetings/${done.meeting_id}/transcript?format=txt`)
     ).text.toLowerCase();

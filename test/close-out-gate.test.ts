@@ -1,13 +1,14 @@
-// The close-out gate (issue 34, scope 3): the decision is one pure function, and the window hot path
-// applies it under the meeting's lock, so of many last windows committing at once exactly one
-// starts the close-out.
+// The close-out gate (issue 34, scope 3): the decision is one pure function; the window hot path's
+// commit statement reads its facts under the meeting's lock and the close-out starts after it when
+// they let it, so of many last windows committing at once exactly one starts the close-out, and a
+// start lost to a crash between the two is the sweep's.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { it } from 'node:test';
 import { decideCloseOutStart } from '../src/domain/close-out-gate.ts';
 import { JobKind } from '../src/domain/status.ts';
 import { createJob } from '../src/jobs/catalog.ts';
-import { startCloseOutIfSettled } from '../src/meetings/close-out-start.ts';
+import { startCloseOutAfterCommit, startLostCloseOuts } from '../src/meetings/close-out-start.ts';
 import { completeWindowAttemptStatement } from '../src/meetings/window-rows.ts';
 import { startHarness } from './support/harness.ts';
 
@@ -85,14 +86,13 @@ void it('J5/J19: of the last windows of a meeting committed at once through the 
       }
       const outcomes = await Promise.all(
         handles.map((handle, i) =>
-          deps.jobs.runFencedStatement(
-            handle,
-            (ids) =>
+          deps.jobs
+            .runFencedStatementAlone(handle, (ids) =>
               completeWindowAttemptStatement(ids, `worker:${i}`, [
                 { seq: 0, start_ms: 0, end_ms: 500, text: 'w' },
               ]),
-            (trx, [row]) => startCloseOutIfSettled(deps, trx, meetingId, `worker:${i}`, row?.facts ?? null),
-          ),
+            )
+            .then(([row]) => startCloseOutAfterCommit(deps, meetingId, `worker:${i}`, row?.facts ?? null)),
         ),
       );
       assert.deepEqual(
@@ -122,6 +122,83 @@ void it('J5/J19: of the last windows of a meeting committed at once through the 
         { from_status: 'processing', to_status: 'finalizing', reason: 'every window settled' },
       ]);
     }
+  } finally {
+    await h.close();
+  }
+});
+
+void it('J5: the sweep starts a lost close-out: a processing meeting with every window settled and its windows cut, not one with a window pending or a split still cutting', async () => {
+  const h = await startHarness();
+  try {
+    const deps = h.app.deps;
+    const meeting = async (title: string, cut: boolean, windowStatus: 'transcribed' | 'pending' | null) => {
+      const id = randomUUID();
+      await deps.db
+        .insertInto('meetings')
+        .values({
+          id,
+          workspace_id: h.workspaceId,
+          source: 'upload',
+          title,
+          status: 'processing',
+          window_ms: 1000,
+          windows_cut_at: cut ? new Date() : null,
+        })
+        .execute();
+      if (windowStatus) {
+        await deps.db
+          .insertInto('windows')
+          .values({
+            id: randomUUID(),
+            workspace_id: h.workspaceId,
+            meeting_id: id,
+            index: 0,
+            start_ms: 0,
+            end_ms: 1000,
+            status: windowStatus,
+          })
+          .execute();
+      }
+      if (!cut) {
+        await deps.db
+          .transaction()
+          .execute((trx) =>
+            createJob(
+              deps,
+              trx,
+              JobKind.splitRecording,
+              { meetingId: id },
+              { workspaceId: h.workspaceId },
+              'test',
+            ),
+          );
+      }
+      return id;
+    };
+    const lost = await meeting('lost', true, 'transcribed');
+    const pending = await meeting('pending', true, 'pending');
+    const cutting = await meeting('cutting', false, 'transcribed');
+    assert.equal(await startLostCloseOuts(deps, 'sweep:test'), 1);
+    const statuses = await deps.db
+      .selectFrom('meetings')
+      .select(['title', 'status'])
+      .where('id', 'in', [lost, pending, cutting])
+      .orderBy('title')
+      .execute();
+    assert.deepEqual(statuses, [
+      { title: 'cutting', status: 'processing' },
+      { title: 'lost', status: 'finalizing' },
+      { title: 'pending', status: 'processing' },
+    ]);
+    // Asked again, nothing more starts: the close-out is started once.
+    assert.equal(await startLostCloseOuts(deps, 'sweep:test'), 0);
+    const closeOuts = await deps.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('meeting_id', '=', lost)
+      .where('kind', '=', JobKind.closeOutMeeting)
+      .execute();
+    assert.equal(closeOuts.length, 1);
   } finally {
     await h.close();
   }

@@ -101,6 +101,45 @@ for (const checkpoint of ['transcribe-window.after-claim', 'transcribe-window.be
   });
 }
 
+void it("J5: a worker SIGKILLed between its last window's commit and the close-out start: the sweep starts the close-out, once", async () => {
+  const h = await startHarness();
+  try {
+    const faults = JSON.stringify([
+      { at: 'transcribe-window.before-close-out-start', action: 'kill', times: 1 },
+    ]);
+    const sup = supervise(h, { VERBATIM_FAULTS: faults });
+    const id = await uploadMeeting(h, wav);
+    const meeting = await waitForMeeting(h, id);
+    await sup.stop();
+    assert.equal(meeting.status, 'complete');
+    assert.equal(sup.starts(), 2, 'the worker was killed once, after the commit');
+    await assertOneTranscriptPerWindow(h, id);
+    const attempts = await h.app.database.db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select('job_attempts.status')
+      .where('jobs.meeting_id', '=', id)
+      .where('jobs.kind', '=', 'transcribe-window')
+      .execute();
+    assert.ok(
+      attempts.every((a) => a.status === 'completed'),
+      'no window was attempted again',
+    );
+    const moves = await h.app.database.db
+      .selectFrom('audit_events')
+      .select(['to_status', 'actor'])
+      .where('subject_id', '=', id)
+      .where('from_status', '=', 'processing')
+      .execute();
+    assert.equal(moves.length, 1, 'processing was left once');
+    assert.equal(moves[0]!.to_status, 'finalizing');
+    assert.match(moves[0]!.actor, /sweep/, 'the sweep started it, the killed worker could not');
+    await assertNoTokenLeaks(h);
+  } finally {
+    await h.close();
+  }
+});
+
 void it('A2/J3: a worker SIGSTOPped past its lease can neither commit, renew nor fail once resumed', async () => {
   const h = await startHarness();
   try {

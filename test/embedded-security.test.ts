@@ -10,10 +10,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
+import pg from 'pg';
 import { openApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { LEGACY_PASSWORD } from '../src/db/embedded.ts';
 import { isPortFree } from '../src/db/embedded-files.ts';
+import { describeLogin, loginIsPrivileged } from '../src/db/roles.ts';
 import { createLogger } from '../src/log.ts';
 import { spawnVerbatim } from './support/harness.ts';
 
@@ -78,6 +80,27 @@ async function ensureOtherUser(): Promise<void> {
   if ((await run(null, 'id', ['-u', OTHER_USER])).code === 0) return;
   const made = await run(null, 'useradd', ['-M', '-s', '/usr/sbin/nologin', OTHER_USER]);
   assert.equal(made.code, 0, made.out);
+}
+
+/** A statement as the embedded superuser (the app's own login may not read the server's files). */
+async function superuserQuery<R extends pg.QueryResultRow>(
+  dataDir: string,
+  text: string,
+  port = Number(fs.readFileSync(path.join(dataDir, 'pg-port'), 'utf8')),
+): Promise<pg.QueryResult<R>> {
+  const client = new pg.Client({
+    host: '127.0.0.1',
+    port,
+    user: 'postgres',
+    password: fs.readFileSync(path.join(dataDir, 'pg-password'), 'utf8').trim(),
+    database: 'verbatim',
+  });
+  await client.connect();
+  try {
+    return await client.query<R>(text);
+  } finally {
+    await client.end();
+  }
 }
 
 function modeOf(file: string): string {
@@ -158,11 +181,13 @@ void it(
       assert.match(read.out, /Permission denied/);
     }
 
-    const settings = await appA.database.pool.pool.query<{ listen: string; encryption: string }>(
+    const settings = await superuserQuery<{ listen: string; encryption: string }>(
+      dirA,
       "select current_setting('listen_addresses') as listen, current_setting('password_encryption') as encryption",
     );
     assert.deepEqual(settings.rows[0], { listen: '127.0.0.1', encryption: 'scram-sha-256' });
-    const hba = await appA.database.pool.pool.query<{ type: string; auth_method: string }>(
+    const hba = await superuserQuery<{ type: string; auth_method: string }>(
+      dirA,
       'select type, auth_method from pg_hba_file_rules order by line_number',
     );
     assert.deepEqual(
@@ -221,7 +246,44 @@ void it('S6: two instances with different data dirs run side by side', async () 
   );
   assert.equal(Number(port.rows[0]?.port), portB);
   assert.ok((await names(appB)).includes(nameB));
+  // S10: after the restart too, the app logs in as its own login (its password kept in the data dir).
+  assert.equal((await describeLogin(appB.database.db)).login, 'verbatim_app');
   await closeApp(appB);
+});
+
+void it('S10: in embedded mode the app logs in as verbatim_app, which owns nothing and is not the superuser; the superuser only migrates', async () => {
+  const login = await describeLogin(appA.database.db);
+  assert.deepEqual(login, {
+    login: 'verbatim_app',
+    superuser: false,
+    bypassRls: false,
+    owns: 0,
+    current: 'verbatim_all_workspaces',
+  });
+  assert.equal(loginIsPrivileged(login), false);
+  const appPassword = fs.readFileSync(path.join(dirA, 'pg-app-password'), 'utf8').trim();
+  assert.ok(appPassword.length >= 40, 'a random password of its own');
+  assert.notEqual(appPassword, fs.readFileSync(path.join(dirA, 'pg-password'), 'utf8').trim());
+  assert.equal(modeOf(path.join(dirA, 'pg-app-password')), '600');
+  // The login itself, without the app's startup role, inherits nothing: it reads no table.
+  const port = Number(fs.readFileSync(path.join(dirA, 'pg-port'), 'utf8'));
+  const bare = new pg.Client({
+    host: '127.0.0.1',
+    port,
+    user: 'verbatim_app',
+    password: appPassword,
+    database: 'verbatim',
+  });
+  await bare.connect();
+  try {
+    await assert.rejects(
+      bare.query('select 1 from meetings limit 1'),
+      /permission denied for table meetings/,
+    );
+    await assert.rejects(bare.query('create table s10_probe (x int)'), /permission denied for schema public/);
+  } finally {
+    await bare.end();
+  }
 });
 
 void it('S6: a port taken at restart is a clear error naming the port and the setting', async () => {
@@ -301,7 +363,7 @@ void it('S6: a data dir from an older version gets a random password, SCRAM and 
   assert.notEqual(password, LEGACY_PASSWORD);
   assert.equal(modeOf(path.join(dataDir, 'pg-password')), '600');
   assert.ok(!fs.existsSync(path.join(dataDir, 'pg-password.new')), 'the pending password was committed');
-  const kept = await app.database.pool.pool.query<{ v: string }>('select v from kept');
+  const kept = await superuserQuery<{ v: string }>(dataDir, 'select v from kept', oldPort);
   assert.deepEqual(kept.rows, [{ v: 'from before' }]);
   const hba = fs.readFileSync(path.join(pgDir, 'pg_hba.conf'), 'utf8');
   assert.doesNotMatch(hba, /^\s*(local|host)\b.*\b(password|trust|md5)\s*$/m);

@@ -322,9 +322,9 @@ void describe('row-level security for a tenant flow', () => {
           coalesce(current_setting('verbatim.workspace_id', true), '') as ws`.execute(handle.db)
       ).rows[0];
     assert.deepEqual(await runAsTenant(a, who), { role: 'verbatim_tenant', ws: a });
-    assert.deepEqual(await who(), { role: 'postgres', ws: '' });
+    assert.deepEqual(await who(), { role: 'verbatim_all_workspaces', ws: '' });
     // asSystem is the named way back to every workspace, for whole-installation figures.
-    assert.deepEqual(await runAsTenant(a, () => asSystem(who)), { role: 'postgres', ws: '' });
+    assert.deepEqual(await runAsTenant(a, () => asSystem(who)), { role: 'verbatim_all_workspaces', ws: '' });
   });
 });
 
@@ -371,7 +371,7 @@ void describe('row-level security in the API', () => {
     // Narrow the tenant role's policies to nothing: reads that run as the tenant now find nothing,
     // while the system role (the harness's own reads) is unaffected.
     for (const table of ['meetings', 'bot_recordings']) {
-      await sql`alter policy tenant_isolation on ${sql.table(table)} using (false)`.execute(h.app.deps.db);
+      await sql`alter policy tenant_isolation on ${sql.table(table)} using (false)`.execute(h.db.owner());
     }
     try {
       assert.deepEqual(await reads(), {
@@ -387,16 +387,16 @@ void describe('row-level security in the API', () => {
       const ws = sql.raw(`nullif(current_setting('verbatim.workspace_id', true), '')::uuid`);
       for (const table of ['meetings', 'bot_recordings']) {
         await sql`alter policy tenant_isolation on ${sql.table(table)} using (workspace_id = ${ws})`.execute(
-          h.app.deps.db,
+          h.db.owner(),
         );
       }
     }
   });
   void it('S10: every authenticated request runs as its tenant, writes included: each row it inserts or updates is written by verbatim_tenant with its workspace set', async () => {
     // A test-only trigger records who wrote each row, on the tables a request writes.
-    const db = h.app.deps.db;
+    const db = h.db.owner();
     await sql`create table s10_writers (tbl text, op text, role text, ws text)`.execute(db);
-    await sql`grant insert on s10_writers to verbatim_tenant`.execute(db);
+    await sql`grant insert on s10_writers to verbatim_tenant, verbatim_all_workspaces`.execute(db);
     await sql`create function s10_record() returns trigger language plpgsql as $$
       begin
         insert into s10_writers values (tg_table_name, tg_op, current_user,
@@ -445,8 +445,11 @@ void describe('row-level security in the API', () => {
           `a request wrote ${t} as the tenant: ${JSON.stringify(rows)}`,
         );
       assert.deepEqual([...new Set(byRequests.map((r) => r.ws))], [h.workspaceId]);
-      // What else wrote these tables is the worker (the upload's processing), as the system role.
-      assert.deepEqual([...new Set(rows.filter((r) => r.role !== 'verbatim_tenant').map((r) => r.ws))], ['']);
+      // What else wrote these tables is the worker (the upload's processing), as the system role:
+      // verbatim_all_workspaces, never the owner.
+      const others = rows.filter((r) => r.role !== 'verbatim_tenant');
+      assert.deepEqual([...new Set(others.map((r) => r.ws))], ['']);
+      assert.deepEqual([...new Set(others.map((r) => r.role))], ['verbatim_all_workspaces']);
     } finally {
       for (const t of tables) await sql`drop trigger s10_record on ${sql.table(t)}`.execute(db);
       await sql`drop function s10_record()`.execute(db);

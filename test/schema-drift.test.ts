@@ -10,6 +10,16 @@ import * as m0035 from '../src/db/migrations/0035-close-out-gate-facts.ts';
 import * as m0036 from '../src/db/migrations/0036-provider-holds.ts';
 import * as m0037 from '../src/db/migrations/0037-speakers.ts';
 import * as m0038 from '../src/db/migrations/0038-tracks.ts';
+import * as m0039 from '../src/db/migrations/0039-processing-meetings.ts';
+import * as m0040 from '../src/db/migrations/0040-people.ts';
+import * as m0041 from '../src/db/migrations/0041-meeting-access.ts';
+import * as m0042 from '../src/db/migrations/0042-sso-and-share-links.ts';
+import * as m0043 from '../src/db/migrations/0043-audit-trail.ts';
+import * as m0044 from '../src/db/migrations/0044-sealed-secrets.ts';
+import * as m0045 from '../src/db/migrations/0045-search-overloads-see-visibility.ts';
+import * as m0046 from '../src/db/migrations/0046-database-roles.ts';
+import * as m0047 from '../src/db/migrations/0047-bot-owners.ts';
+import * as m0048 from '../src/db/migrations/0048-batch-owners.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -148,7 +158,22 @@ void describe('the committed schema (src/db/schema.sql)', () => {
 
   void it('0034 adds only comments: without its headers the dump is byte for byte as 0033 left it, and down/up restore each', async () => {
     // The schema as 0034 left it: the migrations after it are taken down first, and put back last.
-    const later = [m0035, m0036, m0037, m0038];
+    const later = [
+      m0035,
+      m0036,
+      m0037,
+      m0038,
+      m0039,
+      m0040,
+      m0041,
+      m0042,
+      m0043,
+      m0044,
+      m0045,
+      m0046,
+      m0047,
+      m0048,
+    ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);
     await removeHeaders(db);

@@ -457,14 +457,16 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       });
       await isHolding;
       const pass = cleanupPass(deps, 'cut-short');
+      // Other sessions' waits, and ending one, are the owner's to see and do (the app's role may not).
+      const owner = h.db.owner();
       const waiting = await waitFor('the pass to wait on the guard', async () => {
         const r = await sql<{ pid: number }>`select pid from pg_stat_activity
           where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`.execute(
-          db,
+          owner,
         );
         return r.rows[0]?.pid ?? null;
       });
-      await sql`select pg_terminate_backend(${waiting})`.execute(db);
+      await sql`select pg_terminate_backend(${waiting})`.execute(owner);
       await assert.rejects(pass);
       commit();
       await creator;
@@ -492,11 +494,16 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
           [1, true],
         ],
       );
-      assert.equal((await cleanupPass(deps, 'next')).deleted, 1, 'the one not reached goes at once');
-      await waitFor(
-        'the backed-off object to be deleted',
-        async () => (await cleanupPass(deps, 'next')).deleted === 1,
-      );
+      // The one not reached goes in the next pass, whenever it runs (the backed-off one may go with
+      // it when the machine is slow enough for its backoff to have passed: that is not the point).
+      const notReached = rows.find((r) => r.attempts === 0)!.object_key;
+      assert.ok((await cleanupPass(deps, 'next')).deleted >= 1);
+      assert.equal((await under.list(h)).has(notReached), false, 'the one not reached goes at once');
+      const backedOff = orphans.find((o) => o.key !== notReached)!.key;
+      await waitFor('the backed-off object to be deleted', async () => {
+        await cleanupPass(deps, 'next');
+        return !(await under.list(h)).has(backedOff);
+      });
       for (const o of orphans) assert.equal((await under.list(h)).has(o.key), false);
     });
 

@@ -381,7 +381,13 @@ void describe('web app API', () => {
     fs.mkdirSync(path.join(root, 'assets'));
     fs.writeFileSync(path.join(root, 'index.html'), '<!doctype html><title>Verbatim</title>');
     fs.writeFileSync(path.join(root, 'assets', 'app-abc123.js'), 'console.log(1)');
-    const api = buildApi({ deps: h.app.deps, workspaces: h.app.workspaces, log: h.app.log, webRoot: root });
+    const api = buildApi({
+      deps: h.app.deps,
+      workspaces: h.app.workspaces,
+      people: h.app.people,
+      log: h.app.log,
+      webRoot: root,
+    });
     const index = await api.inject({ method: 'GET', url: '/' });
     assert.equal(index.statusCode, 200);
     assert.match(index.headers['content-type'] as string, /text\/html/);
@@ -399,6 +405,7 @@ void describe('web app API', () => {
     const unbuilt = buildApi({
       deps: h.app.deps,
       workspaces: h.app.workspaces,
+      people: h.app.people,
       log: h.app.log,
       webRoot: path.join(root, 'none'),
     });

@@ -10,6 +10,7 @@ import {
   screenshot,
   serveWebApp,
   signIn,
+  signInWithKeyForm,
   type Browser,
   type WebServer,
   chunksCaptured,
@@ -340,8 +341,7 @@ void describe('web app outbox: ending and stopping', () => {
     const fresh = await h.app.workspaces.createApiKey(workspaceId, 'fresh');
     await prompt.getByRole('button', { name: 'Sign in again' }).click();
     await page.locator('[data-testid="outbox-waiting"][data-ends="1"]').waitFor();
-    await page.getByLabel('API key').fill(fresh.apiKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithKeyForm(page, fresh.apiKey);
     await waitFor('the End to arrive', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
     assert.deepEqual(await chunkSeqs(id), [...Array(n).keys()]);
     await screenshot(page, 'web-outbox-end-401');

@@ -11,6 +11,7 @@ import {
   screenshot,
   serveWebApp,
   signIn,
+  signInWithKeyForm,
   type Browser,
   type WebServer,
   chunksCaptured,
@@ -179,8 +180,7 @@ void describe('web app outbox', () => {
     await again.goto(`${web.url}/`);
     await again.locator('[data-testid="outbox-waiting"][data-ends="1"][data-chunks="0"]').waitFor();
     assert.equal(await meetingStatus(id), 'recording', 'End is not sent without a key');
-    await again.getByLabel('API key').fill(apiKey);
-    await again.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithKeyForm(again, apiKey);
     await waitFor('the End to arrive', async () => (await meetingStatus(id)) === 'finalizing', 30_000);
     assert.deepEqual(await chunkSeqs(id), [...Array(n).keys()], 'every chunk went before the End');
     await screenshot(again, 'web-outbox-end-after-sign-in');
@@ -280,8 +280,7 @@ void describe('web app outbox', () => {
     const fresh = await h.app.workspaces.createApiKey(workspaceId, 'fresh');
     await prompt.getByRole('button', { name: 'Sign in again' }).click();
     await page.locator('[data-testid="outbox-waiting"]').waitFor();
-    await page.getByLabel('API key').fill(fresh.apiKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithKeyForm(page, fresh.apiKey);
     await waitFor(
       'the kept chunks to arrive',
       async () => (await chunkSeqs(id)).length >= onServer.length + 2,
@@ -304,8 +303,7 @@ void describe('web app outbox', () => {
     // The recording goes on behind the sign-in screen; its chunks wait for a key.
     await page.locator('[data-testid="outbox-waiting"][data-chunks="1"]').waitFor({ timeout: 30_000 });
 
-    await page.getByLabel('API key').fill(other.apiKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithKeyForm(page, other.apiKey);
     await page
       .getByTestId('outbox-summary')
       .locator(`li[data-meeting-id="${id}"]`)
@@ -322,8 +320,7 @@ void describe('web app outbox', () => {
 
     // Signed in again in place (a reload would end this tab's recording).
     await page.getByRole('button', { name: 'Sign out' }).click();
-    await page.getByLabel('API key').fill(own.apiKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithKeyForm(page, own.apiKey);
     await page.getByRole('heading', { name: 'Meetings' }).waitFor();
     await page.goto(`${web.url}/#/meetings/${id}`);
     await page.getByRole('button', { name: /End meeting/ }).click();

@@ -10,7 +10,7 @@ import {
   stopBotRecording,
 } from '../bots/recordings.ts';
 import { addCalendarFeed, listCalendarFeeds, removeCalendarFeed } from '../bots/calendar-feeds.ts';
-import { workspaceOf, type ApiDeps } from './context.ts';
+import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
 import { ERRORS, ID_PARAMS, json, jsonBody, type RouteSchema } from './contract.ts';
 import {
   BotRecordingListSchema,
@@ -133,6 +133,7 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
       deps,
       workspaceOf(req),
       req.body,
+      principalOf(req).userId,
     );
     return reply.status(recording && !duplicate ? 201 : 200).send({
       recording: recording ? recordingView(recording) : null,
@@ -148,7 +149,7 @@ export function registerBotRoutes(app: FastifyInstance, api: ApiDeps): void {
     setBotRecordingEnabled(deps, workspaceOf(req), req.body),
   );
   app.post('/v1/calendar-feeds', { schema: ADD_FEED_SCHEMA }, async (req, reply) =>
-    reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body)),
+    reply.status(201).send(await addCalendarFeed(deps, workspaceOf(req), req.body, principalOf(req).userId)),
   );
   app.get('/v1/calendar-feeds', { schema: FEEDS_SCHEMA }, async (req) =>
     listCalendarFeeds(deps, workspaceOf(req)),

@@ -101,7 +101,10 @@ export const refusal = (description: string) => json(description, ref('Error'));
 /** The refusals every authenticated route may give. */
 export const ERRORS = {
   400: refusal('Invalid input'),
-  401: refusal('Missing or invalid API key'),
+  401: refusal('Missing or invalid API key or session'),
+  403: refusal(
+    'Your role or key scope may not do this (auth.forbidden), or a write with the session cookie lacks its CSRF token (auth.csrf)',
+  ),
   404: refusal('No such meeting in this workspace'),
 };
 

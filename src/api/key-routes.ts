@@ -1,7 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Action, boundNewKey, decide } from '../domain/roles.ts';
 import { AppError, assertNever, ErrorKind } from '../domain/errors.ts';
 import { parseNewKeyRequest } from '../workspaces/api-keys.ts';
-import { workspaceOf, type ApiDeps } from './context.ts';
+import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
 import { empty, ERRORS, ID_PARAMS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
 import { ApiKeyCreatedSchema, ApiKeyListSchema, ApiKeySchema } from './schemas.ts';
 
@@ -17,7 +18,8 @@ const LIST_SCHEMA: RouteSchema = {
   },
 };
 const CREATE_SCHEMA: RouteSchema = {
-  summary: 'S9: create an API key for this workspace; the answer carries the key, shown once',
+  summary:
+    'S9: create an API key for this workspace; the answer carries the key, shown once. U6: a workspace holds at most VERBATIM_MAX_API_KEYS active keys (409 api_key.limit)',
   body: jsonBody(
     {
       type: 'object',
@@ -27,13 +29,23 @@ const CREATE_SCHEMA: RouteSchema = {
         expiresAt: {
           type: 'string',
           format: 'date-time',
-          description: 'when the key stops working (a future time with a zone); none: it never expires',
+          description:
+            'when the key stops working (a future time with a zone), no later than the key or session making it; none: the maker’s expiry (never, for a key without one)',
+        },
+        scopes: {
+          type: 'array',
+          items: { type: 'string', enum: ['read', 'write', 'admin', 'keys'] },
+          description: 'what the key may be used for, within its maker’s scopes (default: the maker’s)',
         },
       },
     },
     false,
   ),
-  response: { 201: json('The key as listed, plus `key` (shown once)', ApiKeyCreatedSchema), ...ERRORS },
+  response: {
+    201: json('The key as listed, plus `key` (shown once)', ApiKeyCreatedSchema),
+    ...ERRORS,
+    409: refusal('The workspace holds the most active keys allowed (api_key.limit)'),
+  },
 };
 const LAST_KEY = refusal('The last active key (api_key.last_key): create another first');
 const DELETE_SCHEMA: RouteSchema = {
@@ -56,22 +68,43 @@ const REVOKE_SCHEMA: RouteSchema = {
 export function registerKeyRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { workspaces } = api;
 
+  /** U6: whose keys the caller may list and revoke: everyone's, or only their own. */
+  const keysOf = (req: FastifyRequest): { userId?: string | null } => {
+    const principal = principalOf(req);
+    return decide(principal, Action.manageAllKeys).allowed ? {} : { userId: principal.userId };
+  };
+
   app.get('/v1/api-keys', { schema: LIST_SCHEMA }, async (req) => ({
-    apiKeys: await workspaces.listApiKeys(workspaceOf(req)),
+    apiKeys: await workspaces.listApiKeys(workspaceOf(req), keysOf(req)),
   }));
 
   app.post('/v1/api-keys', { schema: CREATE_SCHEMA }, async (req, reply) => {
     const workspaceId = workspaceOf(req);
+    const principal = principalOf(req);
     const request = parseNewKeyRequest(req.body, new Date());
-    const created = await workspaces.createApiKey(workspaceId, request.name, {
-      expiresAt: request.expiresAt,
-    });
+    // U6: a key's scopes and expiry are bounded by the key or session that makes it.
+    const bounded = boundNewKey(principal, request);
+    if (!bounded.ok) throw new AppError(ErrorKind.invalidInput, bounded.code, bounded.message);
+    const cap = api.deps.config.maxActiveKeys;
+    const created = await workspaces.createApiKeyUnderCap(
+      workspaceId,
+      request.name,
+      { expiresAt: bounded.expiresAt, scopes: bounded.scopes, userId: principal.userId },
+      cap,
+    );
+    if (!created)
+      throw new AppError(
+        ErrorKind.conflict,
+        'api_key.limit',
+        `this workspace already has ${cap} active API keys, the most VERBATIM_MAX_API_KEYS allows: revoke one first`,
+      );
     const listed = (await workspaces.listApiKeys(workspaceId)).find((k) => k.id === created.keyId);
     return reply.status(201).send({ ...listed, key: created.apiKey });
   });
 
-  const revoke = async (workspaceId: string, id: string) => {
-    const result = await workspaces.revokeApiKey(id, { workspaceId, keepOne: true });
+  const revoke = async (req: FastifyRequest, id: string) => {
+    const workspaceId = workspaceOf(req);
+    const result = await workspaces.revokeApiKey(id, { workspaceId, keepOne: true, ...keysOf(req) });
     switch (result.outcome) {
       case 'revoked':
         return result.key;
@@ -97,12 +130,12 @@ export function registerKeyRoutes(app: FastifyInstance, api: ApiDeps): void {
     '/v1/api-keys/:id',
     { schema: DELETE_SCHEMA },
     async (req, reply) => {
-      await revoke(workspaceOf(req), req.params.id);
+      await revoke(req, req.params.id);
       return reply.status(204).send();
     },
   );
 
   app.post<{ Params: { id: string } }>('/v1/api-keys/:id/revoke', { schema: REVOKE_SCHEMA }, async (req) =>
-    revoke(workspaceOf(req), req.params.id),
+    revoke(req, req.params.id),
   );
 }

@@ -20,7 +20,8 @@ import type { WindowCounts } from '../meetings/pg-meeting-store.ts';
 import { liveState, NO_LIVE_STATE, type LiveState } from '../meetings/live-state.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { formatBytes, STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
-import { workspaceOf, type ApiDeps } from './context.ts';
+import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
+import { isVisibility } from '../domain/roles.ts';
 import {
   bytesBody,
   empty,
@@ -118,6 +119,11 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
         title: { type: 'string', maxLength: MAX_TITLE },
         language: { type: 'string', examples: ['en'] },
         batchId: { type: 'string', format: 'uuid', description: 'an upload batch (POST /v1/batches)' },
+        visibility: {
+          enum: ['private', 'workspace', 'shared'],
+          description:
+            'U4: who may read it: private (you, and the workspace’s admins and owners), workspace (every member; the default), or shared (you, admins, and the members you share it with)',
+        },
         channels: {
           enum: ['speakers'],
           description:
@@ -179,6 +185,9 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
       );
     if (channels !== null && source !== MeetingSource.upload)
       throw invalid('meeting.channels', 'channels applies to uploads; a live meeting sends its tracks');
+    const visibility = input.visibility ?? 'workspace';
+    if (!isVisibility(visibility))
+      throw invalid('meeting.visibility', 'visibility must be "private", "workspace" or "shared"');
     const fields = {
       source,
       title: title.trim(),
@@ -186,6 +195,8 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
       windowMs: deps.config.windowMs,
       batchId,
       channels,
+      ownerUserId: principalOf(req).userId,
+      visibility,
     };
     if (key === null) {
       const meeting = await deps.meetings.create(workspaceOf(req), fields);
@@ -632,7 +643,7 @@ function registerBatchRoutes(app: FastifyInstance, kit: MeetingRouteKit): void {
     if (typeof title !== 'string' || title.trim().length === 0 || title.length > MAX_TITLE) {
       throw invalid('batch.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
     }
-    const batch = await createBatch(deps, workspaceOf(req), title.trim());
+    const batch = await createBatch(deps, workspaceOf(req), title.trim(), principalOf(req).userId);
     return reply.status(201).send(batchView(batch, []));
   });
 
@@ -763,6 +774,8 @@ export function meetingView(
   return {
     id: m.id,
     title: m.title,
+    ownerUserId: m.owner_user_id,
+    visibility: m.visibility,
     source: m.source,
     language: m.language,
     channels: m.channels,

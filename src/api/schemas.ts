@@ -47,9 +47,18 @@ const Windows = Type.Object(
 );
 
 /** A meeting as the API shows it (src/api/meeting-routes.ts meetingView). */
+export const MeetingAccessSchema = Type.Object({
+  ownerUserId: Nullable(Type.String({ format: 'uuid' })),
+  visibility: OneOf(['private', 'workspace', 'shared'] as const),
+  sharedWith: Type.Array(Type.String({ format: 'uuid' })),
+});
 export const MeetingSchema = Type.Object({
   id: Type.String({ format: 'uuid' }),
   title: Type.String(),
+  ownerUserId: Nullable(
+    Type.String({ format: 'uuid', description: 'U4: who made it; null for a service account’s key' }),
+  ),
+  visibility: OneOf(['private', 'workspace', 'shared'] as const),
   source: OneOf(Object.values(MeetingSource)),
   language: Nullable(Type.String()),
   channels: Nullable(
@@ -322,6 +331,40 @@ export const ApiKeySchema = Type.Object({
   lastUsedAt: Nullable(Timestamp),
   expiresAt: Nullable(Timestamp),
   revokedAt: Nullable(Timestamp),
+  userId: Nullable(Type.String({ description: 'the person it acts for; null for a service account' })),
+  scopes: Type.Array(OneOf(['read', 'write', 'admin', 'keys'] as const)),
+});
+const RoleSchema = OneOf(['owner', 'admin', 'member', 'viewer'] as const);
+export const SessionSchema = Type.Object({
+  user: Type.Object({ id: Type.String({ format: 'uuid' }), email: Type.String(), name: Type.String() }),
+  workspaceId: Type.String({ format: 'uuid' }),
+  role: RoleSchema,
+  workspaces: Type.Array(
+    Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), role: RoleSchema }),
+  ),
+  csrfToken: Type.String({
+    description: 'send it in x-csrf-token with every write made with the session cookie',
+  }),
+  expiresAt: Timestamp,
+});
+export const MemberSchema = Type.Object({
+  userId: Type.String({ format: 'uuid' }),
+  email: Type.String(),
+  name: Type.String(),
+  role: RoleSchema,
+  joinedAt: Timestamp,
+});
+export const MemberListSchema = Type.Object({ members: Type.Array(MemberSchema) });
+export const InviteSchema = Type.Object({
+  token: Type.String({ description: 'the link’s secret, shown this once: the web app’s /join#<token>' }),
+  role: RoleSchema,
+  expiresAt: Timestamp,
+  emailedTo: Nullable(
+    Type.String({ description: 'U9: the address the link was emailed to; null: not emailed' }),
+  ),
+  emailError: Nullable(
+    Type.String({ description: 'U9: why the email was not sent (the link is valid: copy it instead)' }),
+  ),
 });
 export const ApiKeyListSchema = Type.Object({ apiKeys: Type.Array(ApiKeySchema) });
 export const ApiKeyCreatedSchema = Type.Composite([

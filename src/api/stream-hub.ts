@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { appConnectionString } from '../db/roles.ts';
 import type { Logger } from '../log.ts';
 import { STREAM_CHANNEL } from '../meetings/stream-store.ts';
 
@@ -70,7 +71,10 @@ export class StreamHub {
 
   private async connect(): Promise<void> {
     // TCP keepalive: a connection that died without a word is noticed, not listened on for ever.
-    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
+    const client = new pg.Client({
+      connectionString: appConnectionString(this.connectionString),
+      keepAlive: true,
+    });
     client.on('error', (err) => {
       this.log.warn({ err: err.message }, 'stream notification connection failed; connecting again');
       this.lost(client);

@@ -3,7 +3,8 @@ import { AppError, ErrorKind } from '../domain/errors.ts';
 import { asSystem, readAsTenant } from '../db/tenant.ts';
 import { readStream, type StreamEvent } from '../meetings/stream-store.ts';
 import { meetingViewIn } from './meeting-routes.ts';
-import { workspaceOf, type ApiDeps } from './context.ts';
+import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
+import { stillAuthenticated } from './authorize.ts';
 import { StreamHub } from './stream-hub.ts';
 import { ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
 
@@ -69,7 +70,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
         deps.meetings.get(workspaceId, req.params.id, trx),
       );
       const meetingId = found.id;
-      const token = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+      const principal = principalOf(req);
 
       reply.hijack();
       const res = reply.raw;
@@ -107,11 +108,12 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       try {
         while (!closed) {
           woken = false;
-          // S9: a key revoked or expired while its stream is open stops it within a keep-alive.
+          // S9/U3: a key or session revoked, expired or demoted while its stream is open stops it
+          // within a keep-alive.
           if (Date.now() - checkedAt >= KEEP_ALIVE_MS) {
             checkedAt = Date.now();
             // As the request's own authentication ran: on the system path, before any tenant.
-            if ((await asSystem(() => api.workspaces.authenticate(token))) !== workspaceId) break;
+            if (!(await asSystem(() => stillAuthenticated(api, req, principal)))) break;
           }
           const batch = await readStream(
             deps.db,

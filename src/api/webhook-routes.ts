@@ -5,6 +5,7 @@ import {
   deliveryLog,
   disableEndpoint,
   listEndpoints,
+  rotateEndpointSecret,
   WEBHOOK_EVENTS,
 } from '../events/webhooks.ts';
 import { isUuid } from '../meetings/pg-meeting-store.ts';
@@ -43,6 +44,24 @@ const DISABLE_SCHEMA: RouteSchema = {
   response: { 204: empty('Disabled'), ...ERRORS },
 };
 
+const ROTATE_SCHEMA: RouteSchema = {
+  summary:
+    'U7: a new signing secret for the endpoint, shown once. The one before stays valid for overlapHours (default 24, 0–720): until then each delivery carries both signatures, so the receiver can switch without missing one',
+  params: ID_PARAMS,
+  body: jsonBody({ type: 'object', properties: { overlapHours: { type: 'number' } } }, false),
+  response: {
+    200: json('The new secret', {
+      type: 'object',
+      required: ['secret', 'previousValidUntil'],
+      properties: {
+        secret: { type: 'string' },
+        previousValidUntil: { type: ['string', 'null'], format: 'date-time' },
+      },
+    }),
+    ...ERRORS,
+  },
+};
+
 /** O3: a workspace's webhook endpoints and their delivery log. The secret is shown only on creation. */
 export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
@@ -62,6 +81,20 @@ export function registerWebhookRoutes(app: FastifyInstance, api: ApiDeps): void 
     async (req) => {
       assertId(req.params.id);
       return { deliveries: await deliveryLog(deps, workspaceOf(req), req.params.id) };
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/v1/webhooks/:id/rotate-secret',
+    { schema: ROTATE_SCHEMA },
+    async (req) => {
+      assertId(req.params.id);
+      const rotated = await rotateEndpointSecret(deps, workspaceOf(req), req.params.id, req.body);
+      api.log.info({ event: 'webhook.secret_rotated', endpointId: req.params.id }, 'webhook secret rotated');
+      return {
+        secret: rotated.secret,
+        previousValidUntil: rotated.previousValidUntil?.toISOString() ?? null,
+      };
     },
   );
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Selectable } from 'kysely';
 import type { BotRecordingsTable, Executor, Tx } from '../db/schema.ts';
+import { isUuid } from '../domain/ids.ts';
 import {
   ACTIVE_JOB_STATUSES,
   BOT_RECORDING_FINISHED,
@@ -341,6 +342,22 @@ export async function lockOverlappingRecordings(
     .execute();
 }
 
+/** U4: who asked for a recording (null: a service account's, or a removed person's); undefined: none. */
+export async function recordingOwnerOf(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+): Promise<string | null | undefined> {
+  if (!isUuid(id)) return undefined;
+  const row = await db
+    .selectFrom('bot_recordings')
+    .select('owner_user_id')
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row ? row.owner_user_id : undefined;
+}
+
 /**
  * A new pending recording in its slot (link and start), unless a recording that is not canceled
  * holds the slot (the partial unique index of migration 0013): then undefined.
@@ -354,6 +371,7 @@ export async function insertRecordingInSlot(
     end: Date;
     title: string;
     requestedByApi: boolean;
+    ownerUserId: string | null;
   },
 ): Promise<BotRecordingRow | undefined> {
   return trx
@@ -368,6 +386,7 @@ export async function insertRecordingInSlot(
       status: Status.pending,
       state_times: sql<string>`jsonb_build_object('pending', now())`,
       requested_by_api: r.requestedByApi,
+      owner_user_id: r.ownerUserId,
     })
     .onConflict((oc) =>
       oc

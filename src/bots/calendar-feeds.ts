@@ -38,7 +38,12 @@ const HORIZON_MS = 14 * 24 * 60 * 60_000;
 const FETCH_TIMEOUT_MS = 15_000;
 const MAX_FEED_BYTES = 5 * 1024 * 1024;
 
-export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, input: unknown) {
+export async function addCalendarFeed(
+  deps: MeetingDeps,
+  workspaceId: string,
+  input: unknown,
+  ownerUserId: string | null = null,
+) {
   const body = (input ?? {}) as Record<string, unknown>;
   let url: URL | null = null;
   try {
@@ -62,7 +67,7 @@ export async function addCalendarFeed(deps: MeetingDeps, workspaceId: string, in
       `url must point at a public address: ${internal} (an operator may allow it with VERBATIM_EGRESS_ALLOW)`,
     );
   }
-  const row = await upsertFeed(deps.db, workspaceId, url.toString());
+  const row = await upsertFeed(deps.db, workspaceId, url.toString(), ownerUserId);
   return feedView(row);
 }
 
@@ -221,7 +226,14 @@ export async function pollFeed(
         await forgetEvent(trx, feedId, e.uid);
         continue;
       }
-      const event = { title: e.title, start: e.start, end: e.end, meetingUrl: e.meetingUrl };
+      // U4: the feed's subscriber owns the meetings its bots record.
+      const event = {
+        title: e.title,
+        start: e.start,
+        end: e.end,
+        meetingUrl: e.meetingUrl,
+        ownerUserId: feed.owner_user_id,
+      };
       // R10: a time overlapping a recording of the same link that is not over is that call.
       const overlap = await sameCallOverlap(deps, trx, feed.workspace_id, event, actor, false);
       const { recording, duplicate } =

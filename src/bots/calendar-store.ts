@@ -7,12 +7,20 @@ import type { Db, Executor, Tx } from '../db/schema.ts';
  * src/bots/calendar-feeds.ts polls the feeds and applies what changed.
  */
 
-/** Subscribes the workspace to a feed; a feed it has already is polled at once instead. */
-export async function upsertFeed(db: Db, workspaceId: string, url: string) {
+/**
+ * Subscribes the workspace to a feed; a feed it has already is polled at once instead (and keeps
+ * its owner, or takes this one if it had none).
+ */
+export async function upsertFeed(db: Db, workspaceId: string, url: string, ownerUserId: string | null) {
   return db
     .insertInto('calendar_feeds')
-    .values({ id: randomUUID(), workspace_id: workspaceId, url })
-    .onConflict((oc) => oc.columns(['workspace_id', 'url']).doUpdateSet({ next_poll_at: sql<Date>`now()` }))
+    .values({ id: randomUUID(), workspace_id: workspaceId, url, owner_user_id: ownerUserId })
+    .onConflict((oc) =>
+      oc.columns(['workspace_id', 'url']).doUpdateSet({
+        next_poll_at: sql<Date>`now()`,
+        owner_user_id: sql<string | null>`coalesce(calendar_feeds.owner_user_id, excluded.owner_user_id)`,
+      }),
+    )
     .returningAll()
     .executeTakeFirstOrThrow();
 }

@@ -390,6 +390,8 @@ export function importBotRecordingJob(
               title: row.title || 'Meeting bot recording',
               language: null,
               windowMs: deps.config.windowMs,
+              // U4: the person who asked for the bot (the event's poster, the feed's subscriber).
+              ownerUserId: row.owner_user_id,
             },
             async (trx, created) => {
               if (!(await linkRecordingMeeting(trx, recordingId, created.id))) {

@@ -48,7 +48,12 @@ import {
  * that recording if only the API asked for it and its bot has not joined, and is otherwise that
  * recording (`replaced` names a recording canceled in favour of this one).
  */
-export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string, input: unknown) {
+export async function createCalendarEvent(
+  deps: MeetingDeps,
+  workspaceId: string,
+  input: unknown,
+  ownerUserId: string | null = null,
+) {
   const body = (input ?? {}) as Record<string, unknown>;
   const title =
     typeof body.title === 'string' && body.title.trim() ? body.title.trim().slice(0, 300) : 'Meeting';
@@ -121,6 +126,7 @@ export async function createCalendarEvent(deps: MeetingDeps, workspaceId: string
       meetingUrl,
       requestedByApi: true,
       overrideUserCancel: body.record === true,
+      ownerUserId,
     };
     let replaced: string | null = null;
     // Creators of one event id, then of one link, are serialized: two requests at once must not
@@ -443,6 +449,8 @@ export async function upsertRecording(
     requestedByApi?: boolean;
     /** `"record": true` on the API: record it even if a user canceled this meeting's recording. */
     overrideUserCancel?: boolean;
+    /** U4: who asked for it; its meeting's owner. */
+    ownerUserId?: string | null;
   },
   actor: string,
 ) {
@@ -464,6 +472,7 @@ export async function upsertRecording(
       end: e.end,
       title: e.title,
       requestedByApi: e.requestedByApi ?? false,
+      ownerUserId: e.ownerUserId ?? null,
     });
     if (inserted) {
       await recordBotRecordingCreated(trx, inserted, actor);

@@ -145,15 +145,22 @@ export async function runBotBackstops(
   try {
     for (const workspace_id of due) {
       let failed = false;
-      try {
-        await recoverWorkspace(schedulingDeps(deps, bots), workspace_id);
-        await backfillEndedBots(deps, bots, workspace_id);
-      } catch (err) {
-        failed = true;
-        deps.log.warn(
-          { workspaceId: workspace_id, err: String(err) },
-          'bot backstop run failed; it runs again within 30 s',
-        );
+      // The two halves fail apart: a recovery that cannot finish (a list the provider will not
+      // answer) must not keep a lost `done` from being back-filled, nor the other way round.
+      const halves: Array<[string, () => Promise<unknown>]> = [
+        ['recovery', () => recoverWorkspace(schedulingDeps(deps, bots), workspace_id)],
+        ['back-fill', () => backfillEndedBots(deps, bots, workspace_id)],
+      ];
+      for (const [half, run] of halves) {
+        try {
+          await run();
+        } catch (err) {
+          failed = true;
+          deps.log.warn(
+            { workspaceId: workspace_id, half, err: String(err) },
+            'bot backstop run failed; it runs again within 30 s',
+          );
+        }
       }
       // A run cut short (a lost connection, an outage) comes back soon rather than a whole period
       // later; a lease left behind by a live worker would hold the workspace's recovery for 15

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { createSetupLink } from '../workspaces/sign-in.ts';
 import path from 'node:path';
 import type { App } from '../app.ts';
 import { assertNever } from '../domain/errors.ts';
@@ -84,5 +85,34 @@ export async function ensureFirstKey(app: App): Promise<string | null> {
   const file = path.join(app.config.dataDir, 'first-api-key');
   fs.mkdirSync(app.config.dataDir, { recursive: true });
   fs.writeFileSync(file, `${key.apiKey}\n`, { mode: 0o600 });
+  return file;
+}
+
+/**
+ * U2: while no workspace has an owner, each start makes a fresh one-time setup link for the first
+ * workspace (earlier ones void), valid VERBATIM_SETUP_LINK_HOURS, and writes it to a file only the
+ * owner of the data dir can read. Returns the file, or null once an owner exists.
+ */
+export async function ensureSetupLink(app: App, baseUrl: string): Promise<string | null> {
+  if (await app.people.people.anyOwner()) return null;
+  const workspaces = await app.workspaces.listWorkspaces();
+  const workspaceId = workspaces[0]?.id ?? (await app.workspaces.createWorkspace('default'));
+  const link = await createSetupLink(app.people, workspaceId);
+  const file = path.join(app.config.dataDir, 'setup-link');
+  fs.mkdirSync(app.config.dataDir, { recursive: true });
+  fs.writeFileSync(
+    file,
+    [
+      `setup token: ${link.token}`,
+      `valid until ${link.expiresAt.toISOString()}, used once: make the first owner in a browser at`,
+      `  ${baseUrl}/#/join/${link.token}`,
+      `or with`,
+      `curl -X POST ${baseUrl}/v1/auth/links/redeem -H 'content-type: application/json' \\`,
+      `  -d '{"token": "<the token>", "email": "you@example.com", "password": "<12 characters or more>"}'`,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+  fs.chmodSync(file, 0o600);
   return file;
 }

@@ -5,11 +5,12 @@ import { runIsolatedJob } from '../worker/isolated-runner.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { ensureFirstKey, keysCreate, keysList, keysRevoke } from './keys.ts';
+import { ensureFirstKey, ensureSetupLink, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { installProcessGuards } from './process-guards.ts';
 import { deadLetters, inspect, release, resubmit, status } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 import { searchCommand } from './search.ts';
+import { auditCommand } from './audit.ts';
 import { UsageError } from './usage-error.ts';
 
 const USAGE = `verbatim — meeting transcription that never loses a word
@@ -32,6 +33,11 @@ const USAGE = `verbatim — meeting transcription that never loses a word
                               create an API key (shown once), optionally expiring
   verbatim keys list [--workspace NAME]   keys with their state (never a secret)
   verbatim keys revoke ID     revoke a key: its next request gets 401
+  verbatim audit [--workspace NAME] [--action PREFIX] [--limit N]
+                              the audit trail, newest first (U8): sign-ins and failures, role
+                              changes, shares and link opens, exports, deletions, key changes;
+                              without --workspace, what belongs to none (failed sign-ins of
+                              unknown emails)
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -42,6 +48,8 @@ async function main(argv: string[]): Promise<number> {
       workspace: { type: 'string' },
       label: { type: 'string' },
       'expires-in-days': { type: 'string' },
+      action: { type: 'string' },
+      limit: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -115,6 +123,14 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'dead-letters':
       return withApp(config, log, deadLetters);
+    case 'audit':
+      return withApp(config, log, (app) =>
+        auditCommand(app, {
+          ...(values.workspace !== undefined ? { workspace: values.workspace } : {}),
+          ...(values.limit !== undefined ? { limit: values.limit } : {}),
+          ...(values.action !== undefined ? { action: values.action } : {}),
+        }),
+      );
     case 'resubmit': {
       const id = rest[0];
       if (!id) throw new UsageError('resubmit needs a JOB_ID (see verbatim dead-letters)');
@@ -164,6 +180,9 @@ async function serve(mode: 'start' | 'api' | 'worker', app: App, log: Logger): P
       const keyFile = await ensureFirstKey(app);
       if (keyFile)
         log.info({ keyFile }, 'created a first API key; it is in this file (readable by you only)');
+      // U2: until a workspace has an owner, a one-time link to make one (written, not logged).
+      const setupFile = await ensureSetupLink(app, `http://${app.config.host}:${port}`);
+      if (setupFile) log.info({ setupFile }, 'no owner yet: open the setup link in this file to make one');
     }
   }
   await stopRequested;

@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../log.ts';
 import type { Database } from './schema.ts';
+import { appConnectionString } from './roles.ts';
 import { checkoutStatement } from './tenant.ts';
 
 // bigint (int8) columns: counts and sizes here stay far below 2^53.
@@ -24,7 +25,8 @@ export class ValidatingPool {
     idleTransactionMs = 0,
   ) {
     this.pool = new pg.Pool({
-      connectionString,
+      // S10: every connection starts as verbatim_all_workspaces, never as the login itself.
+      connectionString: appConnectionString(connectionString),
       max,
       // A process paused inside a transaction (SIGSTOP, a frozen VM) holds its row locks; Postgres
       // ends such a session after this long so it cannot block every other process. 0: never.

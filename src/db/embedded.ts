@@ -7,6 +7,7 @@ import pg from 'pg';
 import { ConfigError } from '../config.ts';
 import type { Logger } from '../log.ts';
 import { makePrivateDir } from '../storage/private-dir.ts';
+import { EMBEDDED_APP_LOGIN, ensureAppLogin } from './roles.ts';
 import {
   isPortFree,
   newPassword,
@@ -28,6 +29,8 @@ export const LEGACY_PASSWORD = 'verbatim-embedded';
 /** Postgres refuses a Unix socket path longer than this (sun_path is 108 bytes with its NUL). */
 const MAX_SOCKET_PATH = 107;
 const SUPERUSER = 'postgres';
+/** S10: the app login's password, beside the superuser's. */
+const APP_PASSWORD_FILE = 'pg-app-password';
 
 const execFileAsync = promisify(execFile);
 
@@ -38,8 +41,15 @@ export interface EmbeddedOptions {
 }
 
 export interface EmbeddedDatabase {
+  /** The superuser's URL: the migrations run with it, and nothing else. */
   connectionString: string;
   port: number;
+  /**
+   * S10: the URL of the app's own login (`verbatim_app`, a password of its own in
+   * `<dataDir>/pg-app-password`), made or refreshed by the superuser; call after the migrations,
+   * which make the roles it may switch to.
+   */
+  appLogin(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -111,6 +121,26 @@ export async function startEmbeddedPostgres(
   return {
     connectionString: `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/verbatim`,
     port,
+    appLogin: async () => {
+      const file = path.join(dataDir, APP_PASSWORD_FILE);
+      const appPassword = readSecretFile(file) ?? newPassword();
+      const client = new pg.Client({
+        host: '127.0.0.1',
+        port,
+        user: SUPERUSER,
+        password,
+        database: 'verbatim',
+      });
+      await client.connect();
+      try {
+        await ensureAppLogin(client, EMBEDDED_APP_LOGIN, appPassword);
+      } finally {
+        await client.end();
+      }
+      // Written once the role has it: a crash before this leaves a file-less login, set again next start.
+      writePrivateFile(file, `${appPassword}\n`);
+      return `postgres://${EMBEDDED_APP_LOGIN}:${appPassword}@127.0.0.1:${port}/verbatim`;
+    },
     stop: () => running.pg.stop(),
   };
 }

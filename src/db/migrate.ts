@@ -39,6 +39,17 @@ import * as m0035 from './migrations/0035-close-out-gate-facts.ts';
 import * as m0036 from './migrations/0036-provider-holds.ts';
 import * as m0037 from './migrations/0037-speakers.ts';
 import * as m0038 from './migrations/0038-tracks.ts';
+import * as m0039 from './migrations/0039-processing-meetings.ts';
+import * as m0040 from './migrations/0040-people.ts';
+import * as m0041 from './migrations/0041-meeting-access.ts';
+import * as m0042 from './migrations/0042-sso-and-share-links.ts';
+import * as m0043 from './migrations/0043-audit-trail.ts';
+import * as m0044 from './migrations/0044-sealed-secrets.ts';
+import * as m0045 from './migrations/0045-search-overloads-see-visibility.ts';
+import * as m0046 from './migrations/0046-database-roles.ts';
+import * as m0047 from './migrations/0047-bot-owners.ts';
+import * as m0048 from './migrations/0048-batch-owners.ts';
+import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': m0001,
@@ -79,6 +90,16 @@ const MIGRATIONS: Record<string, Migration> = {
   '0036-provider-holds': m0036,
   '0037-speakers': m0037,
   '0038-tracks': m0038,
+  '0039-processing-meetings': m0039,
+  '0040-people': m0040,
+  '0041-meeting-access': m0041,
+  '0042-sso-and-share-links': m0042,
+  '0043-audit-trail': m0043,
+  '0044-sealed-secrets': m0044,
+  '0045-search-overloads-see-visibility': m0045,
+  '0046-database-roles': m0046,
+  '0047-bot-owners': m0047,
+  '0048-batch-owners': m0048,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */
@@ -101,6 +122,13 @@ export async function migrateToLatest(db: Kysely<unknown>, connectionString: str
   pool.on('connect', (client) => client.on('error', () => undefined));
   try {
     await runMigrations({ pgPool: pool, logger: silentGraphileLogger });
+    // S10: the transport's tables for the app's role (its schema is made just above).
+    const client = await pool.connect();
+    try {
+      await grantTransport(client);
+    } finally {
+      client.release();
+    }
   } finally {
     await pool.end().catch(() => undefined);
   }

@@ -3,9 +3,40 @@
 -- do not edit. A change to the schema is a new migration, then a regeneration of this file;
 -- test/schema-drift.test.ts fails while the two differ.
 
+grant usage on schema public to verbatim_all_workspaces;
 grant usage on schema public to verbatim_tenant;
 
 -- Tables
+
+create table access_links (
+  id uuid not null,
+  token_hash text not null,
+  kind text not null,
+  workspace_id uuid not null,
+  role text not null,
+  created_by uuid,
+  created_at timestamp with time zone default now() not null,
+  expires_at timestamp with time zone not null,
+  used_at timestamp with time zone,
+  used_by uuid,
+  constraint access_links_pkey PRIMARY KEY (id),
+  constraint access_links_token_hash_key UNIQUE (token_hash),
+  constraint access_links_kind_check CHECK (kind = ANY (ARRAY['setup'::text, 'invite'::text])),
+  constraint access_links_role_check CHECK (role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text, 'viewer'::text])),
+  constraint access_links_created_by_fkey FOREIGN KEY (created_by) REFERENCES users(id) ON DELETE SET NULL,
+  constraint access_links_used_by_fkey FOREIGN KEY (used_by) REFERENCES users(id) ON DELETE SET NULL,
+  constraint access_links_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table access_links enable row level security;
+CREATE INDEX access_links_workspace ON access_links USING btree (workspace_id, created_at);
+create policy all_workspaces on access_links as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on access_links as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table access_links to verbatim_all_workspaces;
+grant select, insert, update, delete on table access_links to verbatim_tenant;
 
 create table api_calendar_events (
   workspace_id uuid not null,
@@ -16,9 +47,13 @@ create table api_calendar_events (
   constraint api_calendar_events_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table api_calendar_events enable row level security;
+create policy all_workspaces on api_calendar_events as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on api_calendar_events as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table api_calendar_events to verbatim_all_workspaces;
 grant select, insert, update, delete on table api_calendar_events to verbatim_tenant;
 
 create table api_keys (
@@ -31,15 +66,24 @@ create table api_keys (
   last_used_at timestamp with time zone,
   revoked_at timestamp with time zone,
   expires_at timestamp with time zone,
+  user_id uuid,
+  scopes text[] default '{read,write,admin,keys}'::text[] not null,
   constraint api_keys_pkey PRIMARY KEY (id),
   constraint api_keys_prefix_key UNIQUE (prefix),
+  constraint api_keys_scopes CHECK (scopes <@ '{read,write,admin,keys}'::text[]),
+  constraint api_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
   constraint api_keys_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table api_keys enable row level security;
+CREATE INDEX api_keys_user ON api_keys USING btree (user_id) WHERE user_id IS NOT NULL;
 CREATE INDEX api_keys_workspace ON api_keys USING btree (workspace_id, created_at);
+create policy all_workspaces on api_keys as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on api_keys as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table api_keys to verbatim_all_workspaces;
 grant select, insert, update, delete on table api_keys to verbatim_tenant;
 
 create table audit_events (
@@ -57,10 +101,42 @@ create table audit_events (
 );
 alter table audit_events enable row level security;
 CREATE INDEX audit_subject ON audit_events USING btree (subject_id, id);
+create policy all_workspaces on audit_events as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on audit_events as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table audit_events to verbatim_all_workspaces;
 grant select, insert, update, delete on table audit_events to verbatim_tenant;
+
+create table audit_trail (
+  id bigint default nextval('audit_trail_id_seq'::regclass) not null,
+  workspace_id uuid,
+  at timestamp with time zone default now() not null,
+  action text not null,
+  actor_kind text not null,
+  actor_user_id uuid,
+  actor_key_id uuid,
+  actor_label text,
+  subject_type text,
+  subject_id text,
+  address text,
+  detail jsonb default '{}'::jsonb not null,
+  constraint audit_trail_pkey PRIMARY KEY (id),
+  constraint audit_trail_actor_kind_check CHECK (actor_kind = ANY (ARRAY['person'::text, 'key'::text, 'service'::text, 'share_link'::text, 'anonymous'::text])),
+  constraint audit_trail_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table audit_trail enable row level security;
+CREATE INDEX audit_trail_workspace ON audit_trail USING btree (workspace_id, id DESC);
+create policy all_workspaces on audit_trail as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on audit_trail as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table audit_trail to verbatim_all_workspaces;
+grant select, insert on table audit_trail to verbatim_tenant;
 
 create table batches (
   id uuid not null,
@@ -68,13 +144,19 @@ create table batches (
   title text not null,
   created_at timestamp with time zone default now() not null,
   canceled_at timestamp with time zone,
+  owner_user_id uuid,
   constraint batches_pkey PRIMARY KEY (id),
+  constraint batches_owner_user_id_fkey FOREIGN KEY (owner_user_id) REFERENCES users(id) ON DELETE SET NULL,
   constraint batches_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table batches enable row level security;
+create policy all_workspaces on batches as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on batches as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table batches to verbatim_all_workspaces;
 grant select, insert, update, delete on table batches to verbatim_tenant;
 
 create table blobs (
@@ -97,9 +179,13 @@ create table blobs (
 alter table blobs enable row level security;
 CREATE INDEX blobs_live_bytes ON blobs USING btree (workspace_id) INCLUDE (size_bytes) WHERE deleted_at IS NULL;
 CREATE INDEX blobs_meeting ON blobs USING btree (meeting_id);
+create policy all_workspaces on blobs as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on blobs as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table blobs to verbatim_all_workspaces;
 grant select, insert, update, delete on table blobs to verbatim_tenant;
 
 create table bot_backstops (
@@ -112,9 +198,13 @@ create table bot_backstops (
   constraint bot_backstops_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table bot_backstops enable row level security;
+create policy all_workspaces on bot_backstops as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on bot_backstops as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table bot_backstops to verbatim_all_workspaces;
 grant select, insert, update, delete on table bot_backstops to verbatim_tenant;
 
 create table bot_recordings (
@@ -138,8 +228,10 @@ create table bot_recordings (
   last_error text,
   last_error_at timestamp with time zone,
   state_times jsonb default '{}'::jsonb not null,
+  owner_user_id uuid,
   constraint bot_recordings_pkey PRIMARY KEY (id),
   constraint bot_recordings_status_check CHECK (status = ANY (ARRAY['pending'::text, 'scheduled'::text, 'joining'::text, 'in_call'::text, 'recording'::text, 'processing'::text, 'complete'::text, 'failed'::text, 'canceled'::text, 'not_recorded'::text])),
+  constraint bot_recordings_owner_user_id_fkey FOREIGN KEY (owner_user_id) REFERENCES users(id) ON DELETE SET NULL,
   constraint bot_recordings_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table bot_recordings enable row level security;
@@ -147,9 +239,17 @@ CREATE UNIQUE INDEX bot_recordings_bot ON bot_recordings USING btree (bot_id) WH
 CREATE UNIQUE INDEX bot_recordings_meeting ON bot_recordings USING btree (workspace_id, meeting_url, join_at) WHERE status <> 'canceled'::text;
 CREATE INDEX bot_recordings_pending ON bot_recordings USING btree (workspace_id) WHERE status = 'pending'::text;
 CREATE INDEX bot_recordings_workspace_time ON bot_recordings USING btree (workspace_id, join_at DESC, id DESC);
+create policy all_workspaces on bot_recordings as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy meeting_access on bot_recordings as restrictive for all to verbatim_tenant
+  using (((meeting_id IS NULL) OR (EXISTS ( SELECT 1
+   FROM meetings m
+  WHERE (m.id = bot_recordings.meeting_id)))));
 create policy tenant_isolation on bot_recordings as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table bot_recordings to verbatim_all_workspaces;
 grant select, insert, update, delete on table bot_recordings to verbatim_tenant;
 
 create table calendar_events (
@@ -165,6 +265,9 @@ create table calendar_events (
   constraint calendar_events_recording_id_fkey FOREIGN KEY (recording_id) REFERENCES bot_recordings(id)
 );
 alter table calendar_events enable row level security;
+create policy all_workspaces on calendar_events as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on calendar_events as permissive for all to verbatim_tenant
   using ((EXISTS ( SELECT 1
    FROM calendar_feeds f
@@ -172,6 +275,7 @@ create policy tenant_isolation on calendar_events as permissive for all to verba
   with check ((EXISTS ( SELECT 1
    FROM calendar_feeds f
   WHERE ((f.id = calendar_events.feed_id) AND (f.workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid)))));
+grant select, insert, update, delete on table calendar_events to verbatim_all_workspaces;
 grant select, insert, update, delete on table calendar_events to verbatim_tenant;
 
 create table calendar_feeds (
@@ -183,14 +287,20 @@ create table calendar_feeds (
   last_polled_at timestamp with time zone,
   last_error text,
   created_at timestamp with time zone default now() not null,
+  owner_user_id uuid,
   constraint calendar_feeds_pkey PRIMARY KEY (id),
   constraint calendar_feeds_workspace_id_url_key UNIQUE (workspace_id, url),
+  constraint calendar_feeds_owner_user_id_fkey FOREIGN KEY (owner_user_id) REFERENCES users(id) ON DELETE SET NULL,
   constraint calendar_feeds_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table calendar_feeds enable row level security;
+create policy all_workspaces on calendar_feeds as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on calendar_feeds as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table calendar_feeds to verbatim_all_workspaces;
 grant select, insert, update, delete on table calendar_feeds to verbatim_tenant;
 
 create table chunks (
@@ -222,9 +332,13 @@ create table chunks (
 alter table chunks enable row level security;
 CREATE INDEX chunks_position ON chunks USING btree (meeting_id, start_samples) WHERE start_samples IS NOT NULL;
 CREATE INDEX chunks_unplaced ON chunks USING btree (meeting_id, seq) WHERE start_samples IS NULL;
+create policy all_workspaces on chunks as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on chunks as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table chunks to verbatim_all_workspaces;
 grant select, insert, update, delete on table chunks to verbatim_tenant;
 
 create table drafts (
@@ -242,9 +356,13 @@ create table drafts (
 );
 alter table drafts enable row level security;
 CREATE TRIGGER drafts_stream AFTER INSERT ON drafts FOR EACH ROW EXECUTE FUNCTION verbatim_stream_change();
+create policy all_workspaces on drafts as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on drafts as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table drafts to verbatim_all_workspaces;
 grant select, insert, update, delete on table drafts to verbatim_tenant;
 
 create table job_attempts (
@@ -275,9 +393,13 @@ CREATE UNIQUE INDEX job_attempts_one_running ON job_attempts USING btree (job_id
 CREATE INDEX job_attempts_running_lease ON job_attempts USING btree (lease_expires_at) WHERE status = 'running'::text;
 CREATE TRIGGER job_attempts_guard BEFORE UPDATE ON job_attempts FOR EACH ROW EXECUTE FUNCTION job_attempts_guard();
 CREATE TRIGGER job_attempts_no_delete BEFORE DELETE ON job_attempts FOR EACH ROW EXECUTE FUNCTION job_attempts_no_delete();
+create policy all_workspaces on job_attempts as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on job_attempts as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table job_attempts to verbatim_all_workspaces;
 grant select, insert, update, delete on table job_attempts to verbatim_tenant;
 
 create table jobs (
@@ -329,9 +451,13 @@ CREATE INDEX jobs_isolated_active ON jobs USING btree (run_after) WHERE isolated
 CREATE INDEX jobs_meeting ON jobs USING btree (meeting_id);
 CREATE INDEX jobs_status_queue ON jobs USING btree (status, queue, run_after);
 CREATE INDEX jobs_subject ON jobs USING btree (subject_id, kind);
+create policy all_workspaces on jobs as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on jobs as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table jobs to verbatim_all_workspaces;
 grant select, insert, update, delete on table jobs to verbatim_tenant;
 
 create table meeting_create_keys (
@@ -345,10 +471,35 @@ create table meeting_create_keys (
 );
 alter table meeting_create_keys enable row level security;
 CREATE INDEX meeting_create_keys_meeting ON meeting_create_keys USING btree (meeting_id);
+create policy all_workspaces on meeting_create_keys as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on meeting_create_keys as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table meeting_create_keys to verbatim_all_workspaces;
 grant select, insert, update, delete on table meeting_create_keys to verbatim_tenant;
+
+create table meeting_shares (
+  meeting_id uuid not null,
+  user_id uuid not null,
+  workspace_id uuid not null,
+  created_at timestamp with time zone default now() not null,
+  constraint meeting_shares_pkey PRIMARY KEY (meeting_id, user_id),
+  constraint meeting_shares_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint meeting_shares_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+  constraint meeting_shares_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table meeting_shares enable row level security;
+CREATE INDEX meeting_shares_user ON meeting_shares USING btree (user_id);
+create policy all_workspaces on meeting_shares as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on meeting_shares as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table meeting_shares to verbatim_all_workspaces;
+grant select, insert, update, delete on table meeting_shares to verbatim_tenant;
 
 create table meeting_stream (
   id bigint default nextval('meeting_stream_id_seq'::regclass) not null,
@@ -366,9 +517,13 @@ alter table meeting_stream enable row level security;
 CREATE UNIQUE INDEX meeting_stream_position ON meeting_stream USING btree (meeting_id, seq);
 CREATE INDEX meeting_stream_subject ON meeting_stream USING btree (meeting_id, kind, ref, seq) WHERE seq IS NOT NULL;
 CREATE INDEX meeting_stream_unpositioned ON meeting_stream USING btree (meeting_id, id) WHERE seq IS NULL;
+create policy all_workspaces on meeting_stream as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on meeting_stream as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table meeting_stream to verbatim_all_workspaces;
 grant select, insert, update, delete on table meeting_stream to verbatim_tenant;
 
 create table meetings (
@@ -421,6 +576,8 @@ create table meetings (
   parent_id uuid,
   track text,
   track_offset_ms integer,
+  owner_user_id uuid,
+  visibility text default 'workspace'::text not null,
   constraint meetings_pkey PRIMARY KEY (id),
   constraint meetings_channels_check CHECK (channels = 'speakers'::text),
   constraint meetings_chunk_format_check CHECK (chunk_format = ANY (ARRAY['wav'::text, 'webm'::text])),
@@ -430,21 +587,51 @@ create table meetings (
   constraint meetings_source_check CHECK (source = ANY (ARRAY['live'::text, 'upload'::text, 'bot'::text])),
   constraint meetings_status_check CHECK (status = ANY (ARRAY['created'::text, 'recording'::text, 'processing'::text, 'finalizing'::text, 'complete'::text, 'failed'::text])),
   constraint meetings_track_shape CHECK (parent_id IS NULL AND track IS NULL AND track_offset_ms IS NULL OR parent_id IS NOT NULL AND track IS NOT NULL AND track_offset_ms IS NOT NULL AND track_offset_ms >= 0),
+  constraint meetings_visibility CHECK (visibility = ANY (ARRAY['private'::text, 'workspace'::text, 'shared'::text])),
   constraint meetings_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(id),
+  constraint meetings_owner_user_id_fkey FOREIGN KEY (owner_user_id) REFERENCES users(id) ON DELETE SET NULL,
   constraint meetings_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES meetings(id) ON DELETE CASCADE,
   constraint meetings_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table meetings enable row level security;
 CREATE INDEX meetings_batch ON meetings USING btree (batch_id) WHERE batch_id IS NOT NULL;
 CREATE UNIQUE INDEX meetings_parent_track ON meetings USING btree (parent_id, track) WHERE parent_id IS NOT NULL;
+CREATE INDEX meetings_processing ON meetings USING btree (id) WHERE status = 'processing'::text;
 CREATE INDEX meetings_transcript_published ON meetings USING btree (transcript_completed_at) WHERE transcript_completed_at IS NOT NULL;
 CREATE INDEX meetings_workspace_created ON meetings USING btree (workspace_id, created_at DESC);
 CREATE TRIGGER meetings_drop_drafts AFTER UPDATE OF transcript_completed_at ON meetings FOR EACH ROW WHEN (new.transcript_completed_at IS NOT NULL AND old.transcript_completed_at IS NULL) EXECUTE FUNCTION verbatim_drop_meeting_drafts();
 CREATE TRIGGER meetings_stream AFTER UPDATE ON meetings FOR EACH ROW WHEN (old.* IS DISTINCT FROM new.*) EXECUTE FUNCTION verbatim_stream_change();
+create policy all_workspaces on meetings as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy meeting_access on meetings as restrictive for all to verbatim_tenant
+  using (verbatim_meeting_visible(visibility, owner_user_id, COALESCE(parent_id, id)));
 create policy tenant_isolation on meetings as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table meetings to verbatim_all_workspaces;
 grant select, insert, update, delete on table meetings to verbatim_tenant;
+
+create table memberships (
+  workspace_id uuid not null,
+  user_id uuid not null,
+  role text not null,
+  created_at timestamp with time zone default now() not null,
+  constraint memberships_pkey PRIMARY KEY (workspace_id, user_id),
+  constraint memberships_role_check CHECK (role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text, 'viewer'::text])),
+  constraint memberships_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+  constraint memberships_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table memberships enable row level security;
+CREATE INDEX memberships_user ON memberships USING btree (user_id);
+create policy all_workspaces on memberships as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on memberships as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table memberships to verbatim_all_workspaces;
+grant select, insert, update, delete on table memberships to verbatim_tenant;
 
 create table object_cleanups (
   id uuid not null,
@@ -475,9 +662,13 @@ alter table object_cleanups enable row level security;
 CREATE INDEX object_cleanups_due ON object_cleanups USING btree (next_attempt_at) WHERE state = 'pending'::text;
 CREATE INDEX object_cleanups_staged ON object_cleanups USING btree (reserve_until) WHERE state = 'staged'::text;
 CREATE INDEX object_cleanups_workspace ON object_cleanups USING btree (workspace_id);
+create policy all_workspaces on object_cleanups as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on object_cleanups as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table object_cleanups to verbatim_all_workspaces;
 grant select, insert, update, delete on table object_cleanups to verbatim_tenant;
 
 create table outbox (
@@ -503,9 +694,13 @@ create table outbox (
 );
 alter table outbox enable row level security;
 CREATE INDEX outbox_due ON outbox USING btree (next_attempt_at) WHERE status = 'pending'::text;
+create policy all_workspaces on outbox as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on outbox as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table outbox to verbatim_all_workspaces;
 grant select, insert, update, delete on table outbox to verbatim_tenant;
 
 create table provider_budgets (
@@ -515,6 +710,7 @@ create table provider_budgets (
   constraint provider_budgets_pkey PRIMARY KEY (endpoint),
   constraint provider_budgets_per_minute_check CHECK (per_minute > 0)
 );
+grant select, insert, update, delete on table provider_budgets to verbatim_all_workspaces;
 
 create table provider_calls (
   id bigint default nextval('provider_calls_id_seq'::regclass) not null,
@@ -524,12 +720,14 @@ create table provider_calls (
   constraint provider_calls_endpoint_fkey FOREIGN KEY (endpoint) REFERENCES provider_budgets(endpoint)
 );
 CREATE INDEX provider_calls_window ON provider_calls USING btree (endpoint, at);
+grant select, insert, update, delete on table provider_calls to verbatim_all_workspaces;
 
 create table provider_holds (
   endpoint text not null,
   held_until timestamp with time zone not null,
   constraint provider_holds_pkey PRIMARY KEY (endpoint)
 );
+grant select, insert, update, delete on table provider_holds to verbatim_all_workspaces;
 
 create table provider_webhook_events (
   id text not null,
@@ -545,9 +743,13 @@ create table provider_webhook_events (
 );
 alter table provider_webhook_events enable row level security;
 CREATE INDEX provider_webhook_events_held ON provider_webhook_events USING btree (bot_id, received_at) WHERE outcome = 'held'::text;
+create policy all_workspaces on provider_webhook_events as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on provider_webhook_events as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table provider_webhook_events to verbatim_all_workspaces;
 grant select, insert, update, delete on table provider_webhook_events to verbatim_tenant;
 
 create table search_index_state (
@@ -562,9 +764,13 @@ create table search_index_state (
   constraint search_index_state_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 alter table search_index_state enable row level security;
+create policy all_workspaces on search_index_state as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on search_index_state as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table search_index_state to verbatim_all_workspaces;
 grant select, insert, update, delete on table search_index_state to verbatim_tenant;
 
 create table search_passages (
@@ -590,9 +796,13 @@ CREATE INDEX search_passages_tsv ON search_passages USING gin (tsv) WITH (fastup
 CREATE INDEX search_passages_workspace ON search_passages USING btree (workspace_id);
 CREATE TRIGGER search_passages_pairs_added AFTER INSERT ON search_passages REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION verbatim_passages_added();
 CREATE TRIGGER search_passages_pairs_changed AFTER UPDATE ON search_passages REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION verbatim_passages_added();
+create policy all_workspaces on search_passages as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on search_passages as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table search_passages to verbatim_all_workspaces;
 grant select, insert, update, delete on table search_passages to verbatim_tenant;
 
 create table search_phrase_pairs (
@@ -604,9 +814,22 @@ create table search_phrase_pairs (
 );
 alter table search_phrase_pairs enable row level security;
 CREATE INDEX search_phrase_pairs_pairs ON search_phrase_pairs USING gin (pairs) WITH (fastupdate=off);
+create policy all_workspaces on search_phrase_pairs as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on search_phrase_pairs as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table search_phrase_pairs to verbatim_all_workspaces;
 grant select on table search_phrase_pairs to verbatim_tenant;
+
+create table secret_key_checks (
+  id boolean default true not null,
+  key_check text not null,
+  created_at timestamp with time zone default now() not null,
+  constraint secret_key_checks_pkey PRIMARY KEY (id),
+  constraint secret_key_checks_id_check CHECK (id)
+);
+grant select, insert, update, delete on table secret_key_checks to verbatim_all_workspaces;
 
 create table segments (
   id bigint default nextval('segments_id_seq'::regclass) not null,
@@ -627,10 +850,77 @@ create table segments (
 );
 alter table segments enable row level security;
 CREATE INDEX segments_meeting ON segments USING btree (meeting_id, start_ms);
+create policy all_workspaces on segments as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on segments as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table segments to verbatim_all_workspaces;
 grant select, insert, update, delete on table segments to verbatim_tenant;
+
+create table sessions (
+  id uuid not null,
+  id_hash text not null,
+  user_id uuid not null,
+  workspace_id uuid not null,
+  created_at timestamp with time zone default now() not null,
+  last_seen_at timestamp with time zone default now() not null,
+  expires_at timestamp with time zone not null,
+  revoked_at timestamp with time zone,
+  address text,
+  constraint sessions_pkey PRIMARY KEY (id),
+  constraint sessions_id_hash_key UNIQUE (id_hash),
+  constraint sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE,
+  constraint sessions_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table sessions enable row level security;
+CREATE INDEX sessions_user ON sessions USING btree (user_id) WHERE revoked_at IS NULL;
+create policy all_workspaces on sessions as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on sessions as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table sessions to verbatim_all_workspaces;
+grant select, insert, update, delete on table sessions to verbatim_tenant;
+
+create table share_links (
+  id uuid not null,
+  token_hash text not null,
+  workspace_id uuid not null,
+  meeting_id uuid not null,
+  created_by uuid,
+  created_at timestamp with time zone default now() not null,
+  expires_at timestamp with time zone not null,
+  revoked_at timestamp with time zone,
+  opens integer default 0 not null,
+  last_opened_at timestamp with time zone,
+  constraint share_links_pkey PRIMARY KEY (id),
+  constraint share_links_token_hash_key UNIQUE (token_hash),
+  constraint share_links_created_by_fkey FOREIGN KEY (created_by) REFERENCES users(id) ON DELETE SET NULL,
+  constraint share_links_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint share_links_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table share_links enable row level security;
+CREATE INDEX share_links_meeting ON share_links USING btree (meeting_id, created_at);
+create policy all_workspaces on share_links as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on share_links as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table share_links to verbatim_all_workspaces;
+grant select, insert, update, delete on table share_links to verbatim_tenant;
+
+create table sign_in_throttle (
+  key text not null,
+  failures integer default 0 not null,
+  locked_until timestamp with time zone,
+  updated_at timestamp with time zone default now() not null,
+  constraint sign_in_throttle_pkey PRIMARY KEY (key)
+);
+grant select, insert, update, delete on table sign_in_throttle to verbatim_all_workspaces;
 
 create table speaker_turns (
   id bigint default nextval('speaker_turns_id_seq'::regclass) not null,
@@ -647,9 +937,13 @@ create table speaker_turns (
 );
 alter table speaker_turns enable row level security;
 CREATE INDEX speaker_turns_meeting ON speaker_turns USING btree (meeting_id, start_ms);
+create policy all_workspaces on speaker_turns as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on speaker_turns as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table speaker_turns to verbatim_all_workspaces;
 grant select, insert, update, delete on table speaker_turns to verbatim_tenant;
 
 create table speakers (
@@ -674,19 +968,39 @@ create table speakers (
   constraint speakers_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table speakers enable row level security;
+create policy all_workspaces on speakers as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on speakers as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table speakers to verbatim_all_workspaces;
 grant select, insert, update, delete on table speakers to verbatim_tenant;
+
+create table sso_flows (
+  state_hash text not null,
+  code_verifier text not null,
+  nonce text not null,
+  return_to text not null,
+  created_at timestamp with time zone default now() not null,
+  expires_at timestamp with time zone not null,
+  constraint sso_flows_pkey PRIMARY KEY (state_hash)
+);
+CREATE INDEX sso_flows_expires ON sso_flows USING btree (expires_at);
+grant select, insert, update, delete on table sso_flows to verbatim_all_workspaces;
 
 create table storage_guards (
   scope text not null,
   constraint storage_guards_pkey PRIMARY KEY (scope)
 );
 alter table storage_guards enable row level security;
+create policy all_workspaces on storage_guards as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on storage_guards as permissive for all to verbatim_tenant
   using ((scope = ANY (ARRAY['global'::text, current_setting('verbatim.workspace_id'::text, true)])))
   with check ((scope = current_setting('verbatim.workspace_id'::text, true)));
+grant select, insert, update, delete on table storage_guards to verbatim_all_workspaces;
 grant select, insert, update on table storage_guards to verbatim_tenant;
 
 create table timeline_gaps (
@@ -712,10 +1026,49 @@ create table timeline_gaps (
 alter table timeline_gaps enable row level security;
 CREATE INDEX timeline_gaps_arrived ON timeline_gaps USING btree (meeting_id) WHERE arrived_at IS NOT NULL;
 CREATE INDEX timeline_gaps_position ON timeline_gaps USING btree (meeting_id, start_samples);
+create policy all_workspaces on timeline_gaps as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on timeline_gaps as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table timeline_gaps to verbatim_all_workspaces;
 grant select, insert, update, delete on table timeline_gaps to verbatim_tenant;
+
+create table user_identities (
+  issuer text not null,
+  subject text not null,
+  user_id uuid not null,
+  email text,
+  created_at timestamp with time zone default now() not null,
+  last_used_at timestamp with time zone default now() not null,
+  constraint user_identities_pkey PRIMARY KEY (issuer, subject),
+  constraint user_identities_user_id_fkey FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE
+);
+CREATE INDEX user_identities_user ON user_identities USING btree (user_id);
+grant select, insert, update, delete on table user_identities to verbatim_all_workspaces;
+
+create table users (
+  id uuid not null,
+  email text not null,
+  name text not null,
+  password_hash text,
+  created_at timestamp with time zone default now() not null,
+  disabled_at timestamp with time zone,
+  constraint users_pkey PRIMARY KEY (id),
+  constraint users_email_lower CHECK (email = lower(email))
+);
+alter table users enable row level security;
+CREATE UNIQUE INDEX users_email ON users USING btree (email);
+create policy all_workspaces on users as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on users as permissive for all to verbatim_tenant
+  using ((EXISTS ( SELECT 1
+   FROM memberships m
+  WHERE ((m.user_id = users.id) AND (m.workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid)))));
+grant select, insert, update, delete on table users to verbatim_all_workspaces;
+grant select on table users to verbatim_tenant;
 
 create table webhook_attempts (
   id bigint default nextval('webhook_attempts_id_seq'::regclass) not null,
@@ -730,6 +1083,9 @@ create table webhook_attempts (
 );
 alter table webhook_attempts enable row level security;
 CREATE INDEX webhook_attempts_delivery ON webhook_attempts USING btree (delivery_id, id);
+create policy all_workspaces on webhook_attempts as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on webhook_attempts as permissive for all to verbatim_tenant
   using ((EXISTS ( SELECT 1
    FROM webhook_deliveries d
@@ -737,6 +1093,7 @@ create policy tenant_isolation on webhook_attempts as permissive for all to verb
   with check ((EXISTS ( SELECT 1
    FROM webhook_deliveries d
   WHERE ((d.id = webhook_attempts.delivery_id) AND (d.workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid)))));
+grant select, insert, update, delete on table webhook_attempts to verbatim_all_workspaces;
 grant select, insert, update, delete on table webhook_attempts to verbatim_tenant;
 
 create table webhook_deliveries (
@@ -763,9 +1120,13 @@ create table webhook_deliveries (
 );
 alter table webhook_deliveries enable row level security;
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries USING btree (next_attempt_at) WHERE status = 'pending'::text;
+create policy all_workspaces on webhook_deliveries as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on webhook_deliveries as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table webhook_deliveries to verbatim_all_workspaces;
 grant select, insert, update, delete on table webhook_deliveries to verbatim_tenant;
 
 create table webhook_endpoints (
@@ -776,14 +1137,20 @@ create table webhook_endpoints (
   events text[] default '{}'::text[] not null,
   created_at timestamp with time zone default now() not null,
   disabled_at timestamp with time zone,
+  previous_secret text,
+  previous_secret_until timestamp with time zone,
   constraint webhook_endpoints_pkey PRIMARY KEY (id),
   constraint webhook_endpoints_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table webhook_endpoints enable row level security;
 CREATE INDEX webhook_endpoints_workspace ON webhook_endpoints USING btree (workspace_id) WHERE disabled_at IS NULL;
+create policy all_workspaces on webhook_endpoints as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on webhook_endpoints as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table webhook_endpoints to verbatim_all_workspaces;
 grant select, insert, update, delete on table webhook_endpoints to verbatim_tenant;
 
 create table window_tallies (
@@ -797,6 +1164,9 @@ create table window_tallies (
   constraint window_tallies_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE
 );
 alter table window_tallies enable row level security;
+create policy all_workspaces on window_tallies as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on window_tallies as permissive for all to verbatim_tenant
   using ((EXISTS ( SELECT 1
    FROM meetings m
@@ -804,6 +1174,7 @@ create policy tenant_isolation on window_tallies as permissive for all to verbat
   with check ((EXISTS ( SELECT 1
    FROM meetings m
   WHERE ((m.id = window_tallies.meeting_id) AND (m.workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid)))));
+grant select, insert, update, delete on table window_tallies to verbatim_all_workspaces;
 grant select, insert, update, delete on table window_tallies to verbatim_tenant;
 
 create table windows (
@@ -846,9 +1217,13 @@ CREATE TRIGGER windows_drop_drafts_insert AFTER INSERT ON windows FOR EACH ROW W
 CREATE TRIGGER windows_drop_drafts_update AFTER UPDATE OF status ON windows FOR EACH ROW WHEN (new.status = 'transcribed'::text AND old.status IS DISTINCT FROM new.status) EXECUTE FUNCTION verbatim_drop_drafts();
 CREATE TRIGGER windows_stream_insert AFTER INSERT ON windows FOR EACH ROW WHEN (new.status <> 'pending'::text) EXECUTE FUNCTION verbatim_stream_change();
 CREATE TRIGGER windows_stream_update AFTER UPDATE OF status, start_ms, end_ms ON windows FOR EACH ROW WHEN (old.status IS DISTINCT FROM new.status OR old.start_ms IS DISTINCT FROM new.start_ms OR old.end_ms IS DISTINCT FROM new.end_ms) EXECUTE FUNCTION verbatim_stream_change();
+create policy all_workspaces on windows as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on windows as permissive for all to verbatim_tenant
   using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table windows to verbatim_all_workspaces;
 grant select, insert, update, delete on table windows to verbatim_tenant;
 
 create table workers (
@@ -865,6 +1240,7 @@ create table workers (
   lock_free_since timestamp with time zone,
   constraint workers_pkey PRIMARY KEY (id)
 );
+grant select, insert, update, delete on table workers to verbatim_all_workspaces;
 
 create table workspaces (
   id uuid not null,
@@ -875,30 +1251,45 @@ create table workspaces (
   constraint workspaces_pkey PRIMARY KEY (id)
 );
 alter table workspaces enable row level security;
+create policy all_workspaces on workspaces as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
 create policy tenant_isolation on workspaces as permissive for all to verbatim_tenant
   using ((id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table workspaces to verbatim_all_workspaces;
 grant select, update on table workspaces to verbatim_tenant;
 
 -- Sequences
 
 create sequence audit_events_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by audit_events.id;
+grant select, update, usage on sequence audit_events_id_seq to verbatim_all_workspaces;
 grant usage on sequence audit_events_id_seq to verbatim_tenant;
 
+create sequence audit_trail_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by audit_trail.id;
+grant select, update, usage on sequence audit_trail_id_seq to verbatim_all_workspaces;
+grant usage on sequence audit_trail_id_seq to verbatim_tenant;
+
 create sequence meeting_stream_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by meeting_stream.id;
+grant select, update, usage on sequence meeting_stream_id_seq to verbatim_all_workspaces;
 grant usage on sequence meeting_stream_id_seq to verbatim_tenant;
 
 create sequence provider_calls_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by provider_calls.id;
+grant select, update, usage on sequence provider_calls_id_seq to verbatim_all_workspaces;
 
 create sequence search_passages_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by search_passages.id;
+grant select, update, usage on sequence search_passages_id_seq to verbatim_all_workspaces;
 grant usage on sequence search_passages_id_seq to verbatim_tenant;
 
 create sequence segments_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by segments.id;
+grant select, update, usage on sequence segments_id_seq to verbatim_all_workspaces;
 grant usage on sequence segments_id_seq to verbatim_tenant;
 
 create sequence speaker_turns_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by speaker_turns.id;
+grant select, update, usage on sequence speaker_turns_id_seq to verbatim_all_workspaces;
 grant usage on sequence speaker_turns_id_seq to verbatim_tenant;
 
 create sequence webhook_attempts_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 no cycle owned by webhook_attempts.id;
+grant select, update, usage on sequence webhook_attempts_id_seq to verbatim_all_workspaces;
 grant usage on sequence webhook_attempts_id_seq to verbatim_tenant;
 
 -- Functions
@@ -1255,6 +1646,7 @@ begin
                                   max_attempts => p_max_attempts, job_key => p_job_key);
 end $function$;
 revoke execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) from public;
+grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) to verbatim_all_workspaces;
 grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) to verbatim_tenant;
 
 CREATE OR REPLACE FUNCTION public.verbatim_fence(p_job uuid, p_attempt uuid, p_token uuid)
@@ -1332,11 +1724,42 @@ begin
   return next v_job;
 end $function$;
 
+CREATE OR REPLACE FUNCTION public.verbatim_meeting_visible(p_visibility text, p_owner uuid, p_meeting uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+-- verbatim_meeting_visible(p_visibility, p_owner, p_meeting) returns boolean
+--
+-- U4/U5: whether the request's reader may read a meeting. A share link's reader
+-- (verbatim.see_all = 'meeting:<id>') reads that one meeting and nothing else. Otherwise everyone
+-- may when verbatim.see_all is not 'off' (the system path, service accounts, admins and owners);
+-- else a workspace meeting, one's own, or one shared with one.
+--
+-- Input:
+--   p_visibility, p_owner, p_meeting  the meeting's visibility, owner and id (a track's parent's
+--                                     id: a track is shared with whom its meeting is)
+--   verbatim.see_all, verbatim.user_id  settings of the request's connection
+-- Output:
+--   true when it may be read
+  select case
+    when coalesce(current_setting('verbatim.see_all', true), '') like 'meeting:%'
+      then p_meeting::text = substr(current_setting('verbatim.see_all', true), 9)
+    else coalesce(current_setting('verbatim.see_all', true), '') <> 'off'
+      or p_visibility = 'workspace'
+      or p_owner = nullif(current_setting('verbatim.user_id', true), '')::uuid
+      or (p_visibility = 'shared' and exists (
+            select 1 from meeting_shares s
+             where s.meeting_id = p_meeting
+               and s.user_id = nullif(current_setting('verbatim.user_id', true), '')::uuid))
+  end
+$function$;
+
 CREATE OR REPLACE FUNCTION public.verbatim_passages_added()
  RETURNS trigger
  LANGUAGE plpgsql
  SECURITY DEFINER
- SET search_path TO '$user', 'public'
+ SET search_path TO 'public', 'pg_temp'
 AS $function$
 -- verbatim_passages_added() returns trigger
 --
@@ -1357,6 +1780,9 @@ begin
   return null;
 end
 $function$;
+revoke execute on function verbatim_passages_added() from public;
+grant execute on function verbatim_passages_added() to verbatim_all_workspaces;
+grant execute on function verbatim_passages_added() to verbatim_tenant;
 
 CREATE OR REPLACE FUNCTION public.verbatim_phrase_pairs(q tsquery)
  RETURNS tsquery
@@ -1420,77 +1846,31 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.verbatim_search(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer, p_hits integer)
  RETURNS TABLE(meeting_id uuid, title text, created_at timestamp with time zone, source text, status text, best double precision, total double precision, hits bigint, passage_ids bigint[])
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
+ LANGUAGE sql
+ STABLE
  SET search_path TO '$user', 'public'
- SET max_parallel_workers_per_gather TO '0'
 AS $function$
 -- verbatim_search(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit, p_candidates,
 --   p_hits) returns table
 --
--- O4: the meetings of the caller's workspace a query matches, best first, each with its best
--- passages. Security definer, so the text match can use the GIN index (under the row-level
--- policies every passage of the workspace would be read first); the workspace is read from the
--- setting the policies read, so a tenant still sees only its own. Planned per query (EXECUTE),
--- with its words known; no parallel workers.
+-- O4/U4: the ten-argument verbatim_search with no speaker filter: the meetings of the caller's
+-- workspace a query matches that the caller may read, best first, each with its best passages.
 --
 -- Input:
---   p_query                the user's words (websearch syntax), matched in 'english' and in
---                          'simple', each passage in its own configuration
---   p_from, p_to           meetings created in [p_from, p_to) (null: no bound)
---   p_source, p_status     meetings of this source, in this status (null: any)
---   p_offset, p_limit      the page of meetings
---   p_candidates           at most this many matching passages are ranked
---   p_hits                 at most this many passage ids per meeting
---   verbatim.workspace_id  setting: the workspace (empty or unset: no rows)
--- Output, one row per meeting, by best desc, total desc, created_at desc, id:
---   meeting_id, title, created_at, source, status  the meeting's
---   best, total   the highest and the summed ts_rank_cd of its matching passages
---   hits          how many of its passages are among the candidates
---   passage_ids   its best passages among them, best first (rank, start, id)
--- When both configurations give the query phrase pairs (verbatim_phrase_pairs), only passages
--- whose search_phrase_pairs hold them are read.
-declare
-  v_ws uuid := nullif(current_setting('verbatim.workspace_id', true), '')::uuid;
-  v_english tsquery := verbatim_phrase_pairs(websearch_to_tsquery('english', p_query));
-  v_simple tsquery := verbatim_phrase_pairs(websearch_to_tsquery('simple', p_query));
-  -- Both configurations' pairs, or none: a passage of either language needs its own.
-  v_pairs boolean := v_english is not null and v_simple is not null;
-begin
-  if v_ws is null then
-    return;
-  end if;
-  return query execute format($q$
-  with matched as (
-    select p.id, p.start_ms, p.meeting_id, ts_rank_cd(p.tsv, websearch_to_tsquery(p.lang, $1)) as rank
-      from %s search_passages p join meetings m on m.id = p.meeting_id
-     where %s p.workspace_id = $8 and m.workspace_id = $8
-       and ((p.lang = 'english'::regconfig and p.tsv @@ websearch_to_tsquery('english', $1))
-         or (p.lang = 'simple'::regconfig and p.tsv @@ websearch_to_tsquery('simple', $1)))
-       and ($2::timestamptz is null or m.created_at >= $2)
-       and ($3::timestamptz is null or m.created_at < $3)
-       and ($4::text is null or m.source = $4)
-       and ($5::text is null or m.status = $5)
-     limit $7
-  )
-  select m.id, m.title, m.created_at, m.source, m.status, max(x.rank)::float8, sum(x.rank)::float8, count(*),
-         (array_agg(x.id order by x.rank desc, x.start_ms nulls last, x.id))[1:$12]
-    from matched x join meetings m on m.id = x.meeting_id
-   group by m.id
-   order by 6 desc, 7 desc, m.created_at desc, m.id
-  offset $6 limit $9$q$,
-    case when v_pairs then 'search_phrase_pairs pp,' else '' end,
-    case when v_pairs then 'pp.passage_id = p.id and pp.workspace_id = $8 and pp.pairs @@ ($10 || $11) and' else '' end)
-  using p_query, p_from, p_to, p_source, p_status, p_offset, p_candidates, v_ws, p_limit,
-        v_english, v_simple, p_hits;
-end
+--   as the ten-argument verbatim_search, without p_speaker
+-- Effects:
+--   none
+-- Output:
+--   its rows
+  select * from verbatim_search(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit,
+                                p_candidates, p_hits, null::text)
 $function$;
 
 CREATE OR REPLACE FUNCTION public.verbatim_search(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer, p_hits integer, p_speaker text)
  RETURNS TABLE(meeting_id uuid, title text, created_at timestamp with time zone, source text, status text, best double precision, total double precision, hits bigint, passage_ids bigint[])
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
- SET search_path TO '$user', 'public'
+ SET search_path TO 'public', 'pg_temp'
  SET max_parallel_workers_per_gather TO '0'
 AS $function$
 -- verbatim_search(p_query, p_from, p_to, p_source, p_status, p_offset, p_limit, p_candidates,
@@ -1512,6 +1892,8 @@ AS $function$
 --   p_hits                 at most this many passage ids per meeting
 --   p_speaker              W6: only passages this speaker said (their name, any case; null: anyone)
 --   verbatim.workspace_id  setting: the workspace (empty or unset: no rows)
+--   verbatim.see_all, verbatim.user_id  settings: U4, only the meetings the caller may read
+--                          (verbatim_meeting_visible)
 -- Output, one row per meeting, by best desc, total desc, created_at desc, id:
 --   meeting_id, title, created_at, source, status  the meeting's
 --   best, total   the highest and the summed ts_rank_cd of its matching passages
@@ -1541,6 +1923,7 @@ begin
        and ($4::text is null or m.source = $4)
        and ($5::text is null or m.status = $5)
        and ($13::text is null or lower(p.speaker) = lower($13))
+       and verbatim_meeting_visible(m.visibility, m.owner_user_id, m.id)
      limit $7
   )
   select m.id, m.title, m.created_at, m.source, m.status, max(x.rank)::float8, sum(x.rank)::float8, count(*),
@@ -1555,6 +1938,9 @@ begin
         v_english, v_simple, p_hits, p_speaker;
 end
 $function$;
+revoke execute on function verbatim_search(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer, p_hits integer, p_speaker text) from public;
+grant execute on function verbatim_search(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer, p_hits integer, p_speaker text) to verbatim_all_workspaces;
+grant execute on function verbatim_search(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer, p_hits integer, p_speaker text) to verbatim_tenant;
 
 CREATE OR REPLACE FUNCTION public.verbatim_search_meetings(p_query text, p_from timestamp with time zone, p_to timestamp with time zone, p_source text, p_status text, p_offset integer, p_limit integer, p_candidates integer)
  RETURNS TABLE(meeting_id uuid, title text, created_at timestamp with time zone, source text, status text, best double precision, total double precision, hits bigint)
@@ -1753,6 +2139,7 @@ begin
   perform graphile_worker.remove_job(p_job_key);
 end $function$;
 revoke execute on function verbatim_unqueue(p_job_key text) from public;
+grant execute on function verbatim_unqueue(p_job_key text) to verbatim_all_workspaces;
 grant execute on function verbatim_unqueue(p_job_key text) to verbatim_tenant;
 
 CREATE OR REPLACE FUNCTION public.verbatim_window_held(p_window uuid)

@@ -32,6 +32,125 @@ export interface ApiKeysTable {
   last_used_at: NullableTimestamp;
   revoked_at: NullableTimestamp;
   expires_at: NullableTimestamp;
+  /** U6: the person the key acts for; null for a service account (named by `name`). */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  scopes: ColumnType<string[], string[] | undefined, string[]>;
+}
+
+/** U1/U2: a person. `email` is stored lowercased. */
+export interface UsersTable {
+  id: string;
+  email: string;
+  name: string;
+  password_hash: string | null;
+  created_at: Timestamp;
+  disabled_at: NullableTimestamp;
+}
+
+export interface MembershipsTable {
+  workspace_id: string;
+  user_id: string;
+  role: string;
+  created_at: Timestamp;
+}
+
+/** U3: a signed-in browser; only a hash of its secret is stored. */
+export interface SessionsTable {
+  id: string;
+  id_hash: string;
+  user_id: string;
+  workspace_id: string;
+  created_at: Timestamp;
+  last_seen_at: Timestamp;
+  expires_at: Date;
+  revoked_at: NullableTimestamp;
+  address: string | null;
+}
+
+export interface SignInThrottleTable {
+  key: string;
+  failures: Generated<number>;
+  locked_until: NullableTimestamp;
+  updated_at: Timestamp;
+}
+
+/** U2: the one-time setup link of the first owner, and invite links. */
+export interface AccessLinksTable {
+  id: string;
+  token_hash: string;
+  kind: string;
+  workspace_id: string;
+  role: string;
+  created_by: string | null;
+  created_at: Timestamp;
+  expires_at: Date;
+  used_at: NullableTimestamp;
+  used_by: string | null;
+}
+
+/** U2: a person's identity at a single sign-on provider. */
+export interface UserIdentitiesTable {
+  issuer: string;
+  subject: string;
+  user_id: string;
+  email: string | null;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+}
+
+/** U2: a single sign-on in flight, keyed by the hash of its state. */
+export interface SsoFlowsTable {
+  state_hash: string;
+  code_verifier: string;
+  nonce: string;
+  return_to: string;
+  created_at: Timestamp;
+  expires_at: Date;
+}
+
+/** U8: one thing done that an admin must be able to answer for. */
+export interface AuditTrailTable {
+  id: Generated<string>;
+  workspace_id: string | null;
+  at: Generated<Date>;
+  action: string;
+  actor_kind: string;
+  actor_user_id: string | null;
+  actor_key_id: string | null;
+  actor_label: string | null;
+  subject_type: string | null;
+  subject_id: string | null;
+  address: string | null;
+  detail: ColumnType<unknown, string | undefined, string>;
+}
+
+/** U7: the check of the key the database's secrets are sealed with (one row). */
+export interface SecretKeyChecksTable {
+  id: Generated<boolean>;
+  key_check: string;
+  created_at: Generated<Date>;
+}
+
+/** U5: a read-only link to one meeting. */
+export interface ShareLinksTable {
+  id: string;
+  token_hash: string;
+  workspace_id: string;
+  meeting_id: string;
+  created_by: string | null;
+  created_at: Timestamp;
+  expires_at: Date;
+  revoked_at: NullableTimestamp;
+  opens: Generated<number>;
+  last_opened_at: NullableTimestamp;
+}
+
+/** U4: the members a `shared` meeting is shown to. */
+export interface MeetingSharesTable {
+  meeting_id: string;
+  user_id: string;
+  workspace_id: string;
+  created_at: Timestamp;
 }
 
 export interface MeetingsTable {
@@ -83,6 +202,9 @@ export interface MeetingsTable {
   track: ColumnType<string | null, string | null | undefined, string | null>;
   /** L25: where the track's sample 0 falls on the parent's timeline. */
   track_offset_ms: ColumnType<number | null, number | null | undefined, number | null>;
+  /** U4: the person who made it (null: a service account's); and who may read it. */
+  owner_user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  visibility: ColumnType<string, string | undefined, string>;
   repair_failure_code: string | null;
   repair_failure_message: string | null;
   chunk_format: 'wav' | 'webm' | null;
@@ -153,6 +275,8 @@ export interface ObjectCleanupsTable {
 export interface BatchesTable {
   id: string;
   workspace_id: string;
+  /** U4: who made it; they or an admin may cancel it. */
+  owner_user_id: ColumnType<string | null, string | null | undefined, string | null>;
   title: string;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   canceled_at: NullableTimestamp;
@@ -162,7 +286,10 @@ export interface WebhookEndpointsTable {
   id: string;
   workspace_id: string;
   url: string;
+  /** U7: sealed (src/secrets/secret-box.ts), or plain from before sealing until the next start. */
   secret: string;
+  previous_secret: string | null;
+  previous_secret_until: NullableTimestamp;
   events: ColumnType<string[], string[] | undefined, string[]>;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   disabled_at: NullableTimestamp;
@@ -216,6 +343,8 @@ export interface ProviderCallsTable {
 export interface BotRecordingsTable {
   id: string;
   workspace_id: string;
+  /** U4: who asked for it (the event's poster, the feed's subscriber); its meeting's owner. */
+  owner_user_id: ColumnType<string | null, string | null | undefined, string | null>;
   meeting_url: string;
   join_at: ColumnType<Date, Date | string, Date | string>;
   ends_at: ColumnType<Date, Date | string, Date | string>;
@@ -267,6 +396,8 @@ export interface BotBackstopsTable {
 export interface CalendarFeedsTable {
   id: string;
   workspace_id: string;
+  /** U4: who subscribed the feed; the owner of the meetings its bots record. */
+  owner_user_id: ColumnType<string | null, string | null | undefined, string | null>;
   url: string;
   next_poll_at: ColumnType<Date, Date | string | undefined, Date | string>;
   lease_expires_at: NullableTimestamp;
@@ -548,7 +679,18 @@ export interface DraftsTable {
 export interface Database {
   workspaces: WorkspacesTable;
   api_keys: ApiKeysTable;
+  users: UsersTable;
+  memberships: MembershipsTable;
+  sessions: SessionsTable;
+  sign_in_throttle: SignInThrottleTable;
+  access_links: AccessLinksTable;
+  user_identities: UserIdentitiesTable;
+  sso_flows: SsoFlowsTable;
+  share_links: ShareLinksTable;
+  audit_trail: AuditTrailTable;
+  secret_key_checks: SecretKeyChecksTable;
   meetings: MeetingsTable;
+  meeting_shares: MeetingSharesTable;
   meeting_create_keys: MeetingCreateKeysTable;
   meeting_stream: MeetingStreamTable;
   drafts: DraftsTable;

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'kysely';
 import { isDatabaseConnectionLoss } from './connection-errors.ts';
+import { ALL_WORKSPACES_ROLE } from './roles.ts';
 import type { Db, Tx } from './schema.ts';
 
 /** The role tenant work runs as (migration 0018): no BYPASSRLS, rows of one workspace only. */
@@ -20,7 +21,25 @@ function checkedWorkspace(workspaceId: string): string {
  * checked out inside it is switched to the tenant role with that workspace (ValidatingPool.connect,
  * src/db/connect.ts), so every query of the request, read or write, sees only that workspace's rows.
  */
-const scope = new AsyncLocalStorage<{ workspaceId: string | null }>();
+const scope = new AsyncLocalStorage<{ workspaceId: string | null; viewer?: Viewer }>();
+
+/**
+ * U4: the person a tenant flow reads for: `seeAll` false limits its meetings to those it may read
+ * (verbatim_meeting_visible, migration 0041); no viewer, or seeAll, reads the whole workspace.
+ */
+export interface Viewer {
+  userId: string | null;
+  seeAll: boolean;
+  /** U5: a share link's reader: this one meeting (and its tracks), nothing else. */
+  onlyMeeting?: string;
+}
+
+/** The settings the meeting policy reads, for the current flow's viewer. */
+function viewerSettings(): [string, string] {
+  const viewer = scope.getStore()?.viewer;
+  if (viewer?.onlyMeeting) return ['', `meeting:${viewer.onlyMeeting}`];
+  return [viewer?.userId ?? '', viewer && !viewer.seeAll ? 'off' : 'on'];
+}
 
 /** The workspace the current flow acts for; null on the system path. */
 export function currentTenant(): string | null {
@@ -28,8 +47,8 @@ export function currentTenant(): string | null {
 }
 
 /** Runs `fn` (and everything it starts) as `workspaceId`'s tenant: its connections see that workspace only. */
-export function runAsTenant<T>(workspaceId: string, fn: () => T): T {
-  return scope.run({ workspaceId: checkedWorkspace(workspaceId) }, fn);
+export function runAsTenant<T>(workspaceId: string, fn: () => T, viewer?: Viewer): T {
+  return scope.run({ workspaceId: checkedWorkspace(workspaceId), ...(viewer ? { viewer } : {}) }, fn);
 }
 
 /**
@@ -47,9 +66,14 @@ export function asSystem<T>(fn: () => T): T {
  */
 export function checkoutStatement(): { text: string; values: string[] } {
   const workspaceId = currentTenant();
+  const [userId, seeAll] = workspaceId ? viewerSettings() : ['', 'on'];
   return {
-    text: "select set_config('role', $1, false), set_config('verbatim.workspace_id', $2, false)",
-    values: workspaceId ? [TENANT_ROLE, workspaceId] : ['none', ''],
+    text:
+      "select set_config('role', $1, false), set_config('verbatim.workspace_id', $2, false), " +
+      "set_config('verbatim.user_id', $3, false), set_config('verbatim.see_all', $4, false)",
+    values: workspaceId
+      ? [TENANT_ROLE, workspaceId, userId, seeAll]
+      : [ALL_WORKSPACES_ROLE, '', userId, seeAll],
   };
 }
 
@@ -62,7 +86,7 @@ export async function systemInTx<T>(trx: Tx, fn: () => Promise<T>): Promise<T> {
   const workspaceId = currentTenant();
   if (!workspaceId) return fn();
   const restore = () => sql`select set_config('role', ${TENANT_ROLE}, true)`.execute(trx);
-  await sql`select set_config('role', 'none', true)`.execute(trx);
+  await sql`select set_config('role', ${ALL_WORKSPACES_ROLE}, true)`.execute(trx);
   let result: T;
   try {
     result = await fn();
@@ -85,8 +109,7 @@ export async function systemInTx<T>(trx: Tx, fn: () => Promise<T>): Promise<T> {
 export async function withTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx) => Promise<T>): Promise<T> {
   checkedWorkspace(workspaceId);
   return db.transaction().execute(async (trx) => {
-    await sql`select set_config('role', ${TENANT_ROLE}, true),
-                     set_config('verbatim.workspace_id', ${workspaceId}, true)`.execute(trx);
+    await setTenantLocal(trx, workspaceId);
     return fn(trx);
   });
 }
@@ -103,10 +126,18 @@ export async function readAsTenant<T>(db: Db, workspaceId: string, fn: (trx: Tx)
     .setIsolationLevel('repeatable read')
     .setAccessMode('read only')
     .execute(async (trx) => {
-      await sql`select set_config('role', ${TENANT_ROLE}, true),
-                       set_config('verbatim.workspace_id', ${workspaceId}, true)`.execute(trx);
+      await setTenantLocal(trx, workspaceId);
       return fn(trx);
     });
+}
+
+/** The tenant role, its workspace and (U4) its viewer, for this transaction only. */
+async function setTenantLocal(trx: Tx, workspaceId: string): Promise<void> {
+  const [userId, seeAll] = viewerSettings();
+  await sql`select set_config('role', ${TENANT_ROLE}, true),
+                   set_config('verbatim.workspace_id', ${workspaceId}, true),
+                   set_config('verbatim.user_id', ${userId}, true),
+                   set_config('verbatim.see_all', ${seeAll}, true)`.execute(trx);
 }
 
 /** Start-up check (S10): the connection user may switch to the tenant role; otherwise a clear error. */

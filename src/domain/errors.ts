@@ -6,6 +6,8 @@
 export const ErrorKind = {
   invalidInput: 'invalid_input',
   unauthorized: 'unauthorized',
+  /** Known, but this role or key may not do it (U1/U6, HTTP 403). */
+  forbidden: 'forbidden',
   notFound: 'not_found',
   conflict: 'conflict',
   /** The thing existed but can no longer be changed this way (HTTP 410). */
@@ -146,6 +148,8 @@ export function httpStatusFor(kind: ErrorKind): number {
       return 400;
     case ErrorKind.unauthorized:
       return 401;
+    case ErrorKind.forbidden:
+      return 403;
     case ErrorKind.notFound:
       return 404;
     case ErrorKind.conflict:

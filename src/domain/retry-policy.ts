@@ -54,6 +54,7 @@ export function decideFailure(
     }
     case ErrorKind.invalidInput:
     case ErrorKind.unauthorized:
+    case ErrorKind.forbidden:
     case ErrorKind.notFound:
     case ErrorKind.conflict:
     case ErrorKind.gone:

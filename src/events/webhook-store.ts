@@ -44,7 +44,11 @@ export interface DueDelivery {
   body: string;
   attempts: number;
   url: string;
+  /** Sealed (src/secrets/secret-box.ts). */
   secret: string;
+  /** U7: the secret before a rotation, and whether its overlap still lasts. */
+  previous_secret: string | null;
+  previous_valid: boolean;
 }
 
 /** Up to `limit` due deliveries of enabled endpoints, leased to `owner` for `leaseMs`, with what sending needs. */
@@ -65,7 +69,8 @@ export async function leaseDueDeliveries(
         order by next_attempt_at
         limit ${limit}
         for update skip locked)
-    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret`.execute(db);
+    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret, e.previous_secret,
+              coalesce(e.previous_secret_until > now(), false) as previous_valid`.execute(db);
   return due.rows;
 }
 
@@ -206,4 +211,31 @@ export async function forgetDeliveriesAbout(trx: Tx, workspaceId: string, meetin
            last_error = case when status = 'pending' then 'meeting deleted' else last_error end
      where workspace_id = ${workspaceId}::uuid
        and body::jsonb -> 'data' ->> 'meetingId' = ${meetingId}`.execute(trx);
+}
+
+/**
+ * U7: the endpoint's new (sealed) secret; the current one becomes the previous, valid for
+ * `overlapMs` more. Returns until when (null: no overlap), or undefined when the workspace has no
+ * such enabled endpoint.
+ */
+export async function rotateSecretRow(
+  db: Db,
+  workspaceId: string,
+  endpointId: string,
+  sealed: string,
+  overlapMs: number,
+): Promise<Date | null | undefined> {
+  const row = await db
+    .updateTable('webhook_endpoints')
+    .set({
+      previous_secret: sql<string | null>`case when ${overlapMs} > 0 then secret else null end`,
+      previous_secret_until: sql<Date | null>`case when ${overlapMs} > 0 then now() + ${overlapMs} * interval '1 millisecond' else null end`,
+      secret: sealed,
+    })
+    .where('id', '=', endpointId)
+    .where('workspace_id', '=', workspaceId)
+    .where('disabled_at', 'is', null)
+    .returning('previous_secret_until')
+    .executeTakeFirst();
+  return row ? row.previous_secret_until : undefined;
 }

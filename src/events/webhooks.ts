@@ -1,6 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/schema.ts';
+import { secretBoxOf } from '../secrets/secret-box.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
@@ -13,6 +14,7 @@ import {
   leaseDueDeliveries,
   queueDeliveries,
   recordDeliveryAttempt,
+  rotateSecretRow,
   type DueDelivery,
 } from './webhook-store.ts';
 
@@ -126,14 +128,15 @@ export async function createEndpoint(deps: WebhookDeps, workspaceId: string, inp
       `events must be a list drawn from ${WEBHOOK_EVENTS.join(', ')} (empty: all of them)`,
     );
   }
+  const secret = newWebhookSecret();
   const row = await insertEndpoint(deps.db, {
     workspaceId,
     url: parsed.toString(),
-    secret: newWebhookSecret(),
+    secret: secretBoxOf(deps.config).seal(secret),
     events: events as string[],
   });
-  // The only time the secret leaves the server.
-  return { ...endpointView(row), secret: row.secret };
+  // The only time the secret leaves the server (U7: the database holds it sealed).
+  return { ...endpointView(row), secret };
 }
 
 export function endpointView(row: {
@@ -179,6 +182,56 @@ export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 
   return due.length;
 }
 
+/**
+ * U7: the delivery's signatures: by the endpoint's secret, and while a rotation's overlap lasts
+ * by the one before it too (space-separated, as Standard Webhooks reads them): a receiver still
+ * holding the old secret verifies either.
+ */
+function signatures(deps: WebhookDeps, d: DueDelivery, timestamp: number): string {
+  const box = secretBoxOf(deps.config);
+  const all = [signWebhook(box.open(d.secret), d.event_id, timestamp, d.body)];
+  if (d.previous_secret && d.previous_valid)
+    all.push(signWebhook(box.open(d.previous_secret), d.event_id, timestamp, d.body));
+  return all.join(' ');
+}
+
+/**
+ * U7: a new signing secret for the endpoint, shown once; the one before stays valid for
+ * `overlapHours` (deliveries carry both signatures), so receivers can switch without a gap.
+ */
+export async function rotateEndpointSecret(
+  deps: WebhookDeps,
+  workspaceId: string,
+  endpointId: string,
+  input: unknown,
+): Promise<{ secret: string; previousValidUntil: Date | null }> {
+  const given = (input as { overlapHours?: unknown } | undefined)?.overlapHours;
+  const overlapHours = given === undefined ? 24 : given;
+  if (
+    typeof overlapHours !== 'number' ||
+    !Number.isFinite(overlapHours) ||
+    overlapHours < 0 ||
+    overlapHours > 720
+  ) {
+    throw new AppError(
+      ErrorKind.invalidInput,
+      'webhook.overlap_hours',
+      'overlapHours must be a number of hours from 0 to 720',
+    );
+  }
+  const secret = newWebhookSecret();
+  const until = await rotateSecretRow(
+    deps.db,
+    workspaceId,
+    endpointId,
+    secretBoxOf(deps.config).seal(secret),
+    Math.round(overlapHours * 3_600_000),
+  );
+  if (until === undefined)
+    throw new AppError(ErrorKind.notFound, 'webhook.not_found', `no enabled webhook endpoint ${endpointId}`);
+  return { secret, previousValidUntil: until };
+}
+
 async function attempt(deps: WebhookDeps, owner: string, d: DueDelivery): Promise<void> {
   const timestamp = Math.floor(Date.now() / 1000);
   const started = performance.now();
@@ -194,7 +247,7 @@ async function attempt(deps: WebhookDeps, owner: string, d: DueDelivery): Promis
         'user-agent': 'verbatim-webhooks',
         'webhook-id': d.event_id,
         'webhook-timestamp': String(timestamp),
-        'webhook-signature': signWebhook(d.secret, d.event_id, timestamp, d.body),
+        'webhook-signature': signatures(deps, d, timestamp),
       },
       body: d.body,
       timeoutMs: deps.config.webhookTimeoutMs,

@@ -25,7 +25,7 @@ export interface JobContext {
     commit?: (trx: Tx, job: JobRow) => Promise<void>,
     retryAfterSeconds?: number,
   ): Promise<void>;
-  /** Settles the attempt with one fenced statement built by the caller (see PgJobStore.runFencedStatement). */
+  /** Settles the attempt with one fenced statement built by the caller (see PgJobStore.runFencedStatementAlone). */
   completeWith: (settle: (handle: AttemptHandle) => Promise<void>) => Promise<void>;
   /** Writes that must not outlive the lease (J3), without settling the attempt. */
   fenced: <T>(fn: (trx: Tx, job: JobRow) => Promise<T>) => Promise<T>;

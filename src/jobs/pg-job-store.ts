@@ -268,12 +268,8 @@ export class PgJobStore {
 
   /**
    * Runs one statement that calls a fenced SQL function (verbatim_fence raises VB001 for a stale
-   * token, reported as LostLeaseError), then `then` on its rows, in one transaction. For hot paths
-   * that settle an attempt in one statement and decide on what it returns.
-   */
-  /**
-   * The same statement alone, with nothing to decide on its result: one round trip in autocommit,
-   * no transaction around it (a live window's commit, the hottest path).
+   * token, reported as LostLeaseError) alone: one round trip in autocommit, no transaction around it
+   * (a window's commit, the hottest path). What the caller does with its rows is its own business.
    */
   async runFencedStatementAlone<R>(
     handle: AttemptHandle,
@@ -281,18 +277,6 @@ export class PgJobStore {
   ): Promise<R[]> {
     const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
     return (await fencedCall(handle, () => build(ids).execute(this.db))).rows;
-  }
-
-  async runFencedStatement<R, T>(
-    handle: AttemptHandle,
-    build: (ids: { jobId: string; attemptId: string; token: string }) => RawBuilder<R>,
-    then: (trx: Tx, rows: R[]) => Promise<T>,
-  ): Promise<T> {
-    const ids = { jobId: handle.jobId, attemptId: handle.attemptId, token: AttemptHandle.tokenOf(handle) };
-    return this.db.transaction().execute(async (trx) => {
-      const result = await fencedCall(handle, () => build(ids).execute(trx));
-      return then(trx, result.rows);
-    });
   }
 
   /** J5: the caller's writes, the attempt's outcome and the job's completion commit together. */

@@ -1,15 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Executor, Tx } from '../db/schema.ts';
+import { isUuid } from '../domain/ids.ts';
 
 /** J14: upload batches, which group meetings so they can be canceled together. */
 
-export async function insertBatch(db: Db, workspaceId: string, title: string) {
+export async function insertBatch(db: Db, workspaceId: string, title: string, ownerUserId: string | null) {
   return db
     .insertInto('batches')
-    .values({ id: randomUUID(), workspace_id: workspaceId, title })
+    .values({ id: randomUUID(), workspace_id: workspaceId, title, owner_user_id: ownerUserId })
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/** U4: who made a batch (null: a service account's); undefined: no such batch here. */
+export async function batchOwnerOf(db: Executor, workspaceId: string, batchId: string) {
+  if (!isUuid(batchId)) return undefined;
+  const row = await findBatch(db, workspaceId, batchId);
+  return row ? row.owner_user_id : undefined;
 }
 
 export async function findBatch(db: Executor, workspaceId: string, batchId: string) {

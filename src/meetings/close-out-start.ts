@@ -4,7 +4,11 @@ import { JobKind, MeetingStatus } from '../domain/status.ts';
 import { createJob } from '../jobs/catalog.ts';
 import type { MeetingDeps } from './deps.ts';
 import { countChunks } from './timeline-rows.ts';
-import { closeOutGateFacts, processingMeetingsWithHeldWindows } from './window-rows.ts';
+import {
+  closeOutGateFacts,
+  processingMeetingsSettled,
+  processingMeetingsWithHeldWindows,
+} from './window-rows.ts';
 
 /**
  * Every way a meeting's close-out starts, in one place:
@@ -86,13 +90,45 @@ export async function createCloseOutJob(
  * going on its backoff settles nothing, so this sweep step asks the close-out gate again.
  */
 export async function startCloseOutsPastHeldWindows(deps: MeetingDeps, actor: string): Promise<number> {
+  return startCloseOutsOf(deps, await processingMeetingsWithHeldWindows(deps.db), actor);
+}
+
+/**
+ * J5: a window's commit returns its meeting's gate facts and the close-out starts in a transaction
+ * of its own after it (startCloseOutAfterCommit); a process that dies between the two leaves the
+ * meeting processing with every window settled. This sweep step asks the gate again for those.
+ */
+export async function startLostCloseOuts(deps: MeetingDeps, actor: string): Promise<number> {
+  return startCloseOutsOf(deps, await processingMeetingsSettled(deps.db), actor);
+}
+
+async function startCloseOutsOf(deps: MeetingDeps, meetingIds: string[], actor: string): Promise<number> {
   let started = 0;
-  for (const meetingId of await processingMeetingsWithHeldWindows(deps.db)) {
+  for (const meetingId of meetingIds) {
     await deps.db.transaction().execute(async (trx) => {
       if ((await startCloseOutIfSettled(deps, trx, meetingId, actor)) === 'started') started++;
     });
   }
   return started;
+}
+
+/**
+ * J5: after a window's commit statement (run alone, so the meeting's lock is held only for that
+ * statement), the facts it read under that lock say whether this was the meeting's last window.
+ * Only then is the gate asked again, under the lock, in a transaction that starts the close-out:
+ * of two last windows committing at once, the second's statement waits for the first's, so at
+ * least one sees every window settled, and the gate under the lock starts it exactly once. The
+ * start lost to a crash between the two is the sweep's (startLostCloseOuts).
+ */
+export async function startCloseOutAfterCommit(
+  deps: MeetingDeps,
+  meetingId: string,
+  actor: string,
+  facts: CloseOutGateFacts | null,
+): Promise<CloseOutStart> {
+  if (!facts || !decideCloseOutStart(facts).start) return 'not_started';
+  await deps.checkpoints.hit('transcribe-window.before-close-out-start', { meetingId });
+  return deps.db.transaction().execute((trx) => startCloseOutIfSettled(deps, trx, meetingId, actor));
 }
 
 /**

@@ -81,9 +81,9 @@ export async function deleteMeeting(
       handed.push(...(await handOffMeetingObjects(trx, track, 'meeting deleted')));
       await deps.meetings.deleteRows(trx, track);
     }
-    await deps.meetings.deleteRows(trx, meetingId);
     // A bot recording that brought this meeting in ends with it, saying why (not `processing`
-    // for ever, pointing at nothing).
+    // for ever, pointing at nothing). Before the meeting's rows go: a tenant sees a recording only
+    // through its meeting (U4, migration 0047).
     for (const rec of await activeRecordingsOfMeeting(trx, meetingId)) {
       await moveBotRecording(trx, rec.id, BotRecordingStatus.canceled, {
         actor,
@@ -92,6 +92,7 @@ export async function deleteMeeting(
       });
     }
     await unlinkMeetingFromRecordings(trx, meetingId);
+    await deps.meetings.deleteRows(trx, meetingId);
     // Events about the meeting carry its content (minutes): they go with it, and webhook
     // deliveries not yet sent are closed; what was sent stays in the log without its body.
     await dropEventsAbout(trx, meetingId);
@@ -110,8 +111,13 @@ export async function deleteMeeting(
   await deleteNow(deps, keys);
 }
 
-export async function createBatch(deps: MeetingDeps, workspaceId: string, title: string) {
-  return insertBatch(deps.db, workspaceId, title);
+export async function createBatch(
+  deps: MeetingDeps,
+  workspaceId: string,
+  title: string,
+  ownerUserId: string | null = null,
+) {
+  return insertBatch(deps.db, workspaceId, title, ownerUserId);
 }
 
 export async function getBatch(deps: MeetingDeps, workspaceId: string, batchId: string) {

@@ -8,6 +8,7 @@ import type { TranscriptSegment } from '../ports.ts';
 import type { Updateable } from 'kysely';
 import { ClientCode } from '../domain/client-codes.ts';
 import { isUuid } from '../domain/ids.ts';
+import type { Visibility } from '../domain/roles.ts';
 
 export interface NewMeeting {
   source: MeetingSource;
@@ -18,6 +19,9 @@ export interface NewMeeting {
   batchId?: string | null;
   /** B11: 'speakers' when each channel of the upload is a speaker. */
   channels?: 'speakers' | null;
+  /** U4: who made it (null: a service account); who may read it (default workspace). */
+  ownerUserId?: string | null;
+  visibility?: Visibility;
 }
 
 export interface WindowCounts {
@@ -83,6 +87,8 @@ export class PgMeetingStore {
           window_ms: input.windowMs,
           batch_id: input.batchId ?? null,
           channels: input.channels ?? null,
+          owner_user_id: input.ownerUserId ?? null,
+          visibility: input.visibility ?? 'workspace',
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -97,6 +103,69 @@ export class PgMeetingStore {
       await alsoInTx?.(trx, row);
       return row;
     });
+  }
+
+  /** U4: who may read a meeting (404 when the caller cannot). */
+  async access(
+    trx: Tx,
+    workspaceId: string,
+    meetingId: string,
+  ): Promise<{ ownerUserId: string | null; visibility: string; sharedWith: string[] }> {
+    const meeting = await this.get(workspaceId, meetingId, trx);
+    const shares = await trx
+      .selectFrom('meeting_shares')
+      .select('user_id')
+      .where('meeting_id', '=', meeting.id)
+      .orderBy('user_id')
+      .execute();
+    return {
+      ownerUserId: meeting.owner_user_id,
+      visibility: meeting.visibility,
+      sharedWith: shares.map((s) => s.user_id),
+    };
+  }
+
+  /** U4: sets a meeting's visibility and its shares (replacing them); its tracks follow. */
+  async setAccess(
+    trx: Tx,
+    workspaceId: string,
+    meetingId: string,
+    visibility: Visibility,
+    sharedWith: string[],
+  ): Promise<void> {
+    const meeting = await this.get(workspaceId, meetingId, trx);
+    // The meeting's lock, which a new track's insert takes too: no track is made with the old one.
+    await this.lock(trx, meeting.id);
+    await trx
+      .updateTable('meetings')
+      .set({ visibility })
+      .where('workspace_id', '=', workspaceId)
+      .where((eb) => eb.or([eb('id', '=', meeting.id), eb('parent_id', '=', meeting.id)]))
+      .execute();
+    await trx.deleteFrom('meeting_shares').where('meeting_id', '=', meeting.id).execute();
+    if (sharedWith.length > 0)
+      await trx
+        .insertInto('meeting_shares')
+        .values(
+          sharedWith.map((userId) => ({
+            meeting_id: meeting.id,
+            user_id: userId,
+            workspace_id: workspaceId,
+          })),
+        )
+        .execute();
+  }
+
+  /** U4: a meeting's owner (null: a service account's), or undefined when it cannot be read. */
+  async ownerOf(workspaceId: string, meetingId: string): Promise<string | null | undefined> {
+    if (!isUuid(meetingId)) return undefined;
+    const row = await this.db
+      .selectFrom('meetings')
+      .select('owner_user_id')
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', meetingId)
+      .executeTakeFirst();
+    return row ? row.owner_user_id : undefined;
   }
 
   /**

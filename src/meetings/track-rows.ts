@@ -65,6 +65,9 @@ export async function insertTrack(
       parent_id: parent.id,
       track,
       track_offset_ms: offsetMs,
+      // U4: a track is read as its meeting is.
+      owner_user_id: parent.owner_user_id,
+      visibility: parent.visibility,
     })
     .returningAll()
     .executeTakeFirstOrThrow();

@@ -1,7 +1,7 @@
 import type { Tx, WindowRow, WordTimes } from '../db/schema.ts';
 import { AppError, ErrorKind, toErrorRecord, type ErrorRecord } from '../domain/errors.ts';
 import { mayPass } from '../domain/retry-policy.ts';
-import { JobKind, MeetingSource, MeetingStatus, WindowStatus } from '../domain/status.ts';
+import { JobKind, WindowStatus } from '../domain/status.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
 import type { TranscriptSegment } from '../ports.ts';
 import type { MeetingDeps } from './deps.ts';
@@ -18,7 +18,7 @@ import {
 } from './window-rows.ts';
 import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
-import { startCloseOutIfSettled } from './close-out-start.ts';
+import { startCloseOutAfterCommit, startCloseOutIfSettled } from './close-out-start.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
 export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof JobKind.transcribeWindow> {
@@ -35,24 +35,27 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
       const rows = segmentRows(source.window, segments, source.window.speaker_key, clusterKeys);
       // J5 in one statement: fence, window and segments, completion, and the close-out gate's facts.
+      // The statement runs alone (autocommit): the meeting's lock, which the facts are read under,
+      // is held for that statement only, so a meeting's windows commit one after another without
+      // waiting on a decision made in this process. When the facts say every window is settled,
+      // the close-out starts in a transaction of its own (a live meeting is never processing).
       await ctx.completeWith(async (handle) => {
-        const build = (ids: { jobId: string; attemptId: string; token: string }) =>
-          completeWindowAttemptStatement(ids, ctx.actor, rows);
-        if (source.meetingSource === MeetingSource.live) {
-          // A live meeting is never processing: no gate to apply, so no transaction around the
-          // statement (it holds no lock of the meeting's). Should one ever come back processing,
-          // the gate is asked again under its own lock.
-          const [result] = await deps.jobs.runFencedStatementAlone(handle, build);
-          if (result?.facts?.status === MeetingStatus.processing)
-            await deps.db
-              .transaction()
-              .execute((trx) => startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor));
-          return;
-        }
-        // The gate's decision commits with the window: of two last windows, exactly one starts it.
-        await deps.jobs.runFencedStatement(handle, build, (trx, [result]) =>
-          startCloseOutIfSettled(deps, trx, source.window.meeting_id, ctx.actor, result?.facts ?? null),
+        const [result] = await deps.jobs.runFencedStatementAlone(handle, (ids) =>
+          completeWindowAttemptStatement(ids, ctx.actor, rows),
         );
+        // The window is committed and the attempt complete whatever happens next: a start that
+        // fails here is the sweep's (startLostCloseOuts), not a failure of this attempt.
+        await startCloseOutAfterCommit(
+          deps,
+          source.window.meeting_id,
+          ctx.actor,
+          result?.facts ?? null,
+        ).catch((err: unknown) => {
+          ctx.log.warn(
+            { meetingId: source.window.meeting_id, err: String(err) },
+            'close-out not started after the last window; the sweep starts it',
+          );
+        });
       });
       // L19: a window that settles after its transcript was published revises it (the sweep does
       // this for a process that dies before it).

@@ -266,6 +266,23 @@ export async function reopenFailedWindow(
  * J20: processing recordings with a held window (its job isolated, waiting out its backoff): the
  * close-out gate may now let them finalize, since a held window does not hold its meeting back.
  */
+/**
+ * J5: processing meetings with no window left pending and no split still cutting: the ones whose
+ * close-out start was lost when a process died between a last window's commit and the start (the
+ * gate decides; this only finds the candidates, by the meetings_processing index).
+ */
+export async function processingMeetingsSettled(db: Executor, limit = 20): Promise<string[]> {
+  const rows = await sql<{ id: string }>`
+    select m.id from meetings m
+     where m.status = 'processing'
+       and not exists (select 1 from windows w where w.meeting_id = m.id and w.status = 'pending')
+       and (m.windows_cut_at is not null or not exists (
+             select 1 from jobs j where j.meeting_id = m.id and j.kind = 'split-recording'
+                and j.status in ('pending', 'running')))
+     limit ${limit}`.execute(db);
+  return rows.rows.map((r) => r.id);
+}
+
 export async function processingMeetingsWithHeldWindows(db: Executor, limit = 20): Promise<string[]> {
   const rows = await sql<{ meeting_id: string }>`
     select distinct j.meeting_id from jobs j join meetings m on m.id = j.meeting_id

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { appConnectionString } from '../db/roles.ts';
 import type { Logger } from '../log.ts';
 
 /** J18: the first key of every worker's life lock (two-int advisory locks: namespace, worker). */
@@ -36,7 +37,7 @@ export class LifeLock {
   }
 
   private async take(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString });
+    const client = new pg.Client({ connectionString: appConnectionString(this.connectionString) });
     client.on('error', (err) => {
       this.log.warn({ err: err.message }, 'life-lock connection failed; taking the lock again');
       this.lost(client);

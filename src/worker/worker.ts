@@ -20,7 +20,7 @@ import type { TerminalFailureHooks } from '../jobs/pg-job-store.ts';
 import type { Logger } from '../log.ts';
 import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
-import { startCloseOutsPastHeldWindows } from '../meetings/close-out-start.ts';
+import { startCloseOutsPastHeldWindows, startLostCloseOuts } from '../meetings/close-out-start.ts';
 import { cleanupPass } from '../storage/objects.ts';
 import { deliverWebhooks } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
@@ -30,6 +30,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
 import { declareWorkersWithFreeLocks } from './death-watch-store.ts';
 import { runIsolatedDelivery } from './isolated-runner.ts';
+import { appConnectionString } from '../db/roles.ts';
 import { LifeLock } from './life-lock.ts';
 import { TransportPool } from './transport-pool.ts';
 import { WorkerRegistry } from './worker-store.ts';
@@ -97,6 +98,7 @@ export async function startWorker(
       ['dispatch-outbox', () => dispatcher.dispatchDue()],
       ['publish-late-windows', () => publishLateWindowsSweep(deps, sweepActor, wlog)],
       ['start-close-outs-past-held-windows', () => startCloseOutsPastHeldWindows(deps, sweepActor)],
+      ['start-lost-close-outs', () => startLostCloseOuts(deps, sweepActor)],
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['compact-meeting-streams', compactStreamsIfDue],
       ['redrive-search-index', redriveSearchIfDue],
@@ -237,7 +239,7 @@ function createTransportPool(
 ): TransportPool {
   const pool = new TransportPool(
     {
-      connectionString,
+      connectionString: appConnectionString(connectionString),
       ...(config.idleTransactionMs > 0
         ? { idle_in_transaction_session_timeout: config.idleTransactionMs }
         : {}),

@@ -1,4 +1,5 @@
 import { AppError, ErrorKind } from '../domain/errors.ts';
+import { isScope, SCOPES, type Scope } from '../domain/roles.ts';
 
 /** What a key is now, derived from its timestamps (nothing stores it). */
 export const ApiKeyStatus = {
@@ -17,6 +18,8 @@ export interface ApiKeyRecord {
   last_used_at: Date | null;
   expires_at: Date | null;
   revoked_at: Date | null;
+  user_id: string | null;
+  scopes: string[];
 }
 
 /** S9: a key as listed. Never the secret nor its hash: `hint` is the public lookup part only. */
@@ -30,6 +33,9 @@ export interface ApiKeyView {
   lastUsedAt: string | null;
   expiresAt: string | null;
   revokedAt: string | null;
+  /** U6: the person it acts for; null for a service account. */
+  userId: string | null;
+  scopes: string[];
 }
 
 export function apiKeyStatus(key: Pick<ApiKeyRecord, 'expires_at' | 'revoked_at'>, now: Date): ApiKeyStatus {
@@ -49,25 +55,32 @@ export function apiKeyView(key: ApiKeyRecord, now: Date): ApiKeyView {
     lastUsedAt: key.last_used_at?.toISOString() ?? null,
     expiresAt: key.expires_at?.toISOString() ?? null,
     revokedAt: key.revoked_at?.toISOString() ?? null,
+    userId: key.user_id,
+    scopes: key.scopes,
   };
 }
 
 export interface NewKeyRequest {
   name: string;
   expiresAt: Date | null;
+  /** null: the maker's own scopes. */
+  scopes: Scope[] | null;
 }
 
 const MAX_NAME = 100;
 
 /** `POST /v1/api-keys`: `{"name"?: string, "expiresAt"?: ISO 8601 time in the future}`; no body is fine. */
 export function parseNewKeyRequest(body: unknown, now: Date): NewKeyRequest {
-  if (body === undefined || body === null) return { name: 'api', expiresAt: null };
+  if (body === undefined || body === null) return { name: 'api', expiresAt: null, scopes: null };
   if (typeof body !== 'object' || Array.isArray(body))
     throw invalid('api_key.body', 'the body must be a JSON object');
-  const { name, expiresAt, ...rest } = body as Record<string, unknown>;
+  const { name, expiresAt, scopes, ...rest } = body as Record<string, unknown>;
   const unknownFields = Object.keys(rest);
   if (unknownFields.length > 0) {
-    throw invalid('api_key.unknown_field', `unknown field ${unknownFields[0]}; allowed: name, expiresAt`);
+    throw invalid(
+      'api_key.unknown_field',
+      `unknown field ${unknownFields[0]}; allowed: name, expiresAt, scopes`,
+    );
   }
   let label = 'api';
   if (name !== undefined) {
@@ -76,7 +89,15 @@ export function parseNewKeyRequest(body: unknown, now: Date): NewKeyRequest {
     }
     label = name.trim();
   }
-  return { name: label, expiresAt: parseExpiry(expiresAt, now) };
+  return { name: label, expiresAt: parseExpiry(expiresAt, now), scopes: parseScopes(scopes) };
+}
+
+function parseScopes(value: unknown): Scope[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value) || value.length === 0 || !value.every(isScope)) {
+    throw invalid('api_key.scopes', `scopes must be a non-empty list of ${SCOPES.join(', ')}`);
+  }
+  return SCOPES.filter((s) => value.includes(s));
 }
 
 function parseExpiry(value: unknown, now: Date): Date | null {

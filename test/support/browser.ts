@@ -68,6 +68,7 @@ export async function serveWebApp(h: Harness, webRoot: string): Promise<WebServe
     const s = buildApi({
       deps: h.app.deps,
       workspaces: h.app.workspaces,
+      people: h.app.people,
       log: h.app.log,
       webRoot,
       connectionString: h.app.database.connectionString,
@@ -207,9 +208,16 @@ export async function screenshot(page: Page, name: string): Promise<string> {
 
 export async function signIn(page: Page, baseUrl: string, apiKey: string): Promise<void> {
   await page.goto(`${baseUrl}/`);
-  await page.getByLabel('API key').fill(apiKey);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signInWithKeyForm(page, apiKey);
   await page.getByRole('heading', { name: 'Meetings' }).waitFor();
+}
+
+/** The sign-in page's API key form (behind "Use an API key instead"), filled and sent. */
+export async function signInWithKeyForm(page: Page, apiKey: string): Promise<void> {
+  const field = page.getByLabel('API key');
+  if (!(await field.isVisible())) await page.getByText('Use an API key instead').click();
+  await field.fill(apiKey);
+  await page.getByRole('button', { name: 'Sign in with the key' }).click();
 }
 
 /** Signs in, starts a live meeting from the list, and returns its id. */

@@ -86,7 +86,8 @@ export async function startHarness(
   const baseEnv: Record<string, string> = {
     ...FAST_ENV,
     ...opts.env,
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.appUrl,
+    VERBATIM_MIGRATION_DATABASE_URL: db.url,
     VERBATIM_DATA_DIR: dataDir,
     VERBATIM_FAULT_STATE_DIR: faultDir,
   };
@@ -163,16 +164,18 @@ export async function startHarness(
     close: async () => {
       await Promise.all(workers.map((w) => w.stop()));
       // J20: isolated runners outlive their worker by design; this test's are ended with it.
-      killIsolatedRunners(db.url);
+      killIsolatedRunners(db.appUrl);
       await api.close();
       await app.close();
       await db.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
       // S10 tripwire: a request path that touched a table its tenant role may not (or wrote a row
       // of another workspace) is logged by whichever code caught it; no test expects one.
-      const denied = /permission denied for|violates row-level security/.exec(captured);
+      // The workers' output too: they run as verbatim_all_workspaces, which owns nothing.
+      const all = captured + workers.map((w) => w.output()).join('\n');
+      const denied = /permission denied for|violates row-level security|must be owner of/.exec(all);
       if (denied) {
-        const line = captured.slice(Math.max(0, denied.index - 300), denied.index + 200);
+        const line = all.slice(Math.max(0, denied.index - 300), denied.index + 200);
         throw new Error(`S10: the app hit its row-level wall during this test: …${line}…`);
       }
     },

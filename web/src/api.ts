@@ -1,4 +1,8 @@
-/** The Verbatim HTTP API from the browser: same origin, `Authorization: Bearer <key>`. */
+/**
+ * The Verbatim HTTP API from the browser, same origin: signed in as a person, the session cookie
+ * (HttpOnly, sent by the browser) and the session's CSRF token on every write (U3); or, for
+ * installs used by machines, `Authorization: Bearer <key>`.
+ */
 // Types only (erased from the bundle): the statuses are declared once, in the server's domain.
 import type {
   AskResponse,
@@ -17,6 +21,20 @@ export function apiKey(): string | null {
 export function setApiKey(key: string | null): void {
   if (key) sessionStorage.setItem(KEY, key);
   else sessionStorage.removeItem(KEY);
+}
+
+let csrfToken: string | null = null;
+/** U3: the session's CSRF token, from the sign-in or session answer; null when signed out. */
+export function setCsrfToken(token: string | null): void {
+  csrfToken = token;
+}
+
+/** The credentials of a request: the key when one is kept, else the session's CSRF token on writes. */
+export function authHeaders(method = 'GET'): Record<string, string> {
+  const key = apiKey();
+  if (key) return { authorization: `Bearer ${key}` };
+  if (method !== 'GET' && method !== 'HEAD' && csrfToken) return { 'x-csrf-token': csrfToken };
+  return {};
 }
 
 export class ApiError extends Error {
@@ -38,7 +56,7 @@ export async function call<T>(
   body?: BodyInit | object,
   opts: { contentType?: string; timeoutMs?: number; raw?: boolean; bytes?: boolean } = {},
 ): Promise<T> {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey() ?? ''}` };
+  const headers: Record<string, string> = authHeaders(method);
   let payload: BodyInit | undefined;
   if (body instanceof ArrayBuffer || body instanceof Blob) {
     payload = body;
@@ -98,7 +116,7 @@ export async function answer(
   body?: ArrayBuffer,
   opts: { contentType?: string; timeoutMs?: number } = {},
 ): Promise<{ status: number; code: string | null; body: unknown; message: string }> {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey() ?? ''}` };
+  const headers: Record<string, string> = authHeaders(method);
   if (body) headers['content-type'] = opts.contentType ?? 'application/octet-stream';
   let res: Response;
   try {

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { apiKey, type Meeting, type Segment } from './api.ts';
+import { authHeaders, type Meeting, type Segment } from './api.ts';
 // Types only: the window statuses are declared once, in the server's domain.
 import type { WindowStatus } from '../../src/domain/status.ts';
 
@@ -83,7 +83,7 @@ export function useMeetingStream(id: string): MeetingStream {
 
     const follow = async (): Promise<'again' | 'off'> => {
       const headers: Record<string, string> = {
-        authorization: `Bearer ${apiKey() ?? ''}`,
+        ...authHeaders(),
         accept: 'text/event-stream',
       };
       if (lastId !== null) headers['last-event-id'] = lastId;

@@ -14,8 +14,8 @@ export function SignInAgain({ onSignIn }: { onSignIn: () => void }) {
   return (
     <section class="card warn" role="alert" data-testid="sign-in-again">
       <p>
-        The server did not accept the API key this tab signed in with (it may have been revoked), so nothing
-        is being sent.{' '}
+        The server did not accept this tab’s sign-in (the session ended, or the API key was revoked), so
+        nothing is being sent.{' '}
         {w.chunks + w.ends > 0
           ? `${describeWaiting(w)} ${w.chunks + w.ends === 1 ? 'is' : 'are'} kept in this browser and will be sent after you sign in again.`
           : ''}

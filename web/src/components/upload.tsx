@@ -1,5 +1,5 @@
 import { useRef, useState } from 'preact/hooks';
-import { apiKey, call, type Meeting } from '../api.ts';
+import { authHeaders, call, type Meeting } from '../api.ts';
 
 interface FileProgress {
   name: string;
@@ -37,7 +37,7 @@ function put(
     const xhr = new XMLHttpRequest();
     track(xhr);
     xhr.open('PUT', url);
-    xhr.setRequestHeader('authorization', `Bearer ${apiKey() ?? ''}`);
+    for (const [name, value] of Object.entries(authHeaders('PUT'))) xhr.setRequestHeader(name, value);
     xhr.setRequestHeader('content-type', typeOf(file));
     xhr.upload.onprogress = (e) => onProgress(e.loaded);
     xhr.onload = () => {

@@ -1,6 +1,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
 import { StatusBadge } from '../components/status.tsx';
+import { SharingPanel, VisibilityBadge } from '../components/sharing.tsx';
 import { clock, download, downloadBytes } from '../format.ts';
 import { usePoll } from '../hooks.ts';
 import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
@@ -137,7 +138,9 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
       <header class="meeting-head">
         <h1 id="meeting-title">{meeting.title}</h1>
         <StatusBadge meeting={meeting} />
+        <VisibilityBadge meeting={meeting} />
       </header>
+      <SharingPanel meeting={meeting} />
 
       {unreachable && (
         <p role="status" class="warn" data-testid="unreachable">

@@ -1,9 +1,10 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { call, type Meeting } from '../api.ts';
 import { Upload } from '../components/upload.tsx';
 import { SearchPanel } from '../components/search.tsx';
 import { OutboxSummary } from '../components/outbox-notices.tsx';
 import { StatusBadge } from '../components/status.tsx';
+import { VisibilityBadge } from '../components/sharing.tsx';
 import { age } from '../format.ts';
 import { navigate, usePoll } from '../hooks.ts';
 import { startRecording } from '../session.ts';
@@ -14,6 +15,14 @@ export function MeetingsPage() {
   const [error, setError] = useState<string | null>(null);
   const [title, setTitle] = useState('');
   const [starting, setStarting] = useState(false);
+
+  const [names, setNames] = useState<Record<string, string>>({});
+  // U9: whose each meeting is, by name (the workspace's members, read once).
+  useEffect(() => {
+    void call<{ members: Array<{ userId: string; name: string }> }>('GET', '/v1/members')
+      .then((r) => setNames(Object.fromEntries(r.members.map((m) => [m.userId, m.name]))))
+      .catch(() => undefined);
+  }, []);
 
   usePoll(
     async () => {
@@ -98,8 +107,10 @@ export function MeetingsPage() {
                 <a href={`#/meetings/${m.id}`}>{m.title}</a>
                 <span class="muted">
                   {m.source} · <time dateTime={m.createdAt}>{age(m.createdAt)} ago</time>
+                  {m.ownerUserId && names[m.ownerUserId] ? <> · by {names[m.ownerUserId]}</> : null}
                 </span>
                 <StatusBadge meeting={m} />
+                {m.visibility !== 'workspace' && <VisibilityBadge meeting={m} />}
               </li>
             ))}
           </ul>

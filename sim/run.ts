@@ -10,11 +10,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { openApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { migrateToLatest } from '../src/db/migrate.ts';
+import { migrateDatabase } from '../src/db/migrate.ts';
 import { ensureAppLogin } from '../src/db/roles.ts';
 import { createLogger } from '../src/log.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
@@ -746,14 +745,7 @@ async function createSimDatabase(clusterUrl: string): Promise<{ ownerUrl: string
   try {
     await admin.query('create database sim');
     const ownerUrl = clusterUrl.replace(/\/postgres$/, '/sim');
-    const db = new Kysely<unknown>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: ownerUrl, max: 2 }) }),
-    });
-    try {
-      await migrateToLatest(db, ownerUrl);
-    } finally {
-      await db.destroy();
-    }
+    await migrateDatabase(ownerUrl);
     await ensureAppLogin(admin, 'verbatim_app', randomBytes(24).toString('base64url'));
     const app = new URL(ownerUrl);
     app.username = 'verbatim_app';

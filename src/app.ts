@@ -16,14 +16,12 @@ import { importBotSpeakersJob } from './bots/bot-speakers.ts';
 import { WhisperTranscriber } from './adapters/whisper-transcriber.ts';
 import { SharedProviderHolds } from './adapters/provider-hold-store.ts';
 import type { RetryAfterHolds } from './adapters/provider-http.ts';
-import { Kysely, PostgresDialect } from 'kysely';
-import pg from 'pg';
 import { buildApi } from './api/server.ts';
 import { Checkpoints } from './checkpoints.ts';
 import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/connect.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.ts';
-import { migrateToLatest } from './db/migrate.ts';
+import { migrateDatabase } from './db/migrate.ts';
 import { describeLogin, loginIsPrivileged } from './db/roles.ts';
 import { assertTenantRole } from './db/tenant.ts';
 import { checkSecretKey } from './secrets/key-check.ts';
@@ -73,18 +71,6 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** Runs the migrations as the owner, on a connection of its own that ends with them. */
-async function migrateWith(ownerUrl: string): Promise<void> {
-  const db = new Kysely<unknown>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: ownerUrl, max: 2 }) }),
-  });
-  try {
-    await migrateToLatest(db, ownerUrl);
-  } finally {
-    await db.destroy();
-  }
-}
-
 /**
  * S10: a login that is a superuser, bypasses row-level security or owns the schema could leave the
  * app's roles (SET ROLE NONE): said once at start, and in the health report (docs/security.md).
@@ -106,7 +92,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort }, log);
     // S10: the superuser runs the migrations; the app connects as its own login, which owns nothing.
     try {
-      await migrateWith(embedded.connectionString);
+      await migrateDatabase(embedded.connectionString);
       connectionString = await embedded.appLogin();
     } catch (err) {
       await embedded.stop();
@@ -119,7 +105,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     }
     connectionString = config.databaseUrl;
     // An isolated job's runner is started by a worker that has migrated already (J20).
-    if (!config.isolatedRun) await migrateWith(config.migrationDatabaseUrl ?? connectionString);
+    if (!config.isolatedRun) await migrateDatabase(config.migrationDatabaseUrl ?? connectionString);
   }
   const database = openDatabase(connectionString, log, 10, config.idleTransactionMs);
   try {

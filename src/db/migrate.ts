@@ -1,5 +1,5 @@
 import { Logger as GraphileLogger, runMigrations } from 'graphile-worker';
-import { Migrator, type Kysely, type Migration } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, type Migration } from 'kysely';
 import pg from 'pg';
 import * as m0001 from './migrations/0001-core.ts';
 import * as m0002 from './migrations/0002-fenced-functions.ts';
@@ -113,13 +113,8 @@ export async function migrateToLatest(db: Kysely<unknown>, connectionString: str
   if (error || failed) {
     throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
   }
-  // graphile-worker's own pool has no 'error' listener: a connection cut while idle (a terminated
-  // backend, a restart) would be an uncaught 'error' event and end the process (V8). Its
-  // migrations run on a pool of ours that logs nothing and lets the error pass
-  // to the query that meets it.
-  const pool = new pg.Pool({ connectionString, max: 2 });
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  // graphile-worker's own pool has no 'error' listener: its migrations run on a quiet pool of ours.
+  const pool = quietPool(connectionString);
   try {
     await runMigrations({ pgPool: pool, logger: silentGraphileLogger });
     // S10: the transport's tables for the app's role (its schema is made just above).
@@ -131,6 +126,28 @@ export async function migrateToLatest(db: Kysely<unknown>, connectionString: str
     }
   } finally {
     await pool.end().catch(() => undefined);
+  }
+}
+
+/**
+ * A pool for start-up work whose idle connections may be cut (a terminated backend, a restart):
+ * without an 'error' listener that cut is an uncaught 'error' event and ends the process (V8).
+ * The error is left to the query that meets it, which fails and is retried by its caller.
+ */
+function quietPool(connectionString: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max: 2 });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
+/** Runs the migrations as the owner, on connections of their own that end with them. */
+export async function migrateDatabase(ownerUrl: string): Promise<void> {
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: quietPool(ownerUrl) }) });
+  try {
+    await migrateToLatest(db, ownerUrl);
+  } finally {
+    await db.destroy().catch(() => undefined);
   }
 }
 

@@ -14,7 +14,8 @@
  * as it ends, the files by time, then the summary: files, tests, pass, fail, skipped, the files that
  * failed, the wall time and the sum of the files' times. Exits 1 when anything failed.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { builtCliIsFresh } from './built-cli.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -147,7 +148,23 @@ function runFile(file: string): Promise<Outcome> {
   });
 }
 
+/** The processes the tests start run the built CLI (scripts/built-cli.ts): built here when stale. */
+function buildCliIfStale(): void {
+  if (builtCliIsFresh()) return;
+  process.stdout.write('building dist/ (tsc -p tsconfig.build.json): a source is newer than the build\n');
+  const r = spawnSync(
+    process.execPath,
+    [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: ROOT,
+      stdio: 'inherit',
+    },
+  );
+  if (r.status !== 0) throw new Error('the build failed: the tests would run a stale CLI');
+}
+
 async function main(): Promise<void> {
+  buildCliIfStale();
   const given = process.argv.slice(2);
   const files = (
     given.length > 0

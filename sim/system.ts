@@ -24,7 +24,7 @@ export function machineLoad(): string {
     } catch {
       continue;
     }
-    if (cmd.includes('src/cli/main.ts')) strays++;
+    if (cmd.includes('src/cli/main.ts') || cmd.includes('dist/cli/main.js')) strays++;
     else if (/postgres -D \S*verbatim-pg-/.test(cmd)) clusters++;
   }
   return `machine: ${os.cpus().length} cores, load ${load}; before the run, ${strays} Verbatim processes and ${clusters} throwaway Postgres clusters not its own`;

@@ -49,6 +49,7 @@ import * as m0045 from './migrations/0045-search-overloads-see-visibility.ts';
 import * as m0046 from './migrations/0046-database-roles.ts';
 import * as m0047 from './migrations/0047-bot-owners.ts';
 import * as m0048 from './migrations/0048-batch-owners.ts';
+import * as m0049 from './migrations/0049-search-visibility-once.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -100,6 +101,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0046-database-roles': m0046,
   '0047-bot-owners': m0047,
   '0048-batch-owners': m0048,
+  '0049-search-visibility-once': m0049,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

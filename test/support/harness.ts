@@ -12,6 +12,7 @@ import { createLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { ResponseContract } from './openapi-contract.ts';
 import { encodeWav, parseWav } from '../../src/domain/wav.ts';
+import { cliArgs } from '../../scripts/built-cli.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -207,7 +208,7 @@ export function killIsolatedRunners(databaseUrl: string): number {
 
 /** Runs the real CLI entry point in a child process, capturing its output. */
 export function spawnVerbatim(args: string[], env: Record<string, string>): WorkerProcess {
-  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), ...args], {
+  const proc = spawn(process.execPath, [...cliArgs(), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

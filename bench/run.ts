@@ -48,8 +48,8 @@
  *
  *   (n) people (issue 36): with (j)'s corpus, the same queries as a member who may read two thirds
  *       of it (private, shared and workspace meetings) by session cookie, against the workspace-wide
- *       key of the same run: p95 within 1.2 × and ≤ 50 ms; and one meeting's read by cookie and by
- *       key, p50 and p95
+ *       key of the same run, each query by both in turn: p95 within 1.2 × and ≤ 50 ms; and one
+ *       meeting's read by cookie and by key, p50 and p95
  *
  *   (m) attribution: a two-person conversation as a stereo upload with bleed, as mono with a bot
  *       speaker timeline, and as mono alone: words given the right speaker (≥ 98 %) and words given
@@ -490,11 +490,11 @@ async function main(): Promise<number> {
       const r = await searchBench(SEARCH_MEETINGS, SEARCH_MINUTES, 200, { perUser: PARTS.includes('n') });
       const p = r.people;
       if (p) {
-        const ratio = p.memberP95Ms / r.p95Ms;
+        const ratio = p.memberP95Ms / p.keyP95Ms;
         rows.push(
           `(n) search as a member (sees ${p.visible} of ${r.meetings})`.padEnd(43) +
-            `p50 ${fmt(p.memberP50Ms, 1)} ms, p95 ${fmt(p.memberP95Ms, 1)} ms   baseline: the workspace-wide key, same run, same queries: ` +
-            `p50 ${fmt(r.p50Ms, 1)} ms, p95 ${fmt(r.p95Ms, 1)} ms   ratio ${fmt(ratio, 2)} (target ≤ 1.2, and ≤ 50 ms) ` +
+            `p50 ${fmt(p.memberP50Ms, 1)} ms, p95 ${fmt(p.memberP95Ms, 1)} ms   baseline: the workspace-wide key, same run, each query next to the member's: ` +
+            `p50 ${fmt(p.keyP50Ms, 1)} ms, p95 ${fmt(p.keyP95Ms, 1)} ms   ratio ${fmt(ratio, 2)} (target ≤ 1.2, and ≤ 50 ms) ` +
             verdict(ratio <= 1.2 && p.memberP95Ms <= 50),
         );
         rows.push(

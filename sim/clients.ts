@@ -227,7 +227,8 @@ export class SimClient {
   /**
    * Sends a recording in one of the accepted formats, drawn from the seed: stretches of marked
    * audio (marks 0, 1, …) in a lossless format, or of tones in a lossy one (sim/marks.ts). A bad
-   * file is one of: a playlist, a RIFF header with nothing after it, text sent as Ogg.
+   * file is one of: a playlist, a WAV file's first bytes with junk after them, text sent as Ogg
+   * (the playlist and the text are refused at the door, E5; the broken WAV fails its meeting).
    */
   private async upload(m: ClientMeeting, rng: Rng, bad: boolean): Promise<void> {
     let body: Buffer;
@@ -236,7 +237,10 @@ export class SimClient {
     if (bad) {
       [body, type] = rng.pick<[Buffer, string]>([
         [Buffer.from(`#EXTM3U\n#EXT-X-VERSION:3\nfile:///etc/passwd\n`), 'audio/wav'],
-        [Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4000, 7)]), 'audio/wav'],
+        [
+          Buffer.concat([Buffer.from('RIFF\x24\x00\x00\x00WAVE', 'latin1'), Buffer.alloc(4000, 7)]),
+          'audio/wav',
+        ],
         [Buffer.from('these are the minutes of the last meeting, not audio\n'.repeat(40)), 'audio/ogg'],
       ]);
     } else {

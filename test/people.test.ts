@@ -614,6 +614,14 @@ void describe('people (issue 36)', () => {
       const id = await made('client review');
       const other = await made('internal only');
       await waitForMeeting(h, id);
+      // Its words said by a known speaker (a channel's, as a stereo upload gives them).
+      await sql`insert into speakers (workspace_id, meeting_id, key, source, label)
+                select workspace_id, id, 'channel-1', 'channel', 'Channel 1' from meetings where id = ${id}::uuid`.execute(
+        h.db.owner(),
+      );
+      await sql`update segments set speaker_key = 'channel-1' where meeting_id = ${id}::uuid`.execute(
+        h.db.owner(),
+      );
 
       // Who may make one: its owner and an admin; not a viewer, nor a member who does not own it.
       assert.equal(
@@ -663,6 +671,11 @@ void describe('people (issue 36)', () => {
       assert.equal(shown.meeting.title, 'client review');
       assert.equal(shown.meeting.status, 'complete');
       assert.ok(shown.transcript.segments.length > 0, 'its transcript');
+      assert.deepEqual(
+        [...new Set((shown.transcript.segments as Array<{ speaker: unknown }>).map((s) => s.speaker))],
+        ['Channel 1'],
+        'who said it, by name',
+      );
       assert.equal(
         JSON.stringify(shown).includes(id),
         false,

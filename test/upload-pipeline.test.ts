@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
   assertNoTokenLeaks,
+  brokenWav,
   METRICS_AUTH,
   SPEECH,
   speechWav,
@@ -181,8 +182,7 @@ void describe('upload pipeline end to end', () => {
   });
 
   void it('S2: an undecodable recording fails the meeting with audio.undecodable', async () => {
-    const garbage = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4000, 7)]);
-    const id = await uploadMeeting(h, garbage, 'garbage');
+    const id = await uploadMeeting(h, brokenWav(), 'garbage');
     const meeting = await waitForMeeting(h, id, 'failed');
     assert.equal(meeting.failure.code, 'audio.undecodable');
     assert.match(meeting.failure.message, /This meeting stopped before it finished/);

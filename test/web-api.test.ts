@@ -10,7 +10,7 @@ import { Downsampler } from '../web/src/audio/resample.ts';
 import { encodeWav } from '../web/src/audio/wav.ts';
 import { chunkOutcome, endOutcome, type Answer } from '../web/src/outbox/answers.ts';
 import { parseWav } from '../src/domain/wav.ts';
-import { startHarness, uploadMeeting, waitForMeeting, type Harness } from './support/harness.ts';
+import { brokenWav, startHarness, uploadMeeting, waitForMeeting, type Harness } from './support/harness.ts';
 
 /** What the web app (issue 6) needs from the API, and the app's pure audio code, without a browser. */
 
@@ -51,13 +51,15 @@ void describe('close-out progress and reasons (pure)', () => {
 
   void it('L17: failure and missing-minutes codes are said in plain words with what to do', () => {
     assert.match(plainReason('llm.quota_exhausted', 'You exceeded your current quota'), /Regenerate/);
-    assert.match(
-      plainReason(
-        'audio.undecodable',
-        'This meeting stopped before it finished: the file contains no audio samples',
-      ),
-      /^This meeting failed: the recording could not be read as audio \(the file contains no audio samples\)/,
+    const undecodable = plainReason(
+      'audio.undecodable',
+      'This meeting stopped before it finished: file:input: Invalid data found when processing input',
     );
+    assert.match(
+      undecodable,
+      /^This meeting failed: the recording could not be read as audio\. The file may be damaged/,
+    );
+    assert.doesNotMatch(undecodable, /file:input|Invalid data/, "E5: the decoder's words are not a person's");
     assert.match(plainReason('reclaim_cap_exceeded', null), /stopped again and again/);
     // A failed meeting's audio is deleted and resubmission needs it: no reason promises one.
     for (const code of ['reclaim_cap_exceeded', 'asr.timeout', 'storage.unavailable'])
@@ -283,7 +285,7 @@ void describe('web app API', () => {
     });
 
     const worker = h.spawnWorker();
-    const id = await uploadMeeting(h, Buffer.from('no audio in here'), 'junk');
+    const id = await uploadMeeting(h, brokenWav(), 'junk');
     const failed = await waitForMeeting(h, id, 'failed');
     assert.equal(failed.failure.code, 'audio.undecodable');
     assert.match(failed.failure.plain, /^This meeting failed: the recording could not be read as audio/);

@@ -14,7 +14,15 @@ import {
   type WebServer,
   storedChunkSeqs,
 } from './support/browser.ts';
-import { SPEECH, speechWav, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
+import {
+  SPEECH,
+  brokenWav,
+  speechWav,
+  startHarness,
+  waitFor,
+  waitForMeeting,
+  type Harness,
+} from './support/harness.ts';
 
 /**
  * Issue 6 end to end: Debian's Chromium against the real API process (which serves the app), with
@@ -170,14 +178,9 @@ void describe('web app', () => {
   void it('L17: a failed meeting shows its reason in plain words', async () => {
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Broken file' });
     const id = created.json.id as string;
-    const put = await h.request(
-      'PUT',
-      `/v1/meetings/${id}/recording`,
-      Buffer.from('this is not audio at all'),
-      {
-        'content-type': 'audio/mpeg',
-      },
-    );
+    const put = await h.request('PUT', `/v1/meetings/${id}/recording`, brokenWav(), {
+      'content-type': 'audio/wav',
+    });
     assert.equal(put.status, 202);
     await waitForMeeting(h, id, 'failed');
     browser = await launchChromium();
@@ -250,6 +253,36 @@ void describe('web app', () => {
     await page.locator('[data-meeting-status="complete"]').waitFor({ timeout: 90_000 });
     await page.getByTestId('minutes-summary').waitFor();
     await screenshot(page, 'web-upload');
+    await browser.close();
+    browser = null;
+  });
+
+  void it('E5/E1: a text file renamed .wav is refused in the upload panel in plain words and leaves no meeting; a recording is titled without its extension', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-upload-'));
+    const notes = path.join(dir, 'notes.wav');
+    fs.writeFileSync(notes, 'Meeting notes: budget review on Monday, then hiring.\n'.repeat(20));
+    const good = path.join(dir, 'Team sync.wav');
+    fs.writeFileSync(good, speechWav(SPEECH));
+    browser = await launchChromium();
+    const { page } = browser;
+    await signIn(page, web.url, h.apiKey);
+    await page.getByLabel(/Audio files/).setInputFiles([notes, good]);
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
+    const uploads = page.getByRole('list', { name: 'Uploads' });
+    const refused = uploads.locator('[data-upload-state="failed"]');
+    await refused.waitFor({ timeout: 60_000 });
+    assert.match((await refused.textContent()) ?? '', /notes\.wav.*not a recording Verbatim can read/s);
+    await uploads.locator('[data-upload-state="done"]').waitFor({ timeout: 60_000 });
+    await screenshot(page, 'web-upload-refused');
+    const listed = (await h.request('GET', '/v1/meetings?limit=200')).json.meetings as Array<{
+      title: string;
+    }>;
+    const titles = listed.map((m) => m.title);
+    assert.ok(
+      !titles.includes('notes') && !titles.includes('notes.wav'),
+      `no meeting left of the refused file: ${titles.join(', ')}`,
+    );
+    assert.ok(titles.includes('Team sync'), `titled without its extension: ${titles.join(', ')}`);
     await browser.close();
     browser = null;
   });
@@ -342,8 +375,8 @@ void describe('web app', () => {
 
   void it('X1: the operator page on a phone shows queues, dead letters with their attempts, outages and the cleanup backlog', async () => {
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Unreadable upload' });
-    await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, Buffer.from('not audio'), {
-      'content-type': 'audio/ogg',
+    await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, brokenWav(), {
+      'content-type': 'audio/wav',
     });
     await waitForMeeting(h, created.json.id as string, 'failed');
     browser = await launchChromium();

@@ -241,7 +241,7 @@ export function registerShareRoutes(app: FastifyInstance, api: ApiDeps): void {
                 startMs: s.startMs,
                 endMs: s.endMs,
                 text: s.text,
-                speaker: s.speaker,
+                speaker: s.speaker?.name ?? null,
               })),
             },
             minutes: meeting.minutes ?? null,

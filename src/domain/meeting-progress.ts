@@ -93,7 +93,8 @@ export function plainReason(code: string, message: string | null): string {
     case ClientCode.minutesNoTranscript:
       return 'No minutes: nothing was said that could be transcribed, so there is nothing to summarise.';
     case 'audio.undecodable':
-      return `This meeting failed: the recording could not be read as audio${detail}. Upload a WAV, MP3, M4A, WebM, Ogg or FLAC file.`;
+      // E5: the decoder's own words (`file:input: Invalid data…`) are for operators (logs, inspect).
+      return 'This meeting failed: the recording could not be read as audio. The file may be damaged, or not one of the formats Verbatim reads: upload a WAV, MP3, M4A, WebM, Ogg or FLAC file.';
     case 'reclaim_cap_exceeded':
       // No promise of a resubmit: a failed meeting's audio is deleted (L16), and resubmission needs it.
       return 'Verbatim gave up: the worker doing this work stopped again and again (it may have crashed), so it was not started again rather than loop. What was transcribed is kept.';

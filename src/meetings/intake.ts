@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { NOT_AUDIO_MESSAGE, SNIFF_BYTES, sniffAudioContainer } from '../domain/audio-sniff.ts';
 import type { MeetingRow, Tx } from '../db/schema.ts';
 import { WindowCutter, type CutWindow } from '../domain/audio-windows.ts';
 import { ChannelBuffer, gateByDominance } from '../domain/channels.ts';
@@ -55,6 +56,12 @@ export const ACCEPTED_AUDIO_TYPES = [
   'audio/opus',
   'audio/flac',
 ] as const;
+
+/** E5: an upload that does not begin like any accepted container is refused before it is answered. */
+function refuseNonAudio(head: Buffer): AppError | null {
+  if (sniffAudioContainer(head) !== null) return null;
+  return new AppError(ErrorKind.unsupportedMedia, 'recording.not_audio', NOT_AUDIO_MESSAGE);
+}
 
 export function isAcceptedAudioType(contentType: string | undefined): boolean {
   const base = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
@@ -120,6 +127,7 @@ export async function storeRecording(
         admit: true,
         empty: () => new AppError(ErrorKind.invalidInput, 'recording.empty', 'the recording is empty'),
         tooLarge: data.tooLarge,
+        head: { bytes: SNIFF_BYTES, check: refuseNonAudio },
       });
   try {
     await deps.checkpoints.hit('recording.processing', {});

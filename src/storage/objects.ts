@@ -123,6 +123,8 @@ export async function stageAndPutStream(
     /** The error for a body with no bytes, and for one past `maxBytes`. */
     empty: () => AppError;
     tooLarge: () => AppError;
+    /** E5: judges the body's first `bytes` (all of a shorter body): an error refuses it there. */
+    head?: { bytes: number; check: (head: Buffer) => AppError | null };
   },
 ): Promise<StagedObject> {
   let reserved = spec.declaredBytes ?? Math.min(spec.maxBytes, STREAM_RESERVE_STEP);
@@ -175,12 +177,27 @@ export async function stageAndPutStream(
     staged.bytes = next;
     extendedAt = Date.now();
   };
+  let head: Buffer | null = spec.head ? Buffer.alloc(0) : null;
+  const judgeHead = (): AppError | null => {
+    if (!head || !spec.head) return null;
+    const refused = spec.head.check(head);
+    head = null;
+    return refused;
+  };
   const measure = new Transform({
     transform(piece: Buffer, _encoding, done) {
       bytes += piece.length;
       if (bytes > spec.maxBytes) {
         done(fail(spec.tooLarge()));
         return;
+      }
+      if (head && spec.head) {
+        head = Buffer.concat([head, piece.subarray(0, spec.head.bytes - head.length)]);
+        const refused = head.length >= spec.head.bytes ? judgeHead() : null;
+        if (refused) {
+          done(fail(refused));
+          return;
+        }
       }
       hash.update(piece);
       if (bytes > reserved) {
@@ -192,6 +209,11 @@ export async function stageAndPutStream(
       }
       if (Date.now() - extendedAt >= extendEveryMs) extend();
       done(null, piece);
+    },
+    flush(done) {
+      // A body shorter than the head is judged on what there is.
+      const refused = bytes > 0 ? judgeHead() : null;
+      done(refused ? fail(refused) : null);
     },
   });
   const cutOff = () =>

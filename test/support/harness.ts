@@ -253,6 +253,14 @@ export async function waitFor<T>(
 }
 
 /** Speech from Debian's flite, which PocketSphinx recognises well (about 10% word error rate). */
+/**
+ * E5/S2: a file that begins like a WAV file (so it is not refused at the door) and is broken after
+ * its first bytes: the decoder finds it unreadable and its meeting fails with audio.undecodable.
+ */
+export function brokenWav(): Buffer {
+  return Buffer.concat([Buffer.from('RIFF\x24\x00\x00\x00WAVE', 'latin1'), Buffer.alloc(4000, 7)]);
+}
+
 export function speechWav(text: string): Buffer {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-speech-'));
   const file = path.join(dir, 'speech.wav');

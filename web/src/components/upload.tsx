@@ -26,6 +26,15 @@ function typeOf(file: File): string {
   return TYPES[ext] ?? (file.type || 'application/octet-stream');
 }
 
+/** E1: a meeting made from a file is titled by its name without the extension (`Team sync.m4a` → `Team sync`). */
+export function titleOf(fileName: string): string {
+  const title = fileName.replace(/\.[A-Za-z0-9]{1,5}$/, '').trim();
+  return (title || fileName).slice(0, 300);
+}
+
+/** E5: the server refused the file itself (415: not audio it can read); its message is for people. */
+class RefusedUpload extends Error {}
+
 /** PUT with upload progress: fetch cannot report it, XMLHttpRequest can. */
 function put(
   url: string,
@@ -43,12 +52,13 @@ function put(
     xhr.onload = () => {
       if (xhr.status >= 200 && xhr.status < 300) return resolve();
       let message = `the server answered ${xhr.status}`;
+      const refused = xhr.status === 415;
       try {
         message = (JSON.parse(xhr.responseText) as { error: { message: string } }).error.message;
       } catch {
         /* keep the status */
       }
-      reject(new Error(message));
+      reject(refused ? new RefusedUpload(message) : new Error(message));
     };
     xhr.onerror = () => reject(new Error('the server could not be reached'));
     xhr.onabort = () => reject(new Error('canceled'));
@@ -105,12 +115,14 @@ export function Upload() {
           patch(i, { state: 'canceled' });
           continue;
         }
+        let made: string | null = null;
         try {
           const m = await call<Meeting>('POST', '/v1/meetings', {
             source: 'upload',
-            title: file.name.slice(0, 300),
+            title: titleOf(file.name),
             ...(batch ? { batchId: batch } : {}),
           });
+          made = m.id;
           patch(i, { meetingId: m.id, state: 'uploading' });
           await put(
             `/v1/meetings/${m.id}/recording`,
@@ -120,6 +132,11 @@ export function Upload() {
           );
           patch(i, { sent: file.size, state: 'done' });
         } catch (err) {
+          // E5: a file the server refused leaves no empty meeting behind in the list.
+          if (made && err instanceof RefusedUpload) {
+            await call('DELETE', `/v1/meetings/${made}`).catch(() => undefined);
+            patch(i, { meetingId: null, sent: 0 });
+          }
           patch(i, {
             state: cancelRef.current ? 'canceled' : 'failed',
             error: cancelRef.current ? null : err instanceof Error ? err.message : String(err),

@@ -103,6 +103,7 @@ void describe('E2: readable text from a recogniser without case or punctuation',
       ],
     );
     assert.equal(needsFormatting('12 34'), false, 'no letters: nothing to format');
+    assert.equal(needsFormatting('c3x5 c4x5'), false, 'a code or a number is written as it was');
     assert.equal(needsFormatting('ünter straße'), true);
   });
 });

@@ -25,9 +25,13 @@ export type Formatted<T> = T & {
   formatted: boolean;
 };
 
-/** Whether a recogniser's text has neither a capital nor a punctuation mark, and so is formatted. */
+/**
+ * Whether a recogniser's text is formatted: words of lower-case letters only (with apostrophes and
+ * hyphens), as a dictionary recogniser says them. A capital, a punctuation mark or a digit means
+ * someone already chose how it is written (Whisper, a person's correction, a code or a number).
+ */
 export function needsFormatting(text: string): boolean {
-  return /\p{L}/u.test(text) && !/[\p{Lu}.,!?;:]/u.test(text);
+  return /\p{Ll}/u.test(text) && /^[\p{Ll}'’\-\s]+$/u.test(text);
 }
 
 const PRONOUN_I = /^i(?:'(?:m|ll|ve|d))?$/;

@@ -7,8 +7,11 @@
  * is still found by the decoder, and its meeting fails with a reason.
  */
 
-/** Bytes enough to tell every accepted container apart. */
-export const SNIFF_BYTES = 12;
+/**
+ * Bytes enough to tell every accepted container apart, after the zero bytes some recorders and
+ * stream dumps put before an MP3 or AAC stream's first frame (ffmpeg skips them too).
+ */
+export const SNIFF_BYTES = 4096;
 
 export type SniffedContainer = 'wav' | 'flac' | 'ogg' | 'matroska' | 'mp4' | 'mp3' | 'aac';
 
@@ -16,7 +19,17 @@ const ascii = (head: Buffer, at: number, text: string) =>
   head.length >= at + text.length && head.toString('latin1', at, at + text.length) === text;
 
 /** The accepted container `head` (the file's first SNIFF_BYTES bytes, or all of a shorter file) begins, or null. */
-export function sniffAudioContainer(head: Buffer): SniffedContainer | null {
+export function sniffAudioContainer(file: Buffer): SniffedContainer | null {
+  const container = containerAt(file);
+  if (container) return container;
+  // A frame-synced stream (MP3, ADTS AAC) may come after zero padding.
+  let start = 0;
+  while (start < file.length && file[start] === 0) start++;
+  const synced = start > 0 ? containerAt(file.subarray(start)) : null;
+  return synced === 'mp3' || synced === 'aac' ? synced : null;
+}
+
+function containerAt(head: Buffer): SniffedContainer | null {
   if ((ascii(head, 0, 'RIFF') || ascii(head, 0, 'RF64')) && ascii(head, 8, 'WAVE')) return 'wav';
   if (ascii(head, 0, 'fLaC')) return 'flac';
   if (ascii(head, 0, 'OggS')) return 'ogg';

@@ -21,6 +21,7 @@ import * as m0046 from '../src/db/migrations/0046-database-roles.ts';
 import * as m0047 from '../src/db/migrations/0047-bot-owners.ts';
 import * as m0048 from '../src/db/migrations/0048-batch-owners.ts';
 import * as m0049 from '../src/db/migrations/0049-search-visibility-once.ts';
+import * as m0050 from '../src/db/migrations/0050-transcript-corrections.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -175,6 +176,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0047,
       m0048,
       m0049,
+      m0050,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

@@ -25,7 +25,7 @@ void describe('upload pipeline end to end', () => {
     await h?.close();
   });
 
-  void it('A7: synthetic speech uploaded through the API comes back through real PocketSphinx', async () => {
+  void it('A7, E2: synthetic speech uploaded through the API comes back through real PocketSphinx, in sentences', async () => {
     const id = await uploadMeeting(h, speechWav(SPEECH), 'budget review');
     const meeting = await waitForMeeting(h, id);
     assert.equal(meeting.windows.done, meeting.windows.total);
@@ -35,6 +35,14 @@ void describe('upload pipeline end to end', () => {
     for (const word of ['budget', 'marketing', 'finance', 'friday']) {
       assert.ok(text.includes(word), `transcript lacks "${word}": ${text}`);
     }
+    // E2: PocketSphinx gives neither case nor punctuation; the reader gets sentences, the raw words beside.
+    const json = await h.request('GET', `/v1/meetings/${id}/transcript`);
+    const lines = json.json.segments as Array<{ text: string; rawText: string; formatted: boolean }>;
+    assert.ok(lines.length > 0 && lines.every((l) => l.formatted), 'every line formatted');
+    assert.ok(lines.every((l) => /^[a-z' -]+$/.test(l.rawText)), 'the raw text is the recogniser’s');
+    assert.match(lines[0]!.text, /^\p{Lu}/u, 'the first sentence starts with a capital');
+    assert.match(lines.at(-1)!.text, /\.$/, 'the last sentence ends');
+    assert.match(transcript.text, /[A-Z][a-z]/, 'the export reads the formatted text');
     assert.equal(meeting.minutes.status, 'written');
     assert.equal(meeting.minutes.content.writer, 'extractive');
     assert.match(meeting.minutes.content.note, /without a language model/);

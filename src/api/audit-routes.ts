@@ -75,6 +75,17 @@ export const AUDITED_ROUTES: Readonly<Record<string, Audited>> = {
     when: (req) => EXPORT_FORMATS.has((req.query as { format?: string }).format ?? 'json'),
   },
   'DELETE /v1/meetings/:id': { action: 'meeting.deleted', subject: meeting },
+  'PATCH /v1/meetings/:id': { action: 'meeting.renamed', subject: meeting },
+  'POST /v1/meetings/:id/corrections': {
+    action: 'transcript.corrected',
+    subject: meeting,
+    detail: (_p, body) => ({ startMs: body.startMs }),
+  },
+  'DELETE /v1/meetings/:id/corrections/:correctionId': {
+    action: 'transcript.correction_removed',
+    subject: meeting,
+    detail: (p) => ({ correctionId: p.correctionId }),
+  },
   'POST /v1/api-keys': { action: 'key.created', subject: () => null },
   'POST /v1/webhooks': {
     action: 'webhook.created',

@@ -12,6 +12,12 @@ import { meetingDocx } from '../meetings/transcript-docx.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
+import {
+  correctLine,
+  MAX_CORRECTION_LENGTH,
+  removeCorrection,
+  renameMeeting,
+} from '../meetings/corrections.ts';
 import { endTracks, trackMeetingId } from '../meetings/tracks.ts';
 import { tracksOf, type TrackRow } from '../meetings/track-rows.ts';
 import { chunkTrack, endTracksOf } from './track-params.ts';
@@ -22,6 +28,7 @@ import type { MeetingDeps } from '../meetings/deps.ts';
 import { formatBytes, STREAMED_UPLOAD_ROUTE, UPLOAD_ROUTE } from './request-limits.ts';
 import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
 import { isVisibility } from '../domain/roles.ts';
+import { isUuid } from '../domain/ids.ts';
 import {
   bytesBody,
   empty,
@@ -38,6 +45,7 @@ import {
   MeetingListSchema,
   ref,
   ResubmitSchema,
+  SegmentSchema,
   TranscriptSchema,
 } from './schemas.ts';
 
@@ -464,6 +472,10 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
               text: s.text,
               speaker: s.speaker,
               speakerAttribution: s.attribution,
+              rawText: s.rawText,
+              formatted: s.formatted,
+              correctionId: s.correctionId,
+              review: s.review,
             })),
           };
         case 'txt':
@@ -612,6 +624,113 @@ function registerMeetingActions(app: FastifyInstance, kit: MeetingRouteKit): voi
     return reply.status(204).send();
   });
 
+  const rename: { schema: RouteSchema } = {
+    schema: {
+      summary: 'E3: rename a meeting',
+      params: ID_PARAMS,
+      body: jsonBody({
+        type: 'object',
+        required: ['title'],
+        properties: { title: { type: 'string', minLength: 1, maxLength: MAX_TITLE } },
+      }),
+      response: { 200: json('The meeting as renamed', MEETING), ...ERRORS },
+    },
+  };
+  app.patch<{ Params: { id: string }; Body: unknown }>('/v1/meetings/:id', rename, async (req) => {
+    const title = (req.body as { title?: unknown } | null)?.title;
+    if (typeof title !== 'string' || title.trim() === '' || title.length > MAX_TITLE)
+      throw invalid('meeting.title', `title must be a non-empty string of at most ${MAX_TITLE} characters`);
+    await renameMeeting(deps, workspaceOf(req), req.params.id, title.replace(/\s+/g, ' ').trim());
+    return viewById(workspaceOf(req), req.params.id);
+  });
+
+  const correct: { schema: RouteSchema } = {
+    schema: {
+      summary:
+        'E3: correct one line of the transcript: the line starting at `startMs` whose recogniser’s words are `rawText` (as read). A new transcript revision, an audit row and `meeting.transcript_revised`; search, exports and minutes read the correction, and a late-audio repair keeps it where it finds the same words',
+      params: ID_PARAMS,
+      body: jsonBody({
+        type: 'object',
+        required: ['startMs', 'rawText', 'text'],
+        properties: {
+          startMs: { type: 'integer', minimum: 0 },
+          rawText: { type: 'string', description: 'the line’s `rawText` as the transcript gave it' },
+          text: { type: 'string', minLength: 1, maxLength: MAX_CORRECTION_LENGTH },
+        },
+      }),
+      response: {
+        200: json('The line as corrected', SegmentSchema),
+        ...ERRORS,
+        409: refusal(
+          '`transcript.changed`: the line is no longer as it was read (late audio re-cut it): reload',
+        ),
+      },
+    },
+  };
+  app.post<{ Params: { id: string }; Body: unknown }>(
+    '/v1/meetings/:id/corrections',
+    correct,
+    async (req) => {
+      const body = (req.body ?? {}) as { startMs?: unknown; rawText?: unknown; text?: unknown };
+      if (typeof body.startMs !== 'number' || !Number.isInteger(body.startMs) || body.startMs < 0)
+        throw invalid('correction.start_ms', 'startMs must be the line’s startMs, an integer ≥ 0');
+      if (typeof body.rawText !== 'string')
+        throw invalid('correction.raw_text', 'rawText must be the line’s rawText as the transcript gave it');
+      if (typeof body.text !== 'string')
+        throw invalid('correction.text', 'text must be the corrected words of the line');
+      const line = await correctLine(
+        deps,
+        workspaceOf(req),
+        req.params.id,
+        { startMs: body.startMs, rawText: body.rawText, text: body.text },
+        authorOf(principalOf(req)),
+      );
+      return {
+        startMs: line.startMs,
+        endMs: line.endMs,
+        text: line.text,
+        speaker: line.speaker,
+        speakerAttribution: line.attribution,
+        rawText: line.rawText,
+        formatted: line.formatted,
+        correctionId: line.correctionId,
+        review: line.review,
+      };
+    },
+  );
+
+  const uncorrect: { schema: RouteSchema } = {
+    schema: {
+      summary:
+        'E3: take a correction back (or dismiss one that needs a look): the recogniser’s words read again; a new transcript revision',
+      params: {
+        type: 'object',
+        required: ['id', 'correctionId'],
+        properties: {
+          id: { type: 'string', format: 'uuid' },
+          correctionId: { type: 'string', format: 'uuid' },
+        },
+      },
+      response: { 204: empty('Removed'), ...ERRORS },
+    },
+  };
+  app.delete<{ Params: { id: string; correctionId: string } }>(
+    '/v1/meetings/:id/corrections/:correctionId',
+    uncorrect,
+    async (req, reply) => {
+      if (!isUuid(req.params.correctionId))
+        throw new AppError(ErrorKind.notFound, 'correction.not_found', 'no such correction in this meeting');
+      await removeCorrection(
+        deps,
+        workspaceOf(req),
+        req.params.id,
+        req.params.correctionId,
+        authorOf(principalOf(req)),
+      );
+      return reply.status(204).send();
+    },
+  );
+
   const resubmit = action(
     'A new request for the meeting’s unfinished work: active jobs superseded (history kept), remaining work created',
     {
@@ -696,6 +815,11 @@ function createKeyOf(header: string | string[] | undefined): string | null {
     );
   }
   return header;
+}
+
+/** Who made a change, for the rows that keep it (no secret: ids only). */
+function authorOf(principal: ReturnType<typeof principalOf>): string {
+  return principal.via === 'session' ? `person:${principal.userId}` : `key:${principal.keyId}`;
 }
 
 function invalid(code: string, message: string): AppError {

@@ -255,7 +255,26 @@ const Segment = Type.Object({
         'W2: `source` from its own track, channel or recogniser cluster; `turn` inside one speaker’s turns; `split` cut at word times where the speaker changed; `overlap` spans a change without word times and went to the speaker of the largest overlap (it may hold another speaker’s words)',
     },
   ),
+  rawText: Type.String({
+    description:
+      'E2: the recogniser’s own words, as it gave them (`text` may be formatted from them, or a person’s correction)',
+  }),
+  formatted: Type.Boolean({
+    description:
+      'E2: `text` was formatted here (sentences, capitals) from a recogniser that gives neither case nor punctuation',
+  }),
+  correctionId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+    description: 'E3: the correction `text` comes from, when a person corrected this line',
+  }),
+  review: Type.Union(
+    [Type.Object({ correctionId: Type.String({ format: 'uuid' }), text: Type.String() }), Type.Null()],
+    {
+      description:
+        'E3: a correction of this stretch whose words late audio changed since: a person should look (correct the line again, or delete the correction)',
+    },
+  ),
 });
+export const SegmentSchema = Segment;
 export const TranscriptSchema = Type.Object({
   meetingId: Type.String({ format: 'uuid' }),
   complete: Type.Boolean(),

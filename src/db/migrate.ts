@@ -50,6 +50,7 @@ import * as m0046 from './migrations/0046-database-roles.ts';
 import * as m0047 from './migrations/0047-bot-owners.ts';
 import * as m0048 from './migrations/0048-batch-owners.ts';
 import * as m0049 from './migrations/0049-search-visibility-once.ts';
+import * as m0050 from './migrations/0050-transcript-corrections.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -102,6 +103,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0047-bot-owners': m0047,
   '0048-batch-owners': m0048,
   '0049-search-visibility-once': m0049,
+  '0050-transcript-corrections': m0050,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

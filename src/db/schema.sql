@@ -1035,6 +1035,34 @@ create policy tenant_isolation on timeline_gaps as permissive for all to verbati
 grant select, insert, update, delete on table timeline_gaps to verbatim_all_workspaces;
 grant select, insert, update, delete on table timeline_gaps to verbatim_tenant;
 
+create table transcript_corrections (
+  id uuid not null,
+  workspace_id uuid not null,
+  meeting_id uuid not null,
+  start_ms integer not null,
+  end_ms integer not null,
+  original_text text not null,
+  text text not null,
+  author text not null,
+  created_at timestamp with time zone default now() not null,
+  constraint transcript_corrections_pkey PRIMARY KEY (id),
+  constraint transcript_corrections_check CHECK (end_ms > start_ms),
+  constraint transcript_corrections_start_ms_check CHECK (start_ms >= 0),
+  constraint transcript_corrections_text_check CHECK (length(text) >= 1 AND length(text) <= 10000),
+  constraint transcript_corrections_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint transcript_corrections_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table transcript_corrections enable row level security;
+CREATE INDEX transcript_corrections_meeting ON transcript_corrections USING btree (meeting_id, start_ms);
+create policy all_workspaces on transcript_corrections as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on transcript_corrections as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table transcript_corrections to verbatim_all_workspaces;
+grant select, insert, update, delete on table transcript_corrections to verbatim_tenant;
+
 create table user_identities (
   issuer text not null,
   subject text not null,

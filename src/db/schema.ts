@@ -132,6 +132,18 @@ export interface SecretKeyChecksTable {
 }
 
 /** U5: a read-only link to one meeting. */
+export interface TranscriptCorrectionsTable {
+  id: string;
+  workspace_id: string;
+  meeting_id: string;
+  start_ms: number;
+  end_ms: number;
+  original_text: string;
+  text: string;
+  author: string;
+  created_at: Generated<Date>;
+}
+
 export interface ShareLinksTable {
   id: string;
   token_hash: string;
@@ -687,6 +699,7 @@ export interface Database {
   user_identities: UserIdentitiesTable;
   sso_flows: SsoFlowsTable;
   share_links: ShareLinksTable;
+  transcript_corrections: TranscriptCorrectionsTable;
   audit_trail: AuditTrailTable;
   secret_key_checks: SecretKeyChecksTable;
   meetings: MeetingsTable;

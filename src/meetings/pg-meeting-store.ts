@@ -426,6 +426,15 @@ export class PgMeetingStore {
     return !m || m.audio_deleted_at !== null;
   }
 
+  /** E3: a person renames a meeting. */
+  async rename(trx: Tx, id: string, title: string): Promise<void> {
+    await trx
+      .updateTable('meetings')
+      .set({ title, updated_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .execute();
+  }
+
   async list(
     workspaceId: string,
     opts: {

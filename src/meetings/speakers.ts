@@ -157,6 +157,7 @@ export async function revise(
   reason: string,
   details: Record<string, unknown>,
   actor = 'api',
+  cause: { speakers: true } | { correctionId: string } = { speakers: true },
 ): Promise<void> {
   const published = meeting.transcript_completed_at !== null;
   const updated = { transcript_revision: await speakersChanged(trx, meeting.id, published) };
@@ -175,7 +176,7 @@ export async function revise(
       workspaceId: meeting.workspace_id,
       type: EventType.meetingTranscriptRevised,
       subjectId: meeting.id,
-      payload: { meetingId: meeting.id, revision: updated.transcript_revision, speakers: true },
+      payload: { meetingId: meeting.id, revision: updated.transcript_revision, ...cause },
     });
 }
 

@@ -1,5 +1,8 @@
 import type { Executor } from '../db/schema.ts';
+import { applyCorrections, CORRECTION_DRIFT_MS, type CorrectedLine } from '../domain/corrections.ts';
+import { formatSegments, type Formatted } from '../domain/readable-text.ts';
 import { attributeSegments, nameSpeakers, type TranscriptLine } from '../domain/speakers.ts';
+import { correctionsOf, vocabularyOfMeeting } from './correction-store.ts';
 import { dropEchoes, PRIMARY_TRACK, trackSpeakerKey, type TrackWords } from '../domain/tracks.ts';
 import { speakersOf, spokenSegmentsOf, turnsOf } from './speaker-store.ts';
 import { energySpans, tracksOf } from './track-rows.ts';
@@ -11,8 +14,31 @@ import { energySpans, tracksOf } from './track-rows.ts';
  * words, a repair that re-cut them and a rename all show at once, with nothing rewritten.
  * L25: a meeting with tracks reads every track's words onto its timeline, each track its own
  * speaker, a word another track dominates left out as that track's echo (src/domain/tracks.ts).
+ * E2: a recogniser's text without case or punctuation is formatted into sentences (the raw text
+ * goes beside it); E3: a person's corrections are applied last. Search, exports, minutes and ask
+ * all read the transcript here, so all of them read the corrected words.
  */
+export type ReadLine = CorrectedLine<Formatted<TranscriptLine>>;
+
 export async function transcriptLines(
+  db: Executor,
+  meetingId: string,
+  range?: { fromMs: number; toMs: number },
+): Promise<ReadLine[]> {
+  const [lines, vocabulary, corrections] = await Promise.all([
+    attributedLines(db, meetingId, range),
+    vocabularyOfMeeting(db, meetingId),
+    // A correction follows its line as far as a repair may move it.
+    correctionsOf(
+      db,
+      meetingId,
+      range && { fromMs: range.fromMs - CORRECTION_DRIFT_MS, toMs: range.toMs + CORRECTION_DRIFT_MS },
+    ),
+  ]);
+  return applyCorrections(formatSegments(lines, vocabulary), corrections);
+}
+
+async function attributedLines(
   db: Executor,
   meetingId: string,
   range?: { fromMs: number; toMs: number },

@@ -153,14 +153,19 @@ void describe('search over meetings (issue 18)', () => {
       .where('meeting_id', '=', vendor)
       .where('text', 'like', '%renew%')
       .executeTakeFirstOrThrow();
-    assert.deepEqual([hit.startMs, hit.endMs, hit.snippet], [segment.start_ms, segment.end_ms, segment.text]);
+    // E2: the snippet is the line as the transcript reads it, formatted from the recogniser's words.
+    assert.deepEqual(
+      [hit.startMs, hit.endMs, hit.snippet],
+      [segment.start_ms, segment.end_ms, 'We need to renew the vendor contract before march.'],
+    );
+    assert.equal(segment.text, 'we need to renew the vendor contract before march');
     const marked = hit.highlights.map((m: { start: number; end: number }) =>
       hit.snippet.slice(m.start, m.end),
     );
     assert.deepEqual(marked, ['renew', 'contract']);
     assert.equal(
       hit.snippetHtml,
-      'we need to <mark>renew</mark> the vendor <mark>contract</mark> before march',
+      'We need to <mark>renew</mark> the vendor <mark>contract</mark> before march.',
     );
   });
 

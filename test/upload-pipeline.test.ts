@@ -39,7 +39,10 @@ void describe('upload pipeline end to end', () => {
     const json = await h.request('GET', `/v1/meetings/${id}/transcript`);
     const lines = json.json.segments as Array<{ text: string; rawText: string; formatted: boolean }>;
     assert.ok(lines.length > 0 && lines.every((l) => l.formatted), 'every line formatted');
-    assert.ok(lines.every((l) => /^[a-z' -]+$/.test(l.rawText)), 'the raw text is the recogniser’s');
+    assert.ok(
+      lines.every((l) => /^[a-z' -]+$/.test(l.rawText)),
+      'the raw text is the recogniser’s',
+    );
     assert.match(lines[0]!.text, /^\p{Lu}/u, 'the first sentence starts with a capital');
     assert.match(lines.at(-1)!.text, /\.$/, 'the last sentence ends');
     assert.match(transcript.text, /[A-Z][a-z]/, 'the export reads the formatted text');

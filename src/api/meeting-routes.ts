@@ -12,6 +12,8 @@ import { meetingDocx } from '../meetings/transcript-docx.ts';
 import { ACCEPTED_AUDIO_TYPES, isAcceptedAudioType, storeRecording } from '../meetings/intake.ts';
 import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/live.ts';
 import { regenerateMinutes } from '../meetings/minutes.ts';
+import { previewsOf } from '../meetings/preview-store.ts';
+import { formatSegments } from '../domain/readable-text.ts';
 import {
   correctLine,
   MAX_CORRECTION_LENGTH,
@@ -536,7 +538,15 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
         // One connection: the views are read one after another, in the same tenant transaction.
         const meetings = [];
         for (const m of rows) meetings.push(await viewIn(trx, m));
-        return { meetings, nextCursor: last ? encodeCursor(last) : null };
+        const previews = Object.fromEntries(
+          (
+            await previewsOf(
+              trx,
+              rows.map((m) => m.id),
+            )
+          ).map((p) => [p.meetingId, { text: previewText(p.lines), speakers: p.speakers }]),
+        );
+        return { meetings, nextCursor: last ? encodeCursor(last) : null, previews };
       });
     },
   );
@@ -815,6 +825,14 @@ function createKeyOf(header: string | string[] | undefined): string | null {
     );
   }
   return header;
+}
+
+/** E1: a meeting's first words as a line of the list, formatted as its transcript reads. */
+function previewText(lines: Array<{ startMs: number; endMs: number; text: string }>): string {
+  const text = formatSegments(lines)
+    .map((l) => l.text.trim())
+    .join(' ');
+  return text.length > 160 ? `${text.slice(0, 159).replace(/\s+\S*$/, '')}…` : text;
 }
 
 /** Who made a change, for the rows that keep it (no secret: ids only). */

@@ -197,7 +197,20 @@ const Cursor = Nullable(
   Type.String({ description: 'give it as `cursor` for the next page; null at the end' }),
 );
 
-export const MeetingListSchema = Type.Object({ meetings: Type.Array(MeetingRef), nextCursor: Cursor });
+export const MeetingListSchema = Type.Object({
+  meetings: Type.Array(MeetingRef),
+  nextCursor: Cursor,
+  previews: Type.Record(
+    Type.String({ format: 'uuid' }),
+    Type.Object({
+      text: Type.String({
+        description: 'the first words said, formatted as the transcript reads ("" before any)',
+      }),
+      speakers: Type.Array(Type.String(), { description: 'W1: who spoke, by name' }),
+    }),
+    { description: 'E1: each listed meeting’s first words and speakers, by meeting id' },
+  ),
+});
 
 export const ChunkStoredSchema = Type.Object({
   seq: Type.Integer(),

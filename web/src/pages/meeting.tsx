@@ -2,8 +2,8 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
 import { StatusBadge } from '../components/status.tsx';
 import { SharingPanel, VisibilityBadge } from '../components/sharing.tsx';
-import { clock, download, downloadBytes } from '../format.ts';
-import { usePoll } from '../hooks.ts';
+import { clock, download, downloadBytes, duration, when } from '../format.ts';
+import { navigate, usePoll } from '../hooks.ts';
 import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
 import { outbox } from '../outbox/index.ts';
 import { useOutbox } from '../outbox/use-outbox.ts';
@@ -20,6 +20,7 @@ import {
   type SessionState,
 } from '../session.ts';
 import { codeIs } from '../codes.ts';
+import { formatSegments } from '../../../src/domain/readable-text.ts';
 
 const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'grace', label: 'Waiting for the last audio' },
@@ -81,7 +82,9 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
   // L25: the stream follows the meeting's own track; a meeting with tracks shows the transcript
   // read whole (every track, the echo shown once), polled.
   const tracked = (meetingPolled?.tracks.length ?? 0) > 0 || (stream.meeting?.tracks.length ?? 0) > 0;
-  const segmentsShown = streaming && stream.segments && !tracked ? stream.segments : segments;
+  // E3: a published transcript is shown as read whole, with its corrections.
+  const published = meetingPolled?.transcriptComplete === true && segments.length > 0;
+  const segmentsShown = streaming && stream.segments && !tracked && !published ? stream.segments : segments;
   const meeting = meetingShown;
 
   if (loadError && !meeting) {
@@ -135,11 +138,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
       data-draft-seconds={mine?.draftSeconds ?? ''}
       data-phase={mine?.phase ?? ''}
     >
-      <header class="meeting-head">
-        <h1 id="meeting-title">{meeting.title}</h1>
-        <StatusBadge meeting={meeting} />
-        <VisibilityBadge meeting={meeting} />
-      </header>
+      <MeetingHead meeting={meeting} onChange={(m) => (setMeeting(m), reread())} />
       <SharingPanel meeting={meeting} />
 
       {unreachable && (
@@ -354,6 +353,201 @@ const LINK_TEXT: Record<StreamLink, string> = {
   off: 'Updating every few seconds',
 };
 
+/** E1, E3: the meeting's title, renamed in place, and its deletion after a confirmation that says what goes. */
+function MeetingHead({ meeting, onChange }: { meeting: Meeting; onChange: (m: Meeting) => void }) {
+  const [title, setTitle] = useState<string | null>(null);
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const rename = async (typed: string) => {
+    setError(null);
+    try {
+      onChange(await call<Meeting>('PATCH', `/v1/meetings/${meeting.id}`, { title: typed }));
+      setTitle(null);
+    } catch (err) {
+      setError(`Renaming failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const remove = async () => {
+    setError(null);
+    try {
+      await call('DELETE', `/v1/meetings/${meeting.id}`);
+      navigate('/');
+    } catch (err) {
+      setError(`The meeting was not deleted: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const recording = meeting.status === 'created' || meeting.status === 'recording';
+  return (
+    <>
+      <header class="meeting-head">
+        {title === null ? (
+          <h1 id="meeting-title">{meeting.title}</h1>
+        ) : (
+          <form
+            class="row"
+            data-testid="rename-meeting"
+            onSubmit={(e) => {
+              e.preventDefault();
+              if (title.trim()) void rename(title.trim());
+            }}
+          >
+            <label class="grow">
+              <span class="visually-hidden">Meeting title</span>
+              <input
+                id="meeting-title"
+                value={title}
+                maxLength={300}
+                autoFocus
+                onInput={(e) => setTitle(e.currentTarget.value)}
+                onKeyDown={(e) => {
+                  if (e.key === 'Escape') setTitle(null);
+                }}
+              />
+            </label>
+            <button type="submit" disabled={!title.trim()}>
+              Save
+            </button>
+            <button type="button" class="secondary" onClick={() => setTitle(null)}>
+              Cancel
+            </button>
+          </form>
+        )}
+        <StatusBadge meeting={meeting} />
+        <VisibilityBadge meeting={meeting} />
+        <span class="meeting-meta muted">
+          <time dateTime={meeting.createdAt}>{when(meeting.createdAt)}</time>
+          {meeting.durationMs !== null && <> · {duration(meeting.durationMs)}</>}
+        </span>
+        {title === null && (
+          <span class="head-actions">
+            <button type="button" class="secondary" onClick={() => setTitle(meeting.title)}>
+              Rename
+            </button>
+            <button
+              type="button"
+              class="secondary danger"
+              disabled={recording}
+              onClick={() => setConfirming(true)}
+            >
+              Delete…
+            </button>
+          </span>
+        )}
+      </header>
+      {confirming && (
+        <section
+          class="card confirm"
+          role="alertdialog"
+          aria-labelledby="delete-heading"
+          aria-describedby="delete-what"
+        >
+          <h2 id="delete-heading">Delete “{meeting.title}”?</h2>
+          <p id="delete-what">
+            Its transcript, corrections, speakers, minutes and share links are deleted for everyone in the
+            workspace, and any audio still kept for it. Search and ask no longer find it. This cannot be
+            undone.
+          </p>
+          <div class="row">
+            <button type="button" class="danger" onClick={() => void remove()}>
+              Delete meeting
+            </button>
+            <button type="button" class="secondary" autoFocus onClick={() => setConfirming(false)}>
+              Keep it
+            </button>
+          </div>
+        </section>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </>
+  );
+}
+
+/** E2: a pause at least this long, or another speaker, starts a new paragraph. */
+const PARAGRAPH_PAUSE_MS = 2_000;
+/** A paragraph longer than this is cut at its next sentence end, so nobody reads a wall of text. */
+const PARAGRAPH_MAX_MS = 60_000;
+
+interface ShownLine {
+  key: string;
+  startMs: number;
+  endMs: number;
+  text: string;
+  rawText: string;
+  draft: boolean;
+  speaker: { id: string; name: string } | null;
+  correctionId: string | null;
+  review: { correctionId: string; text: string } | null;
+}
+
+interface Paragraph {
+  key: string;
+  startMs: number;
+  draft: boolean;
+  speaker: ShownLine['speaker'];
+  lines: ShownLine[];
+}
+
+/** E2: lines grouped into paragraphs by speaker, pause and draft-or-final. */
+function paragraphsOf(lines: ShownLine[]): Paragraph[] {
+  const out: Paragraph[] = [];
+  for (const l of lines) {
+    const p = out.at(-1);
+    const prev = p?.lines.at(-1);
+    const joins =
+      p &&
+      prev &&
+      p.draft === l.draft &&
+      (p.speaker?.id ?? null) === (l.speaker?.id ?? null) &&
+      l.startMs - prev.endMs < PARAGRAPH_PAUSE_MS &&
+      !(l.startMs - p.startMs > PARAGRAPH_MAX_MS && /[.?!]$/.test(prev.text));
+    if (joins) p.lines.push(l);
+    else out.push({ key: l.key, startMs: l.startMs, draft: l.draft, speaker: l.speaker, lines: [l] });
+  }
+  return out;
+}
+
+/**
+ * E2: the reader's place, by time: the first segment at least partly on screen and how far from
+ * the top it is. When finals replace drafts (other nodes, re-cut times), the view is put back so
+ * the segment at that moment sits where it sat: nothing the reader is looking at moves.
+ */
+function useTimeAnchor(list: { current: HTMLElement | null }, following: { current: boolean }) {
+  const anchor = useRef<{ ms: number; top: number } | null>(null);
+  const measure = () => {
+    const spans = list.current?.querySelectorAll<HTMLElement>('[data-start-ms]') ?? [];
+    for (const el of spans) {
+      const r = el.getBoundingClientRect();
+      if (r.bottom > 0) {
+        anchor.current = { ms: Number(el.dataset.startMs), top: r.top };
+        return;
+      }
+    }
+    anchor.current = null;
+  };
+  useEffect(() => {
+    window.addEventListener('scroll', measure, { passive: true });
+    return () => window.removeEventListener('scroll', measure);
+  }, []);
+  const restore = () => {
+    const a = anchor.current;
+    if (a && !following.current && list.current) {
+      let best: HTMLElement | null = null;
+      for (const el of list.current.querySelectorAll<HTMLElement>('[data-start-ms]')) {
+        if (Number(el.dataset.startMs) <= a.ms) best = el;
+        else break;
+      }
+      const moved = best ? best.getBoundingClientRect().top - a.top : 0;
+      if (Math.abs(moved) >= 1) window.scrollBy(0, moved);
+    }
+    measure();
+  };
+  return restore;
+}
+
 /** Finals and drafts in the order they were spoken; a draft is replaced in place by its final text. */
 function Transcript({
   meeting,
@@ -369,10 +563,12 @@ function Transcript({
   link: StreamLink;
   /** A moment to open at (from a search hit or a citation): its final segment is marked and shown. */
   at: number | null;
-  /** Something the reader changed (a speaker's name): read the meeting again. */
+  /** Something the reader changed (a speaker's name, a correction): read the meeting again. */
   onChanged: () => void;
 }) {
   const [error, setError] = useState<string | null>(null);
+  const [correcting, setCorrecting] = useState(false);
+  const [editing, setEditing] = useState<string | null>(null);
   // W4: the speakers as people named and merged them, read apart from the words (a live stream's
   // words were sent with the names of their time), again after each change.
   const [named, setNamed] = useState<Map<string, { id: string; name: string }>>(new Map());
@@ -394,22 +590,36 @@ function Transcript({
       })
       .catch(() => undefined);
   }, [meeting.id, meeting.revision, renamed, segments.length]);
-  const lines = [
-    ...segments.map((s, i) => ({
+  // E2: the server formats what it sends; words the live stream sent as the recogniser said them
+  // are formatted here the same way (a person's correction never is).
+  const finals = formatSegments(
+    segments.map((s) => ({ ...s, speaker: s.speaker ? (named.get(s.speaker.id) ?? s.speaker) : null })),
+  );
+  const lines: ShownLine[] = [
+    ...finals.map((s, i) => ({
       key: `f-${s.startMs}-${i}`,
       startMs: s.startMs,
-      text: s.text,
+      endMs: s.endMs,
+      text: s.correctionId ? (segments[i]?.text ?? s.text) : s.text,
+      rawText: s.rawText ?? segments[i]?.rawText ?? s.text,
       draft: false,
-      speaker: s.speaker ? (named.get(s.speaker.id) ?? s.speaker) : null,
+      speaker: s.speaker,
+      correctionId: s.correctionId ?? null,
+      review: s.review ?? null,
     })),
     ...drafts.map((d) => ({
       key: `d-${d.draftId}`,
       startMs: d.startMs,
+      endMs: d.endMs,
       text: d.text,
+      rawText: d.text,
       draft: true,
       speaker: null,
+      correctionId: null,
+      review: null,
     })),
   ].sort((a, b) => a.startMs - b.startMs);
+  const paragraphs = paragraphsOf(lines);
   // Follow the words as they come, unless the reader scrolled away from the end.
   const following = useRef(true);
   useEffect(() => {
@@ -420,70 +630,189 @@ function Transcript({
     window.addEventListener('scroll', onScroll, { passive: true });
     return () => window.removeEventListener('scroll', onScroll);
   }, []);
+  const listRef = useRef<HTMLOListElement | null>(null);
+  const restoreAnchor = useTimeAnchor(listRef, following);
   // The segment a link pointed at: the last final one starting at or before that moment.
   const citedKey =
     at === null ? null : (lines.filter((l) => !l.draft && l.startMs <= at).at(-1)?.key ?? null);
   const citedRef = useRef<HTMLLIElement | null>(null);
   const shownFor = useRef<string | null>(null);
-  useLayoutEffect(() => {
-    if (citedKey === null || shownFor.current === `${at}:${citedKey}` || !citedRef.current) return;
-    shownFor.current = `${at}:${citedKey}`;
-    following.current = false;
-    citedRef.current.scrollIntoView({ block: 'center' });
-  }, [citedKey, at]);
   const open = meeting.status === 'recording' || meeting.status === 'created';
   useLayoutEffect(() => {
-    if (open && following.current && lines.length > 0)
+    if (citedKey !== null && shownFor.current !== `${at}:${citedKey}` && citedRef.current) {
+      shownFor.current = `${at}:${citedKey}`;
+      following.current = false;
+      citedRef.current.scrollIntoView({ block: 'center' });
+      restoreAnchor();
+      return;
+    }
+    if (open && following.current && lines.length > 0) {
       window.scrollTo({ top: document.documentElement.scrollHeight });
-  }, [lines.length, lines[lines.length - 1]?.text]);
+      return;
+    }
+    restoreAnchor();
+  });
+
+  const correct = async (line: ShownLine, text: string) => {
+    setError(null);
+    try {
+      await call('POST', `/v1/meetings/${meeting.id}/corrections`, {
+        startMs: line.startMs,
+        rawText: line.rawText,
+        text,
+      });
+      setEditing(null);
+      onChanged();
+    } catch (err) {
+      setError(`The correction was not saved: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const takeBack = async (correctionId: string) => {
+    setError(null);
+    try {
+      await call('DELETE', `/v1/meetings/${meeting.id}/corrections/${correctionId}`);
+      onChanged();
+    } catch (err) {
+      setError(`That did not work: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const failed = meeting.status === 'failed';
+  const reviews = lines.filter((l) => l.review).length;
   return (
     <section class="card" aria-labelledby="transcript-heading">
-      <h2 id="transcript-heading">
-        Transcript{meeting.transcriptComplete ? '' : ' (so far)'}
-        {meeting.revision > 0 && (
-          <span class="muted" data-testid="transcript-revision">
-            {' '}
-            (revision {meeting.revision})
-          </span>
+      <div class="row spread">
+        <h2 id="transcript-heading">
+          Transcript{meeting.transcriptComplete || failed ? '' : ' (so far)'}
+          {meeting.revision > 0 && (
+            <span class="muted" data-testid="transcript-revision">
+              {' '}
+              (revision {meeting.revision})
+            </span>
+          )}
+        </h2>
+        {segments.length > 0 && (
+          <button
+            type="button"
+            class="secondary"
+            aria-pressed={correcting}
+            data-testid="correct-toggle"
+            onClick={() => (setCorrecting(!correcting), setEditing(null))}
+          >
+            {correcting ? 'Done correcting' : 'Correct the text'}
+          </button>
         )}
-      </h2>
-      {!meeting.transcriptComplete && (
+      </div>
+      {!meeting.transcriptComplete && !failed && (
         <p class={`link link-${link}`} role="status" data-testid="caption-link" data-link={link}>
           {LINK_TEXT[link]}
         </p>
       )}
+      {correcting && (
+        <p class="muted">
+          Click a sentence to correct it. Corrections are kept with the transcript, used by search, exports
+          and the minutes, and recorded in the audit log.
+        </p>
+      )}
+      {reviews > 0 && (
+        <p role="status" class="warn" data-testid="review-notice">
+          {reviews === 1 ? 'One correction needs' : `${reviews} corrections need`} a look: audio that arrived
+          late changed the words it corrected. Each is marked below.
+        </p>
+      )}
       {lines.length === 0 ? (
         <p class="muted">
-          {meeting.status === 'failed'
+          {failed
             ? 'Nothing was transcribed.'
             : 'The transcript appears here as the meeting is spoken: first as draft captions, then final.'}
         </p>
       ) : (
-        <ol class="transcript" aria-live="polite" data-testid="transcript">
-          {lines.map((l, i) => (
-            <li
-              key={l.key}
-              ref={l.key === citedKey ? citedRef : undefined}
-              class={l.draft ? 'draft' : l.key === citedKey ? 'cited' : undefined}
-              data-draft={l.draft ? '1' : undefined}
-              data-cited={l.key === citedKey ? '1' : undefined}
-              data-start-ms={l.startMs}
-            >
-              <time>{clock(l.startMs / 1000)}</time>{' '}
-              {l.speaker && l.speaker.id !== lines[i - 1]?.speaker?.id && (
-                <SpeakerLabel
-                  meetingId={meeting.id}
-                  speaker={l.speaker}
-                  onRenamed={() => {
-                    setRenamed((n) => n + 1);
-                    onChanged();
-                  }}
-                  onError={setError}
-                />
-              )}
-              <span>{l.text}</span>
-            </li>
-          ))}
+        <ol class="transcript" aria-live={open ? 'polite' : 'off'} data-testid="transcript" ref={listRef}>
+          {paragraphs.map((p, i) => {
+            const cited = p.lines.some((l) => l.key === citedKey);
+            return (
+              <li
+                key={p.key}
+                ref={cited ? citedRef : undefined}
+                class={p.draft ? 'draft' : cited ? 'cited' : undefined}
+                data-draft={p.draft ? '1' : undefined}
+                data-cited={cited ? '1' : undefined}
+              >
+                <div class="para-head">
+                  {p.speaker && p.speaker.id !== paragraphs[i - 1]?.speaker?.id ? (
+                    <SpeakerLabel
+                      meetingId={meeting.id}
+                      speaker={p.speaker}
+                      onRenamed={() => {
+                        setRenamed((n) => n + 1);
+                        onChanged();
+                      }}
+                      onError={setError}
+                    />
+                  ) : null}
+                  <time>{clock(p.startMs / 1000)}</time>
+                </div>
+                <p class="para">
+                  {p.lines.map((l) =>
+                    editing === l.key ? (
+                      <CorrectionForm
+                        key={l.key}
+                        line={l}
+                        onSave={(text) => void correct(l, text)}
+                        onCancel={() => setEditing(null)}
+                      />
+                    ) : (
+                      <span key={l.key}>
+                        {correcting && !l.draft ? (
+                          <button
+                            type="button"
+                            class="seg editable"
+                            data-start-ms={l.startMs}
+                            data-corrected={l.correctionId ? '1' : undefined}
+                            title="Correct this sentence"
+                            onClick={() => setEditing(l.key)}
+                          >
+                            {l.text}
+                          </button>
+                        ) : (
+                          <span
+                            class={l.correctionId ? 'seg corrected' : 'seg'}
+                            data-start-ms={l.startMs}
+                            data-corrected={l.correctionId ? '1' : undefined}
+                            title={
+                              l.correctionId ? `Corrected. The recogniser heard: “${l.rawText}”` : undefined
+                            }
+                          >
+                            {l.text}
+                          </span>
+                        )}
+                        {l.review && (
+                          <span class="review" data-testid="needs-look">
+                            {' '}
+                            [A correction needs a look: it said “{l.review.text}”.{' '}
+                            <button
+                              type="button"
+                              class="link"
+                              onClick={() => void correct(l, l.review!.text)}
+                            >
+                              Use it
+                            </button>{' '}
+                            <button
+                              type="button"
+                              class="link"
+                              onClick={() => void takeBack(l.review!.correctionId)}
+                            >
+                              Keep what was heard
+                            </button>
+                            ]
+                          </span>
+                        )}{' '}
+                      </span>
+                    ),
+                  )}
+                </p>
+              </li>
+            );
+          })}
         </ol>
       )}
       {segments.length > 0 && <TranscriptExports meeting={meeting} onError={setError} />}
@@ -493,6 +822,50 @@ function Transcript({
         </p>
       )}
     </section>
+  );
+}
+
+/** E3: one sentence edited in place; Escape or Cancel leaves it as it was. */
+function CorrectionForm({
+  line,
+  onSave,
+  onCancel,
+}: {
+  line: ShownLine;
+  onSave: (text: string) => void;
+  onCancel: () => void;
+}) {
+  const [text, setText] = useState(line.text);
+  return (
+    <form
+      class="correction"
+      data-testid="correction-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (text.trim()) onSave(text.trim());
+      }}
+    >
+      <label>
+        <span class="visually-hidden">Corrected text at {clock(line.startMs / 1000)}</span>
+        <textarea
+          value={text}
+          rows={2}
+          maxLength={10_000}
+          autoFocus
+          onInput={(e) => setText(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Escape') onCancel();
+          }}
+        />
+      </label>
+      <button type="submit" disabled={!text.trim()}>
+        Save
+      </button>
+      <button type="button" class="secondary" onClick={onCancel}>
+        Cancel
+      </button>
+      {line.correctionId && <span class="muted"> The recogniser heard: “{line.rawText}”</span>}
+    </form>
   );
 }
 
@@ -804,6 +1177,8 @@ function useMeetingPoll(
   /** Another tab of this browser holds this meeting's recording lock. */
   const [elsewhere, setElsewhere] = useState(false);
   const [polledAt, setPolledAt] = useState(0);
+  /** E3: the revision (and wake) of the transcript last read whole, for a published one the stream follows. */
+  const readWhole = useRef<string | null>(null);
 
   usePoll(
     async () => {
@@ -824,9 +1199,15 @@ function useMeetingPoll(
         )
           await serverClosed(id, `the meeting was ended elsewhere (it is now ${m.status})`);
         setLoadError(null);
-        if (m.status !== 'created' && (!viaStream || m.tracks.length > 0)) {
+        // A published transcript is read whole (with its corrections, E3) once per revision.
+        const whole = m.transcriptComplete ? `${m.revision}:${wakes.join(',')}` : null;
+        if (
+          m.status !== 'created' &&
+          (!viaStream || m.tracks.length > 0 || (whole && whole !== readWhole.current))
+        ) {
           const t = await call<{ segments: Segment[] }>('GET', `/v1/meetings/${id}/transcript`);
           setSegments(t.segments);
+          readWhole.current = whole;
         }
         if (!viaStream) setPolledAt(asked);
         setElsewhere(await recordingElsewhere(id));

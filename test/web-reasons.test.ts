@@ -33,7 +33,7 @@ void it('L9/L17: a meeting completed without minutes (quota) shows the reason in
     browser = await launchChromium();
     const { page } = browser;
     await signIn(page, web.url, h.apiKey);
-    await page.getByLabel('Search by title').fill('quota');
+    await page.getByRole('searchbox').fill('quota');
     await page.getByRole('link', { name: 'Quota meeting' }).click();
     const reason = page.getByTestId('minutes-reason');
     await reason.waitFor();

@@ -1,4 +1,5 @@
 import { nameSpeakers, type SpeakerRef } from '../domain/speakers.ts';
+import { formatSegments } from '../domain/readable-text.ts';
 import { speakersOf } from './speaker-store.ts';
 import { sql } from 'kysely';
 import type { Db, MeetingRow, Tx } from '../db/schema.ts';
@@ -205,6 +206,8 @@ async function windowsWithSegments(trx: Tx, ids: string[]): Promise<Map<string, 
         speaker: s.speaker_key ? (named.get(`${s.meeting_id} ${s.speaker_key}`) ?? null) : null,
       });
   }
+  // E2: the words read as sentences, as the transcript reads them (a window's own context).
+  for (const w of out.values()) w.segments = formatSegments(w.segments);
   return out;
 }
 

@@ -71,9 +71,15 @@ export async function spawnApi(h: Harness): Promise<{ proc: WorkerProcess; base:
   return { proc, base };
 }
 
-/** A transcript's segments as the stream shows them: time and text (speakers are checked apart). */
-export function plainSegments(segments: Array<{ startMs: number; endMs: number; text: string }>) {
-  return segments.map((s) => ({ startMs: s.startMs, endMs: s.endMs, text: s.text }));
+/**
+ * A transcript's segments as the stream shows them: time and the recogniser's words (speakers are
+ * checked apart; E2's sentence formatting reads a live window on its own, so a sentence cut by a
+ * window boundary may end there while live and not in the transcript read whole).
+ */
+export function plainSegments(
+  segments: Array<{ startMs: number; endMs: number; text: string; rawText?: string }>,
+) {
+  return segments.map((s) => ({ startMs: s.startMs, endMs: s.endMs, text: s.rawText ?? s.text }));
 }
 
 /** The transcript a stream's client shows: each window's last state, superseded ones dropped. */

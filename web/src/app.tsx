@@ -9,6 +9,7 @@ import { JoinPage } from './pages/join.tsx';
 import { MembersPage } from './pages/members.tsx';
 import { SharedPage } from './pages/shared.tsx';
 import { loadSession, may, signOut, useAuth, type Auth } from './people/auth.ts';
+import { RecordingBar } from './components/recording-bar.tsx';
 
 /** U1/U9: the workspaces of a signed-in person; choosing one moves the session there. */
 function WorkspaceSwitcher({ auth }: { auth: Auth }) {
@@ -96,6 +97,7 @@ export function App() {
           </button>
         </nav>
       </header>
+      <RecordingBar route={route} />
       <main>
         <SignInAgain onSignIn={leave} />
         <OutboxProblem />

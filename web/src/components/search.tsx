@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { call, type Ask as AskAnswer, type AskPassage, type SearchResult } from '../api.ts';
 import { clock } from '../format.ts';
 
@@ -55,133 +55,97 @@ function AnswerText({ text, passages }: { text: string; passages: AskPassage[] }
   );
 }
 
-/** O4 and O5 on the meetings page: search what was said, and ask a question over the meetings. */
-export function SearchPanel() {
-  const [query, setQuery] = useState('');
+/**
+ * O4 and O5 on the meetings page, from its one box: what was said (search), or an answer over the
+ * meetings (ask). E7: a meeting's hit count is the hits shown; more in it are said so, with a link.
+ */
+export function SearchResults({ mode, text }: { mode: 'search' | 'ask'; text: string }) {
   const [results, setResults] = useState<SearchResult[] | null>(null);
-  const [question, setQuestion] = useState('');
   const [answer, setAnswer] = useState<AskAnswer | null>(null);
-  const [busy, setBusy] = useState<'search' | 'ask' | null>(null);
   const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const run = async () => {
+      try {
+        if (mode === 'search') {
+          const res = await call<{ results: SearchResult[] }>(
+            'GET',
+            `/v1/search?q=${encodeURIComponent(text)}&limit=20`,
+          );
+          setResults(res.results);
+        } else {
+          setAnswer(await call<AskAnswer>('POST', '/v1/ask', { question: text }));
+        }
+      } catch (err) {
+        const why = err instanceof Error ? err.message : String(err);
+        setError(mode === 'search' ? `Search failed: ${why}` : `The question could not be answered: ${why}`);
+      }
+    };
+    void run();
+  }, [mode, text]);
 
-  const search = async (e: Event) => {
-    e.preventDefault();
-    if (!query.trim()) return;
-    setBusy('search');
-    setError(null);
-    try {
-      const res = await call<{ results: SearchResult[] }>(
-        'GET',
-        `/v1/search?q=${encodeURIComponent(query.trim())}&limit=20`,
-      );
-      setResults(res.results);
-    } catch (err) {
-      setError(`Search failed: ${err instanceof Error ? err.message : String(err)}`);
-    } finally {
-      setBusy(null);
-    }
-  };
-
-  const ask = async (e: Event) => {
-    e.preventDefault();
-    if (!question.trim()) return;
-    setBusy('ask');
-    setError(null);
-    try {
-      setAnswer(await call<AskAnswer>('POST', '/v1/ask', { question: question.trim() }));
-    } catch (err) {
-      setError(`The question could not be answered: ${err instanceof Error ? err.message : String(err)}`);
-    } finally {
-      setBusy(null);
-    }
-  };
-
-  return (
-    <section class="card" aria-labelledby="said-heading">
-      <h2 id="said-heading">Find what was said</h2>
-      <form onSubmit={(e) => void search(e)} class="row" role="search">
-        <label for="said-search" class="grow">
-          Search every transcript and the minutes
-          <input
-            id="said-search"
-            type="search"
-            value={query}
-            maxLength={500}
-            placeholder='vendor contract, "exact phrase", budget -marketing'
-            onInput={(e) => setQuery(e.currentTarget.value)}
-          />
-        </label>
-        <button type="submit" disabled={busy !== null}>
-          Search
-        </button>
-      </form>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
-      {results !== null &&
-        (results.length === 0 ? (
-          <p data-testid="search-empty">No meeting said that.</p>
-        ) : (
-          <ol class="search-results" aria-label="Search results" data-testid="search-results">
-            {results.map((r) => (
-              <li key={r.meeting.id} data-meeting-id={r.meeting.id}>
-                <a href={`#/meetings/${r.meeting.id}`}>{r.meeting.title}</a>{' '}
-                <span class="muted">
-                  <time dateTime={r.meeting.createdAt}>
-                    {new Date(r.meeting.createdAt).toLocaleDateString()}
-                  </time>{' '}
-                  · {r.hitCount} {r.hitCount === 1 ? 'hit' : 'hits'}
-                </span>
-                <ul>
-                  {r.hits.map((h, i) => (
-                    <li key={i}>
-                      <a href={hrefOf(r.meeting.id, h.startMs)} data-hit-ms={h.startMs ?? ''}>
-                        {h.startMs === null ? 'minutes' : clock(h.startMs / 1000)}
-                      </a>{' '}
-                      <Marked text={h.snippet} highlights={h.highlights} />
-                    </li>
-                  ))}
-                </ul>
+  if (error)
+    return (
+      <p role="alert" class="error">
+        {error}
+      </p>
+    );
+  if (mode === 'ask') {
+    if (!answer) return <p role="status">Asking…</p>;
+    return (
+      <div class="answer" data-testid="ask-panel" data-mode={answer.mode}>
+        {answer.note && <p class="muted">{answer.note}</p>}
+        {answer.answer && <AnswerText text={answer.answer} passages={answer.passages} />}
+        {answer.passages.length > 0 && (
+          <ol class="passages" aria-label={answer.mode === 'model' ? 'Sources' : 'Passages'}>
+            {answer.passages.map((p) => (
+              <li key={p.n} value={p.n}>
+                <a href={hrefOf(p.meetingId, p.startMs)}>
+                  {p.meetingTitle}
+                  {p.startMs === null ? ' (minutes)' : ` at ${clock(p.startMs / 1000)}`}
+                </a>
+                : {p.text}
               </li>
             ))}
           </ol>
-        ))}
-      <form onSubmit={(e) => void ask(e)} class="row">
-        <label for="ask-question" class="grow">
-          Ask your meetings
-          <input
-            id="ask-question"
-            value={question}
-            maxLength={1000}
-            placeholder="What did we decide about the vendor contract?"
-            onInput={(e) => setQuestion(e.currentTarget.value)}
-          />
-        </label>
-        <button type="submit" disabled={busy !== null}>
-          {busy === 'ask' ? 'Asking…' : 'Ask'}
-        </button>
-      </form>
-      {answer && (
-        <div class="answer" data-testid="ask-panel" data-mode={answer.mode}>
-          {answer.note && <p class="muted">{answer.note}</p>}
-          {answer.answer && <AnswerText text={answer.answer} passages={answer.passages} />}
-          {answer.passages.length > 0 && (
-            <ol class="passages" aria-label={answer.mode === 'model' ? 'Sources' : 'Passages'}>
-              {answer.passages.map((p) => (
-                <li key={p.n} value={p.n}>
-                  <a href={hrefOf(p.meetingId, p.startMs)}>
-                    {p.meetingTitle}
-                    {p.startMs === null ? ' (minutes)' : ` at ${clock(p.startMs / 1000)}`}
-                  </a>
-                  : {p.text}
+        )}
+      </div>
+    );
+  }
+  if (!results) return <p role="status">Searching what was said…</p>;
+  if (results.length === 0) return <p data-testid="search-empty">No transcript or minutes said that.</p>;
+  return (
+    <section aria-labelledby="said-heading" class="said">
+      <h3 id="said-heading">What was said</h3>
+      <ol class="search-results" aria-label="Search results" data-testid="search-results">
+        {results.map((r) => (
+          <li key={r.meeting.id} data-meeting-id={r.meeting.id}>
+            <a href={`#/meetings/${r.meeting.id}`}>{r.meeting.title}</a>{' '}
+            <span class="muted">
+              <time dateTime={r.meeting.createdAt}>{new Date(r.meeting.createdAt).toLocaleDateString()}</time>{' '}
+              ·{' '}
+              <span data-testid="hit-count">
+                {r.hits.length} {r.hits.length === 1 ? 'hit' : 'hits'}
+              </span>
+              {r.hitCount > r.hits.length && (
+                <>
+                  {' '}
+                  (<a href={`#/meetings/${r.meeting.id}`}>more in this meeting</a>)
+                </>
+              )}
+            </span>
+            <ul>
+              {r.hits.map((h, i) => (
+                <li key={i}>
+                  <a href={hrefOf(r.meeting.id, h.startMs)} data-hit-ms={h.startMs ?? ''}>
+                    {h.startMs === null ? 'minutes' : clock(h.startMs / 1000)}
+                  </a>{' '}
+                  <Marked text={h.snippet} highlights={h.highlights} />
                 </li>
               ))}
-            </ol>
-          )}
-        </div>
-      )}
+            </ul>
+          </li>
+        ))}
+      </ol>
     </section>
   );
 }

@@ -20,7 +20,6 @@ import {
   type SessionState,
 } from '../session.ts';
 import { codeIs } from '../codes.ts';
-import { formatSegments } from '../../../src/domain/readable-text.ts';
 
 const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'grace', label: 'Waiting for the last audio' },
@@ -548,6 +547,99 @@ function useTimeAnchor(list: { current: HTMLElement | null }, following: { curre
   return restore;
 }
 
+/**
+ * W4: the speakers as people named and merged them, read apart from the words (a live stream's
+ * words were sent with the names of their time), again after each change.
+ */
+function useNamedSpeakers(meeting: Meeting, segments: Segment[], renamed: number) {
+  const [named, setNamed] = useState<Map<string, { id: string; name: string }>>(new Map());
+  useEffect(() => {
+    if (!segments.some((s) => s.speaker)) return;
+    void call<{ speakers: Array<{ id: string; name: string; mergedInto: string | null }> }>(
+      'GET',
+      `/v1/meetings/${meeting.id}/speakers`,
+    )
+      .then(({ speakers }) => {
+        const byId = new Map(speakers.map((sp) => [sp.id, sp]));
+        const final = (id: string) => {
+          let sp = byId.get(id);
+          for (let hops = 0; sp?.mergedInto && hops < 32; hops++) sp = byId.get(sp.mergedInto) ?? sp;
+          return sp ? { id: sp.id, name: sp.name } : null;
+        };
+        setNamed(new Map(speakers.flatMap((sp) => (final(sp.id) ? [[sp.id, final(sp.id)!]] : []))));
+      })
+      .catch(() => undefined);
+  }, [meeting.id, meeting.revision, renamed, segments.length]);
+  return named;
+}
+
+/** E3: a line corrected, or a correction taken back; then the transcript is read again. */
+function correctionActions(meetingId: string, onError: (e: string | null) => void, onDone: () => void) {
+  const correct = async (line: ShownLine, text: string) => {
+    onError(null);
+    try {
+      await call('POST', `/v1/meetings/${meetingId}/corrections`, {
+        startMs: line.startMs,
+        rawText: line.rawText,
+        text,
+      });
+      onDone();
+    } catch (err) {
+      onError(`The correction was not saved: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  const takeBack = async (correctionId: string) => {
+    onError(null);
+    try {
+      await call('DELETE', `/v1/meetings/${meetingId}/corrections/${correctionId}`);
+      onDone();
+    } catch (err) {
+      onError(`That did not work: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  return { correct, takeBack };
+}
+
+/**
+ * Where the reader is: following the words as they come unless they scrolled away from the end,
+ * a cited moment shown once, and otherwise the place kept by time (useTimeAnchor).
+ */
+function useTranscriptPlace(lines: ShownLine[], at: number | null, open: boolean) {
+  // Follow the words as they come, unless the reader scrolled away from the end.
+  const following = useRef(true);
+  useEffect(() => {
+    const onScroll = () => {
+      const fromEnd = document.documentElement.scrollHeight - window.scrollY - window.innerHeight;
+      following.current = fromEnd < 120;
+    };
+    window.addEventListener('scroll', onScroll, { passive: true });
+    return () => window.removeEventListener('scroll', onScroll);
+  }, []);
+  const listRef = useRef<HTMLOListElement | null>(null);
+  const restoreAnchor = useTimeAnchor(listRef, following);
+  // The segment a link pointed at: the last final one starting at or before that moment.
+  const citedKey =
+    at === null ? null : (lines.filter((l) => !l.draft && l.startMs <= at).at(-1)?.key ?? null);
+  const citedRef = useRef<HTMLLIElement | null>(null);
+  const shownFor = useRef<string | null>(null);
+  useLayoutEffect(() => {
+    if (citedKey !== null && shownFor.current !== `${at}:${citedKey}` && citedRef.current) {
+      shownFor.current = `${at}:${citedKey}`;
+      following.current = false;
+      citedRef.current.scrollIntoView({ block: 'center' });
+      restoreAnchor();
+      return;
+    }
+    if (open && following.current && lines.length > 0) {
+      window.scrollTo({ top: document.documentElement.scrollHeight });
+      return;
+    }
+    restoreAnchor();
+  });
+
+  return { listRef, citedKey, citedRef };
+}
+
 /** Finals and drafts in the order they were spoken; a draft is replaced in place by its final text. */
 function Transcript({
   meeting,
@@ -569,41 +661,18 @@ function Transcript({
   const [error, setError] = useState<string | null>(null);
   const [correcting, setCorrecting] = useState(false);
   const [editing, setEditing] = useState<string | null>(null);
-  // W4: the speakers as people named and merged them, read apart from the words (a live stream's
-  // words were sent with the names of their time), again after each change.
-  const [named, setNamed] = useState<Map<string, { id: string; name: string }>>(new Map());
   const [renamed, setRenamed] = useState(0);
-  useEffect(() => {
-    if (!segments.some((s) => s.speaker)) return;
-    void call<{ speakers: Array<{ id: string; name: string; mergedInto: string | null }> }>(
-      'GET',
-      `/v1/meetings/${meeting.id}/speakers`,
-    )
-      .then(({ speakers }) => {
-        const byId = new Map(speakers.map((sp) => [sp.id, sp]));
-        const final = (id: string) => {
-          let sp = byId.get(id);
-          for (let hops = 0; sp?.mergedInto && hops < 32; hops++) sp = byId.get(sp.mergedInto) ?? sp;
-          return sp ? { id: sp.id, name: sp.name } : null;
-        };
-        setNamed(new Map(speakers.flatMap((sp) => (final(sp.id) ? [[sp.id, final(sp.id)!]] : []))));
-      })
-      .catch(() => undefined);
-  }, [meeting.id, meeting.revision, renamed, segments.length]);
-  // E2: the server formats what it sends; words the live stream sent as the recogniser said them
-  // are formatted here the same way (a person's correction never is).
-  const finals = formatSegments(
-    segments.map((s) => ({ ...s, speaker: s.speaker ? (named.get(s.speaker.id) ?? s.speaker) : null })),
-  );
+  const named = useNamedSpeakers(meeting, segments, renamed);
+  // E2: the server sends the words formatted (the transcript and the live stream alike).
   const lines: ShownLine[] = [
-    ...finals.map((s, i) => ({
+    ...segments.map((s, i) => ({
       key: `f-${s.startMs}-${i}`,
       startMs: s.startMs,
       endMs: s.endMs,
-      text: s.correctionId ? (segments[i]?.text ?? s.text) : s.text,
-      rawText: s.rawText ?? segments[i]?.rawText ?? s.text,
+      text: s.text,
+      rawText: s.rawText ?? s.text,
       draft: false,
-      speaker: s.speaker,
+      speaker: s.speaker ? (named.get(s.speaker.id) ?? s.speaker) : null,
       correctionId: s.correctionId ?? null,
       review: s.review ?? null,
     })),
@@ -620,62 +689,13 @@ function Transcript({
     })),
   ].sort((a, b) => a.startMs - b.startMs);
   const paragraphs = paragraphsOf(lines);
-  // Follow the words as they come, unless the reader scrolled away from the end.
-  const following = useRef(true);
-  useEffect(() => {
-    const onScroll = () => {
-      const fromEnd = document.documentElement.scrollHeight - window.scrollY - window.innerHeight;
-      following.current = fromEnd < 120;
-    };
-    window.addEventListener('scroll', onScroll, { passive: true });
-    return () => window.removeEventListener('scroll', onScroll);
-  }, []);
-  const listRef = useRef<HTMLOListElement | null>(null);
-  const restoreAnchor = useTimeAnchor(listRef, following);
-  // The segment a link pointed at: the last final one starting at or before that moment.
-  const citedKey =
-    at === null ? null : (lines.filter((l) => !l.draft && l.startMs <= at).at(-1)?.key ?? null);
-  const citedRef = useRef<HTMLLIElement | null>(null);
-  const shownFor = useRef<string | null>(null);
   const open = meeting.status === 'recording' || meeting.status === 'created';
-  useLayoutEffect(() => {
-    if (citedKey !== null && shownFor.current !== `${at}:${citedKey}` && citedRef.current) {
-      shownFor.current = `${at}:${citedKey}`;
-      following.current = false;
-      citedRef.current.scrollIntoView({ block: 'center' });
-      restoreAnchor();
-      return;
-    }
-    if (open && following.current && lines.length > 0) {
-      window.scrollTo({ top: document.documentElement.scrollHeight });
-      return;
-    }
-    restoreAnchor();
-  });
-
-  const correct = async (line: ShownLine, text: string) => {
-    setError(null);
-    try {
-      await call('POST', `/v1/meetings/${meeting.id}/corrections`, {
-        startMs: line.startMs,
-        rawText: line.rawText,
-        text,
-      });
-      setEditing(null);
-      onChanged();
-    } catch (err) {
-      setError(`The correction was not saved: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  };
-  const takeBack = async (correctionId: string) => {
-    setError(null);
-    try {
-      await call('DELETE', `/v1/meetings/${meeting.id}/corrections/${correctionId}`);
-      onChanged();
-    } catch (err) {
-      setError(`That did not work: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  };
+  const { listRef, citedKey, citedRef } = useTranscriptPlace(lines, at, open);
+  const { correct, takeBack } = correctionActions(
+    meeting.id,
+    setError,
+    () => (setEditing(null), onChanged()),
+  );
   const failed = meeting.status === 'failed';
   const reviews = lines.filter((l) => l.review).length;
   return (
@@ -727,92 +747,27 @@ function Transcript({
         </p>
       ) : (
         <ol class="transcript" aria-live={open ? 'polite' : 'off'} data-testid="transcript" ref={listRef}>
-          {paragraphs.map((p, i) => {
-            const cited = p.lines.some((l) => l.key === citedKey);
-            return (
-              <li
-                key={p.key}
-                ref={cited ? citedRef : undefined}
-                class={p.draft ? 'draft' : cited ? 'cited' : undefined}
-                data-draft={p.draft ? '1' : undefined}
-                data-cited={cited ? '1' : undefined}
-              >
-                <div class="para-head">
-                  {p.speaker && p.speaker.id !== paragraphs[i - 1]?.speaker?.id ? (
-                    <SpeakerLabel
-                      meetingId={meeting.id}
-                      speaker={p.speaker}
-                      onRenamed={() => {
-                        setRenamed((n) => n + 1);
-                        onChanged();
-                      }}
-                      onError={setError}
-                    />
-                  ) : null}
-                  <time>{clock(p.startMs / 1000)}</time>
-                </div>
-                <p class="para">
-                  {p.lines.map((l) =>
-                    editing === l.key ? (
-                      <CorrectionForm
-                        key={l.key}
-                        line={l}
-                        onSave={(text) => void correct(l, text)}
-                        onCancel={() => setEditing(null)}
-                      />
-                    ) : (
-                      <span key={l.key}>
-                        {correcting && !l.draft ? (
-                          <button
-                            type="button"
-                            class="seg editable"
-                            data-start-ms={l.startMs}
-                            data-corrected={l.correctionId ? '1' : undefined}
-                            title="Correct this sentence"
-                            onClick={() => setEditing(l.key)}
-                          >
-                            {l.text}
-                          </button>
-                        ) : (
-                          <span
-                            class={l.correctionId ? 'seg corrected' : 'seg'}
-                            data-start-ms={l.startMs}
-                            data-corrected={l.correctionId ? '1' : undefined}
-                            title={
-                              l.correctionId ? `Corrected. The recogniser heard: “${l.rawText}”` : undefined
-                            }
-                          >
-                            {l.text}
-                          </span>
-                        )}
-                        {l.review && (
-                          <span class="review" data-testid="needs-look">
-                            {' '}
-                            [A correction needs a look: it said “{l.review.text}”.{' '}
-                            <button
-                              type="button"
-                              class="link"
-                              onClick={() => void correct(l, l.review!.text)}
-                            >
-                              Use it
-                            </button>{' '}
-                            <button
-                              type="button"
-                              class="link"
-                              onClick={() => void takeBack(l.review!.correctionId)}
-                            >
-                              Keep what was heard
-                            </button>
-                            ]
-                          </span>
-                        )}{' '}
-                      </span>
-                    ),
-                  )}
-                </p>
-              </li>
-            );
-          })}
+          {paragraphs.map((p, i) => (
+            <ParagraphView
+              key={p.key}
+              meetingId={meeting.id}
+              paragraph={p}
+              showSpeaker={p.speaker !== null && p.speaker.id !== paragraphs[i - 1]?.speaker?.id}
+              cited={p.lines.some((l) => l.key === citedKey)}
+              citedKey={citedKey}
+              citedRef={citedRef}
+              correcting={correcting}
+              editing={editing}
+              onEdit={setEditing}
+              onCorrect={(l, text) => void correct(l, text)}
+              onTakeBack={(id) => void takeBack(id)}
+              onRenamed={() => {
+                setRenamed((n) => n + 1);
+                onChanged();
+              }}
+              onError={setError}
+            />
+          ))}
         </ol>
       )}
       {segments.length > 0 && <TranscriptExports meeting={meeting} onError={setError} />}
@@ -822,6 +777,103 @@ function Transcript({
         </p>
       )}
     </section>
+  );
+}
+
+/** E2: one paragraph: who spoke and when, then its sentences (each a correction target, E3). */
+function ParagraphView({
+  meetingId,
+  paragraph: p,
+  showSpeaker,
+  cited,
+  citedKey,
+  citedRef,
+  correcting,
+  editing,
+  onEdit,
+  onCorrect,
+  onTakeBack,
+  onRenamed,
+  onError,
+}: {
+  meetingId: string;
+  paragraph: Paragraph;
+  showSpeaker: boolean;
+  cited: boolean;
+  citedKey: string | null;
+  citedRef: { current: HTMLLIElement | null };
+  correcting: boolean;
+  editing: string | null;
+  onEdit: (key: string | null) => void;
+  onCorrect: (line: ShownLine, text: string) => void;
+  onTakeBack: (correctionId: string) => void;
+  onRenamed: () => void;
+  onError: (error: string | null) => void;
+}) {
+  return (
+    <li
+      ref={cited ? citedRef : undefined}
+      class={p.draft ? 'draft' : cited ? 'cited' : undefined}
+      data-draft={p.draft ? '1' : undefined}
+      data-cited={cited ? '1' : undefined}
+    >
+      <div class="para-head">
+        {showSpeaker && p.speaker ? (
+          <SpeakerLabel meetingId={meetingId} speaker={p.speaker} onRenamed={onRenamed} onError={onError} />
+        ) : null}
+        <time>{clock(p.startMs / 1000)}</time>
+      </div>
+      <p class="para">
+        {p.lines.map((l) =>
+          editing === l.key ? (
+            <CorrectionForm
+              key={l.key}
+              line={l}
+              onSave={(text) => onCorrect(l, text)}
+              onCancel={() => onEdit(null)}
+            />
+          ) : (
+            <span key={l.key}>
+              {correcting && !l.draft ? (
+                <button
+                  type="button"
+                  class="seg editable"
+                  data-start-ms={l.startMs}
+                  data-corrected={l.correctionId ? '1' : undefined}
+                  title="Correct this sentence"
+                  onClick={() => onEdit(l.key)}
+                >
+                  {l.text}
+                </button>
+              ) : (
+                <span
+                  class={`seg${l.correctionId ? ' corrected' : ''}${l.key === citedKey ? ' cited' : ''}`}
+                  data-cited={l.key === citedKey ? '1' : undefined}
+                  data-start-ms={l.startMs}
+                  data-corrected={l.correctionId ? '1' : undefined}
+                  title={l.correctionId ? `Corrected. The recogniser heard: “${l.rawText}”` : undefined}
+                >
+                  {l.text}
+                </span>
+              )}
+              {l.review && (
+                <span class="review" data-testid="needs-look">
+                  {' '}
+                  [A correction needs a look: it said “{l.review.text}”.{' '}
+                  <button type="button" class="link" onClick={() => onCorrect(l, l.review!.text)}>
+                    Use it
+                  </button>{' '}
+                  <button type="button" class="link" onClick={() => onTakeBack(l.review!.correctionId)}>
+                    Keep what was heard
+                  </button>
+                  ]
+                </span>
+              )}{' '}
+            </span>
+          ),
+        )}
+      </p>
+    </li>
   );
 }
 

@@ -1,17 +1,22 @@
 import { useEffect, useState } from 'preact/hooks';
 import { call, type Meeting } from '../api.ts';
 import { Upload } from '../components/upload.tsx';
-import { SearchPanel } from '../components/search.tsx';
+import { SearchResults } from '../components/search.tsx';
 import { OutboxSummary } from '../components/outbox-notices.tsx';
 import { StatusBadge } from '../components/status.tsx';
 import { VisibilityBadge } from '../components/sharing.tsx';
-import { age } from '../format.ts';
+import { duration, when } from '../format.ts';
 import { navigate, usePoll } from '../hooks.ts';
 import { startRecording } from '../session.ts';
 
 export function MeetingsPage() {
   const [query, setQuery] = useState('');
+  const [mode, setMode] = useState<'search' | 'ask'>('search');
+  const [submitted, setSubmitted] = useState<{ mode: 'search' | 'ask'; text: string; n: number } | null>(
+    null,
+  );
   const [meetings, setMeetings] = useState<Meeting[] | null>(null);
+  const [previews, setPreviews] = useState<Record<string, { text: string; speakers: string[] }>>({});
   const [error, setError] = useState<string | null>(null);
   const [title, setTitle] = useState('');
   const [starting, setStarting] = useState(false);
@@ -27,16 +32,21 @@ export function MeetingsPage() {
   usePoll(
     async () => {
       try {
-        const q = query.trim() ? `&q=${encodeURIComponent(query.trim())}` : '';
-        const res = await call<{ meetings: Meeting[] }>('GET', `/v1/meetings?limit=50${q}`);
+        // In search mode the box filters the list by title as it is typed.
+        const q = mode === 'search' && query.trim() ? `&q=${encodeURIComponent(query.trim())}` : '';
+        const res = await call<{ meetings: Meeting[]; previews?: typeof previews }>(
+          'GET',
+          `/v1/meetings?limit=50${q}`,
+        );
         setMeetings(res.meetings);
+        setPreviews(res.previews ?? {});
         setError(null);
       } catch (err) {
         setError(`The meeting list could not be loaded: ${err instanceof Error ? err.message : String(err)}`);
       }
     },
     5000,
-    [query],
+    [query, mode],
   );
 
   const record = async (e: Event) => {
@@ -58,18 +68,22 @@ export function MeetingsPage() {
     }
   };
 
+  // E7: the example is the newest meeting's title, which the box finds (nothing on an empty install).
+  const example = meetings?.[0]?.title;
   return (
     <>
-      <section class="card" aria-labelledby="new-heading">
-        <h2 id="new-heading">New live meeting</h2>
+      <section class="card actions" aria-labelledby="new-heading">
+        <h2 id="new-heading" class="visually-hidden">
+          New meeting
+        </h2>
         <form onSubmit={(e) => void record(e)} class="row">
           <label for="meeting-title" class="grow">
-            Title
+            <span class="visually-hidden">Title</span>
             <input
               id="meeting-title"
               value={title}
               maxLength={300}
-              placeholder="Weekly sync"
+              placeholder="Title of a new meeting (optional)"
               onInput={(e) => setTitle(e.currentTarget.value)}
             />
           </label>
@@ -77,20 +91,61 @@ export function MeetingsPage() {
             ● Record
           </button>
         </form>
+        <Upload />
       </section>
 
       <OutboxSummary titles={Object.fromEntries((meetings ?? []).map((m) => [m.id, m.title]))} />
 
-      <Upload />
-
-      <SearchPanel />
-
       <section class="card" aria-labelledby="list-heading">
         <h2 id="list-heading">Meetings</h2>
-        <label for="search">
-          Search by title
-          <input id="search" type="search" value={query} onInput={(e) => setQuery(e.currentTarget.value)} />
-        </label>
+        <form
+          class="row find"
+          role="search"
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (query.trim()) setSubmitted({ mode, text: query.trim(), n: (submitted?.n ?? 0) + 1 });
+          }}
+        >
+          <label for="find" class="grow">
+            <span class="visually-hidden">
+              {mode === 'ask' ? 'Ask your meetings' : 'Search titles and what was said'}
+            </span>
+            <input
+              id="find"
+              type="search"
+              value={query}
+              maxLength={1000}
+              placeholder={
+                mode === 'ask'
+                  ? 'Ask a question, e.g. what did we decide?'
+                  : example
+                    ? `Search titles and what was said, e.g. ${example}`
+                    : 'Search titles and what was said'
+              }
+              onInput={(e) => setQuery(e.currentTarget.value)}
+            />
+          </label>
+          <fieldset class="mode">
+            <legend class="visually-hidden">Search or ask</legend>
+            <label class="inline">
+              <input
+                type="radio"
+                name="mode"
+                checked={mode === 'search'}
+                onChange={() => setMode('search')}
+              />
+              Search
+            </label>
+            <label class="inline">
+              <input type="radio" name="mode" checked={mode === 'ask'} onChange={() => setMode('ask')} />
+              Ask
+            </label>
+          </fieldset>
+          <button type="submit" data-testid="find-submit">
+            {mode === 'ask' ? 'Ask' : 'Find'}
+          </button>
+        </form>
+        {submitted && <SearchResults key={submitted.n} mode={submitted.mode} text={submitted.text} />}
         {error && (
           <p role="alert" class="error">
             {error}
@@ -99,23 +154,55 @@ export function MeetingsPage() {
         {meetings === null ? (
           <p>Loading…</p>
         ) : meetings.length === 0 ? (
-          <p>{query ? 'No meeting has that in its title.' : 'No meetings yet.'}</p>
+          <p>
+            {query && mode === 'search'
+              ? 'No meeting has that in its title. Press Find to search what was said.'
+              : 'No meetings yet. Record one, or upload a recording.'}
+          </p>
         ) : (
-          <ul class="meetings" aria-label="Meetings">
-            {meetings.map((m) => (
-              <li key={m.id} data-meeting-id={m.id}>
-                <a href={`#/meetings/${m.id}`}>{m.title}</a>
-                <span class="muted">
-                  {m.source} · <time dateTime={m.createdAt}>{age(m.createdAt)} ago</time>
-                  {m.ownerUserId && names[m.ownerUserId] ? <> · by {names[m.ownerUserId]}</> : null}
-                </span>
-                <StatusBadge meeting={m} />
-                {m.visibility !== 'workspace' && <VisibilityBadge meeting={m} />}
-              </li>
-            ))}
-          </ul>
+          <MeetingList meetings={meetings} previews={previews} names={names} />
         )}
       </section>
     </>
+  );
+}
+
+/** E1: each meeting as a line: title, status, when, how long, who spoke, and its first words. */
+function MeetingList({
+  meetings,
+  previews,
+  names,
+}: {
+  meetings: Meeting[];
+  previews: Record<string, { text: string; speakers: string[] }>;
+  names: Record<string, string>;
+}) {
+  return (
+    <ul class="meetings" aria-label="Meetings">
+      {meetings.map((m) => (
+        <li key={m.id} data-meeting-id={m.id}>
+          <div class="meeting-line">
+            <a href={`#/meetings/${m.id}`} class="meeting-title">
+              {m.title}
+            </a>
+            <StatusBadge meeting={m} />
+            {m.visibility !== 'workspace' && <VisibilityBadge meeting={m} />}
+          </div>
+          <div class="muted meeting-meta">
+            <time dateTime={m.createdAt} data-testid="meeting-when">
+              {when(m.createdAt)}
+            </time>
+            {m.durationMs !== null && <span data-testid="meeting-duration"> · {duration(m.durationMs)}</span>}
+            {previews[m.id]?.speakers.length ? <> · {previews[m.id]!.speakers.join(', ')}</> : null}
+            {m.ownerUserId && names[m.ownerUserId] ? <> · by {names[m.ownerUserId]}</> : null}
+          </div>
+          {previews[m.id]?.text ? (
+            <p class="preview" data-testid="meeting-preview">
+              {previews[m.id]!.text}
+            </p>
+          ) : null}
+        </li>
+      ))}
+    </ul>
   );
 }

@@ -49,7 +49,7 @@ void describe('close-out progress and reasons (pure)', () => {
     );
   });
 
-  void it('L17: failure and missing-minutes codes are said in plain words with what to do', () => {
+  void it('L17/E5: failure and missing-minutes codes are said in plain words with what to do, never in a provider’s words', () => {
     assert.match(plainReason('llm.quota_exhausted', 'You exceeded your current quota'), /Regenerate/);
     const undecodable = plainReason(
       'audio.undecodable',
@@ -65,11 +65,19 @@ void describe('close-out progress and reasons (pure)', () => {
     for (const code of ['reclaim_cap_exceeded', 'asr.timeout', 'storage.unavailable'])
       assert.doesNotMatch(plainReason(code, 'x'), /resubmit/i, code);
     assert.doesNotMatch(plainReason('minutes.no_transcript', null), /Regenerate/);
+    // E5: a provider's own words stay with operators; the reason is said from the code.
+    const asr = plainReason('asr.timeout', 'upstream: 504 Gateway Time-out from 10.0.0.7');
+    assert.match(asr, /speech recognition did not succeed \(the recogniser took too long\)/);
+    assert.doesNotMatch(asr, /504|10\.0\.0\.7|upstream/);
     assert.match(
-      plainReason('asr.timeout', 'took too long'),
-      /speech recognition did not succeed \(took too long\)/,
+      plainReason('storage.unavailable', 'ECONNREFUSED 127.0.0.1:9000'),
+      /^This meeting failed: the audio store/,
     );
-    assert.equal(plainReason('something.new', 'it broke'), 'it broke (something.new)');
+    assert.doesNotMatch(plainReason('storage.unavailable', 'ECONNREFUSED 127.0.0.1:9000'), /ECONNREFUSED/);
+    assert.equal(
+      plainReason('something.new', 'it broke'),
+      'This stopped with the code something.new. An operator can see the details with `verbatim inspect`.',
+    );
   });
 });
 

@@ -69,7 +69,7 @@ void describe('web app', () => {
     return (m ?? 0) * 60 + (s ?? 0);
   }
 
-  void it('L1/L17: records from the microphone, shows the transcript growing, and after End meeting the transcript and the minutes', async () => {
+  void it('L1/L17/E1: records from the microphone, shows the transcript growing, a recording bar on another page, and after End meeting the transcript and the minutes', async () => {
     browser = await launchChromium({ microphoneFile: mic });
     const { page } = browser;
     await signIn(page, web.url, h.apiKey);
@@ -90,6 +90,21 @@ void describe('web app', () => {
         .evaluate((m: any) => m.value);
       return level > 0.01;
     });
+
+    // E1: on another page the microphone is still on, and a bar on it says so and leads back.
+    await page.getByRole('link', { name: 'Meetings', exact: true }).click();
+    const bar = page.getByTestId('recording-bar');
+    await bar.waitFor();
+    assert.match((await bar.textContent()) ?? '', /microphone is on/);
+    await screenshot(page, 'web-e1-recording-bar');
+    const barSeconds = async () => {
+      const [m, sec] = ((await bar.locator('time').textContent()) ?? '0:00').split(':').map(Number);
+      return (m ?? 0) * 60 + (sec ?? 0);
+    };
+    const leftAt = await barSeconds();
+    await waitFor('recording to go on while away', async () => (await barSeconds()) > leftAt);
+    await bar.getByRole('link', { name: 'Open the meeting' }).click();
+    await page.getByRole('heading', { name: 'Quarterly budget' }).waitFor();
 
     await page.getByRole('button', { name: /End meeting/ }).click();
     // Item 4: the Finalizing view says what the close-out is doing.

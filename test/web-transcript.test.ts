@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
@@ -10,7 +11,7 @@ import {
   signIn,
   type Browser,
 } from './support/browser.ts';
-import { startHarness, type Harness } from './support/harness.ts';
+import { startHarness, waitFor, type Harness } from './support/harness.ts';
 import { seedMeeting } from './support/search.ts';
 
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -21,7 +22,8 @@ const SIZES = [
 
 /** E6: axe-core on the page as it stands: no serious or critical violation. */
 async function assertAccessible(page: Page, where: string): Promise<void> {
-  await page.addScriptTag({ path: AXE });
+  // Evaluated through DevTools, as an extension would: the app's CSP (rightly) refuses inline scripts.
+  await page.evaluate(fs.readFileSync(AXE, 'utf8'));
   const found = await page.evaluate<string[]>(`(async () => {
     const result = await window.axe.run();
     return result.violations
@@ -40,7 +42,9 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     h = await startHarness();
     web = await serveWebApp(h, buildWebApp());
     const lines = Array.from({ length: 30 }, (_, i) =>
-      i === 3 ? 'the budget for q three is fine' : `we talked about item ${i} for a while`,
+      i === 3
+        ? 'the budget for q three is fine'
+        : `we talked about item ${String.fromCharCode(97 + (i % 26))} for a while`,
     );
     id = await seedMeeting(h, { title: 'Budget review', lines });
     await seedMeeting(h, {
@@ -70,14 +74,17 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
       assert.equal((await item.getByTestId('meeting-duration').textContent())?.trim(), '· 3 min');
       assert.match(
         (await item.getByTestId('meeting-preview').textContent()) ?? '',
-        /^We talked about item 0/,
+        /^We talked about item a for a while\. We talked about item b/,
       );
       const box = await list.boundingBox();
       assert.ok(box && box.y < size.height, `the list starts on the first screen (at ${box?.y} px)`);
       // One box: typing filters the list by title.
       await page.getByRole('searchbox').fill('older');
       await list.locator('li').first().waitFor();
-      await page.waitForFunction(`document.querySelectorAll('ul.meetings > li').length === 1`);
+      await waitFor(
+        'the list filtered by title',
+        async () => (await list.locator(':scope > li').count()) === 1,
+      );
       await page.getByRole('searchbox').fill('');
       await screenshot(page, `web-e1-list-${size.name}`);
       await assertAccessible(page, `meetings list at ${size.name}`);
@@ -115,6 +122,60 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     await page.getByRole('textbox', { name: 'Meeting title' }).fill('Budget review, Q3');
     await page.getByTestId('rename-meeting').getByRole('button', { name: 'Save' }).click();
     await page.getByRole('heading', { name: 'Budget review, Q3' }).waitFor();
+  });
+
+  void it('E2: a reader scrolled into a transcript keeps their place when the lines above change (the first visible line and where it sits are unchanged)', async () => {
+    const { page } = browser;
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const long = await seedMeeting(h, {
+      title: 'Long review',
+      lines: Array.from(
+        { length: 120 },
+        (_, i) => `we went over point ${String.fromCharCode(97 + (i % 26))} again`,
+      ),
+    });
+    await page.goto(`${web.url}/#/meetings/${long}`);
+    const transcript = page.getByTestId('transcript');
+    await transcript.waitFor();
+    // Scrolled by the reader to a line far down (3:20).
+    await page.mouse.move(640, 400);
+    const target = transcript.locator('span.seg[data-start-ms="200000"]');
+    await target.scrollIntoViewIfNeeded();
+    await page.mouse.wheel(0, 120);
+    await waitFor('the scroll to settle', async () => ((await target.boundingBox())?.y ?? -1) > 0);
+    const firstVisible = async () =>
+      page.evaluate<{ ms: string | null; top: number }>(`(() => {
+        for (const el of document.querySelectorAll('[data-testid="transcript"] [data-start-ms]')) {
+          const r = el.getBoundingClientRect();
+          if (r.bottom > 0) return { ms: el.getAttribute('data-start-ms'), top: Math.round(r.top) };
+        }
+        return { ms: null, top: 0 };
+      })()`);
+    const before = await firstVisible();
+    assert.ok(
+      before.ms !== null && Number(before.ms) > 0,
+      `a line far down is first on screen: ${before.ms}`,
+    );
+    // Lines above it get longer (as finals replacing drafts would change them): a new revision.
+    for (const startMs of [0, 5000, 10_000, 15_000, 20_000]) {
+      const read = await h.request('GET', `/v1/meetings/${long}/transcript`);
+      const lines = read.json.segments as Array<{ startMs: number; rawText: string }>;
+      const res = await h.request('POST', `/v1/meetings/${long}/corrections`, {
+        startMs,
+        rawText: lines.find((l) => l.startMs === startMs)!.rawText,
+        text: 'A much longer sentence than the one the recogniser heard, written out in full, '
+          .repeat(4)
+          .trim(),
+      });
+      assert.equal(res.status, 200, res.text);
+    }
+    await transcript
+      .locator('span.seg[data-corrected="1"]')
+      .first()
+      .waitFor({ state: 'attached', timeout: 30_000 });
+    const after = await firstVisible();
+    assert.equal(after.ms, before.ms, 'the same line is first on screen');
+    assert.ok(Math.abs(after.top - before.top) <= 2, `it did not move: ${before.top} → ${after.top} px`);
   });
 
   void it('E3: delete asks first, saying what goes; Keep it keeps it, Delete meeting deletes it', async () => {

@@ -76,11 +76,11 @@ export function meetingProgress(m: ProgressInput, now: Date, graceMs: number): P
 }
 
 /**
- * A failure or missing-minutes code in plain words, with what the person can do about it. Unknown
- * codes fall back to the stored message, which is already redacted.
+ * A failure or missing-minutes code in plain words, with what the person can do about it. E5: said
+ * from the code alone; the stored message (a provider's or the decoder's own words) is for
+ * operators (logs, `verbatim inspect`, the API's `failure.message`), never said to a person here.
  */
-export function plainReason(code: string, message: string | null): string {
-  const detail = message ? ` (${message.replace(/^This meeting stopped before it finished: /, '')})` : '';
+export function plainReason(code: string, _message: string | null): string {
   switch (code) {
     case 'llm.quota_exhausted':
       return 'No minutes: the minutes service has used up its usage or billing limit. The transcript is complete. Press Regenerate once the limit is raised.';
@@ -111,20 +111,38 @@ export function plainReason(code: string, message: string | null): string {
     default:
       break;
   }
+  // E5: a provider's or a store's own words go to operators (logs, `verbatim inspect`), never to a
+  // person: the reason is said from its code, with what to do.
+  const inspect = 'An operator can see the details with `verbatim inspect`.';
   if (code.startsWith('asr.')) {
-    return `This meeting failed: speech recognition did not succeed${detail}. What was transcribed is kept.`;
+    return `This meeting failed: speech recognition did not succeed (${ASR_WHY[code] ?? 'the recogniser answered with an error'}). What was transcribed is kept. ${inspect}`;
   }
   if (code.startsWith('storage.')) {
-    return `This meeting failed: the audio store was not available${detail}. What was transcribed is kept.`;
+    return `This meeting failed: the audio store was not available. What was transcribed is kept. ${inspect}`;
   }
   if (code.startsWith('bot.')) {
-    return `This meeting failed: the meeting bot did not bring back a recording${detail}.`;
+    return `This meeting failed: the meeting bot did not bring back a recording. ${inspect}`;
   }
   if (code.startsWith('llm.')) {
-    return `No minutes: the minutes service failed${detail}. Press Regenerate to try again.`;
+    return 'No minutes: the minutes service failed. Press Regenerate to try again.';
   }
-  return message ? `${message} (${code})` : `It stopped with the code ${code}.`;
+  return `This stopped with the code ${code}. ${inspect}`;
 }
+
+/** E5: why speech recognition failed, by its code, in a person's words. */
+const ASR_WHY: Readonly<Record<string, string>> = {
+  'asr.timeout': 'the recogniser took too long',
+  'asr.unreachable': 'the recogniser could not be reached',
+  'asr.unavailable': 'the recogniser was unavailable',
+  'asr.overloaded': 'the recogniser was overloaded',
+  'asr.rate_limited': 'the recogniser refused more requests for a while',
+  'asr.quota_exhausted': 'the recogniser’s usage limit was used up',
+  'asr.crashed': 'the recogniser stopped while it worked',
+  'asr.bad_input': 'the recogniser could not use this audio',
+  'asr.bad_response': 'the recogniser answered with something that could not be used',
+  'asr.unsupported_language': 'the recogniser does not know the meeting’s language',
+  'asr.server_error': 'the recogniser answered with an error',
+};
 
 /**
  * J20: the gap a completed meeting may show: stretches with no transcript whose audio is held.

@@ -1,6 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
 import { call, type Meeting } from '../api.ts';
-import { navigate } from '../hooks.ts';
 import { may, useAuth } from '../people/auth.ts';
 
 interface Member {
@@ -188,34 +187,27 @@ function ShareLinks({ meetingId }: { meetingId: string }) {
   );
 }
 
+/** U4: whether the reader may change a meeting (rename, correct, share, delete): its owner and admins. */
+export function useMayChange(meeting: Meeting): boolean {
+  const auth = useAuth();
+  const myId = auth.kind === 'session' ? auth.session.user.id : null;
+  return may(auth, 'manageAll') || (myId !== null && meeting.ownerUserId === myId);
+}
+
 /**
  * U4/U5/U9: the share dialog — visibility (private, the workspace, or named members) and
- * read-only links for people outside the workspace — and deleting the meeting. Shown to those who
+ * read-only links for people outside the workspace. Shown to those who
  * may change the meeting: its owner and admins.
  */
 export function SharingPanel({ meeting }: { meeting: Meeting }) {
-  const auth = useAuth();
   const [open, setOpen] = useState(false);
-  const { error, act } = useAction(() => Promise.resolve());
-  const myId = auth.kind === 'session' ? auth.session.user.id : null;
-  const mayChange = may(auth, 'manageAll') || (myId !== null && meeting.ownerUserId === myId);
-  if (!mayChange) return null;
-  const remove = () => {
-    const question = `Delete “${meeting.title}”? Its transcript, minutes and any audio still kept are deleted for everyone, and its share links stop working.`;
-    if (!confirm(question)) return;
-    void act(async () => {
-      await call('DELETE', `/v1/meetings/${meeting.id}`);
-      navigate('/');
-    });
-  };
+  const { error } = useAction(() => Promise.resolve());
+  if (!useMayChange(meeting)) return null;
   return (
     <section class="card" aria-label="Sharing">
       <div class="row">
         <button type="button" onClick={() => setOpen(!open)} aria-expanded={open}>
           Share…
-        </button>
-        <button type="button" class="danger" onClick={remove}>
-          Delete meeting
         </button>
       </div>
       <Failure error={error} />

@@ -1,7 +1,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, NetworkError, type Meeting, type Minutes, type Segment } from '../api.ts';
 import { StatusBadge } from '../components/status.tsx';
-import { SharingPanel, VisibilityBadge } from '../components/sharing.tsx';
+import { SharingPanel, useMayChange, VisibilityBadge } from '../components/sharing.tsx';
 import { clock, download, downloadBytes, duration, when } from '../format.ts';
 import { navigate, usePoll } from '../hooks.ts';
 import { KeptAudio, RejectedChunks, UnsavedAudio } from '../components/outbox-notices.tsx';
@@ -47,7 +47,8 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
   const box = useOutbox();
   const mine = rec?.meetingId === id ? rec : null;
   const pending = box?.pending[id] ?? 0;
-  // A chunk acknowledged (a late one too, L19) wakes polling of a meeting that had settled.
+  // A chunk acknowledged (a late one too, L19), or a new revision the stream tells of (a correction
+  // made elsewhere, E3), wakes polling of a meeting that had settled.
   const acknowledged = box?.acknowledged[id] ?? -1;
   // L23: the meeting pushed live; the polling below reads the server only while the stream is down.
   const stream = useMeetingStream(id);
@@ -73,7 +74,7 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
     setEndRequested,
     elsewhere,
     polledAt,
-  } = useMeetingPoll(id, streamRef, [wake, acknowledged]);
+  } = useMeetingPoll(id, streamRef, [wake, acknowledged, stream.meeting?.revision ?? -1]);
 
   // The stream's view while it is live, and after a cut until a poll newer than the cut answers.
   const streaming = stream.link === 'live' || (stream.link === 'connecting' && polledAt <= cutAt.current);
@@ -376,6 +377,7 @@ function MeetingHead({ meeting, onChange }: { meeting: Meeting; onChange: (m: Me
     }
   };
   const recording = meeting.status === 'created' || meeting.status === 'recording';
+  const mayChange = useMayChange(meeting);
   return (
     <>
       <header class="meeting-head">
@@ -417,7 +419,7 @@ function MeetingHead({ meeting, onChange }: { meeting: Meeting; onChange: (m: Me
           <time dateTime={meeting.createdAt}>{when(meeting.createdAt)}</time>
           {meeting.durationMs !== null && <> · {duration(meeting.durationMs)}</>}
         </span>
-        {title === null && (
+        {title === null && mayChange && (
           <span class="head-actions">
             <button type="button" class="secondary" onClick={() => setTitle(meeting.title)}>
               Rename
@@ -660,6 +662,7 @@ function Transcript({
 }) {
   const [error, setError] = useState<string | null>(null);
   const [correcting, setCorrecting] = useState(false);
+  const mayChange = useMayChange(meeting);
   const [editing, setEditing] = useState<string | null>(null);
   const [renamed, setRenamed] = useState(0);
   const named = useNamedSpeakers(meeting, segments, renamed);
@@ -710,7 +713,7 @@ function Transcript({
             </span>
           )}
         </h2>
-        {segments.length > 0 && (
+        {segments.length > 0 && mayChange && (
           <button
             type="button"
             class="secondary"

@@ -51,15 +51,25 @@
  *       key of the same run, each query by both in turn: p95 within 1.2 × and ≤ 50 ms; and one
  *       meeting's read by cookie and by key, p50 and p95
  *
+ *   (r) the meetings page with 500 meetings and a 3-hour meeting's transcript in Chromium: time to
+ *       first render and to interactive, p50/p95 of 5 loads, beside 5 meetings and a 5-minute
+ *       meeting; targets: the list ≤ 500 ms, the long transcript ≤ 1 s (p95, interactive)
+ *
  *   (m) attribution: a two-person conversation as a stereo upload with bleed, as mono with a bot
  *       speaker timeline, and as mono alone: words given the right speaker (≥ 98 %) and words given
  *       one no source knew (0), real PocketSphinx; the stereo meeting's time next to the mono's
  *
  * BENCH_PER_MEETING (60), BENCH_MEETINGS (20), BENCH_MEETING_WINDOWS (windows per meeting in (f),
- * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–n; default all), BENCH_REPAIR_SAMPLES (20).
+ * 10), BENCH_CHUNK_GAP_MS (0), BENCH_PARTS (any of a–n and r; default all), BENCH_REPAIR_SAMPLES (20).
  */
 import os from 'node:os';
 import { max, median } from './fixtures.ts';
+
+/** The nearest-rank percentile of a few samples (p 0.95 of 5 loads is the slowest). */
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] ?? Number.NaN;
+}
 import { botRecoveryCost } from './bot-recovery.ts';
 import { boundaryLoss } from './boundary.ts';
 import { killStorm } from './kill-storm.ts';
@@ -69,6 +79,7 @@ import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
 import { attribution } from './attribution.ts';
+import { webPages } from './web-pages.ts';
 import { searchBench } from './search.ts';
 import { memoryStep, type MemoryStep } from './memory.ts';
 import { killToRerun, type RecoverySample, type RecoverySetting } from './recovery.ts';
@@ -81,7 +92,7 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmn';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmnr';
 /** Leaves a part's try when only another part wanted its run (j and n share one corpus). */
 class Skip extends Error {}
 const SEARCH_MEETINGS = intFromEnv('BENCH_SEARCH_MEETINGS', 2000);
@@ -581,6 +592,30 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(m) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+
+  if (PARTS.includes('r')) {
+    say('(r) web pages: the meetings list and a long transcript in Chromium, 5 loads each (about a minute)…');
+    try {
+      const pages = await webPages();
+      for (const p of pages) {
+        const target = p.label.startsWith('meetings page, 500')
+          ? 500
+          : p.label.includes('3-hour')
+            ? 1000
+            : null;
+        const p95 = percentile(p.interactiveMs, 0.95);
+        rows.push(
+          `(r) ${p.label}`.padEnd(52) +
+            `first render p50 ${fmt(percentile(p.firstRenderMs, 0.5), 0)} ms p95 ${fmt(percentile(p.firstRenderMs, 0.95), 0)} ms; ` +
+            `interactive p50 ${fmt(percentile(p.interactiveMs, 0.5), 0)} ms p95 ${fmt(p95, 0)} ms` +
+            (target === null ? '   (baseline)' : `   ≤ ${target} ms  ${verdict(p95 <= target)}`),
+        );
+      }
+    } catch (err) {
+      failed = true;
+      say(`(r) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
 

@@ -74,7 +74,7 @@ void describe('people in the web app (U9)', () => {
     await b.page.getByTestId('signed-in-as').waitFor();
   }
 
-  void it('U9: signs in with single sign-on at the local OpenID provider in Chromium; the header names the person and their role', async () => {
+  void it('U9/E7: signs in with single sign-on at the local OpenID provider in Chromium; the header names the person and their role; a member’s menu has no operator page', async () => {
     const { page } = await browser();
     await page.goto(`${web.url}/`);
     await page.getByRole('link', { name: 'Sign in with Example SSO' }).click();
@@ -92,7 +92,7 @@ void describe('people in the web app (U9)', () => {
     assert.equal(await page.getByRole('link', { name: 'Operator' }).count(), 0);
   });
 
-  void it('U9: a viewer cannot delete a meeting; its owner shares it by a link that shows that one meeting, read-only, to someone signed in nowhere', async () => {
+  void it('U9/E3: a viewer cannot delete, rename or correct a meeting; its owner shares it by a link that shows that one meeting, read-only, to someone signed in nowhere', async () => {
     const owner = await invited(Role.member, 'owner-of-notes@example.com');
     await invited(Role.viewer, 'watcher@example.com');
     const created = await h.request(
@@ -124,8 +124,9 @@ void describe('people in the web app (U9)', () => {
     await viewer.page.goto(`${web.url}/#/meetings/${id}`);
     await viewer.page.getByRole('heading', { name: 'Client review' }).waitFor();
     assert.equal(await viewer.page.getByTestId('visibility').textContent(), 'Workspace');
-    assert.equal(await viewer.page.getByRole('button', { name: 'Delete meeting' }).count(), 0);
-    assert.equal(await viewer.page.getByRole('button', { name: 'Share…' }).count(), 0);
+    await viewer.page.getByTestId('transcript').waitFor();
+    for (const name of ['Delete…', 'Rename', 'Share…', 'Correct the text'])
+      assert.equal(await viewer.page.getByRole('button', { name }).count(), 0, name);
     // And the server agrees, whatever the page shows: the viewer's own session is refused.
     const refused = await viewer.page.evaluate(async (meetingId) => {
       const session = (await (await fetch('/v1/auth/session')).json()) as { csrfToken: string };

@@ -9,10 +9,10 @@ import {
   signIn,
   type Browser,
 } from './support/browser.ts';
-import { startHarness } from './support/harness.ts';
+import { startHarness, waitFor } from './support/harness.ts';
 import { seedMeeting } from './support/search.ts';
 
-void it('O4/O5 web: search → click a hit → the transcript opens scrolled to the cited segment, marked; Ask offline shows the passages, labelled, each opening its moment', async () => {
+void it('O4/O5/E7 web: search → click a hit → the transcript opens scrolled to the cited segment, marked; Ask offline shows the passages, labelled, each opening its moment', async () => {
   const h = await startHarness();
   let browser: Browser | null = null;
   const web = await serveWebApp(h, buildWebApp());
@@ -35,6 +35,14 @@ void it('O4/O5 web: search → click a hit → the transcript opens scrolled to 
     assert.match((await results.textContent()) ?? '', /Facilities review/);
     assert.doesNotMatch((await results.textContent()) ?? '', /Unrelated sync/);
     assert.deepEqual(await results.locator('mark').allTextContents(), ['zeppelin', 'hangar']);
+    // E7: a meeting's hit count counts the hits shown under it.
+    for (const item of await results.locator(':scope > li').all()) {
+      const shown = await item.locator('a[data-hit-ms]').count();
+      assert.equal(
+        await item.getByTestId('hit-count').textContent(),
+        `${shown} ${shown === 1 ? 'hit' : 'hits'}`,
+      );
+    }
     const hit = results.locator('a[data-hit-ms]').first();
     assert.equal(await hit.getAttribute('data-hit-ms'), String(97 * 5000));
     await screenshot(page, 'web-search-results');
@@ -48,12 +56,13 @@ void it('O4/O5 web: search → click a hit → the transcript opens scrolled to 
     // The page scrolls the marked segment into view (it started at the top, far above it).
     const viewport = page.viewportSize();
     assert.ok(viewport);
-    await page.waitForFunction(
-      `(() => { const el = document.querySelector('[data-testid="transcript"] li[data-cited="1"]');
-        if (!el) return false; const b = el.getBoundingClientRect();
-        return b.top >= 0 && b.bottom <= window.innerHeight && window.scrollY > 0; })()`,
-    );
-    const box = await cited.boundingBox();
+    const citedLine = cited.locator('span[data-cited="1"]');
+    await waitFor('the cited segment scrolled on screen', async () => {
+      const b = await citedLine.boundingBox();
+      const scrolled = await page.evaluate<number>('window.scrollY');
+      return b !== null && b.y >= 0 && b.y + b.height <= viewport.height && scrolled > 0;
+    });
+    const box = await citedLine.boundingBox();
     assert.ok(box && box.y >= 0 && box.y + box.height <= viewport.height, 'the cited segment is on screen');
     await screenshot(page, 'web-search-cited');
 

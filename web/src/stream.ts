@@ -81,13 +81,22 @@ export function useMeetingStream(id: string): MeetingStream {
       }
     };
 
+    // A page the browser keeps for Back (the back/forward cache) would keep its stream's
+    // connection, and a browser opens six to one server: the seventh page would wait. The stream
+    // ends when the page is hidden that way and opens again (from its last id) when it is shown.
+    let current: AbortController | null = null;
+    const onHide = () => current?.abort();
+    window.addEventListener('pagehide', onHide);
     const follow = async (): Promise<'again' | 'off'> => {
       const headers: Record<string, string> = {
         ...authHeaders(),
         accept: 'text/event-stream',
       };
       if (lastId !== null) headers['last-event-id'] = lastId;
-      const res = await fetch(`/v1/meetings/${id}/events`, { headers, signal: abort.signal });
+      const conn = new AbortController();
+      current = conn;
+      abort.signal.addEventListener('abort', () => conn.abort(), { once: true });
+      const res = await fetch(`/v1/meetings/${id}/events`, { headers, signal: conn.signal });
       // No such route (an older server) or no such meeting: the page polls instead.
       if (res.status === 404 || res.status === 401 || res.status === 403) return 'off';
       if (!res.ok || !res.body) return 'again';
@@ -136,7 +145,10 @@ export function useMeetingStream(id: string): MeetingStream {
         await new Promise((r) => setTimeout(r, RECONNECT_MS));
       }
     })();
-    return () => abort.abort();
+    return () => {
+      window.removeEventListener('pagehide', onHide);
+      abort.abort();
+    };
   }, [id]);
   return state;
 }

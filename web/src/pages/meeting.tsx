@@ -469,7 +469,7 @@ function MeetingHead({ meeting, onChange }: { meeting: Meeting; onChange: (m: Me
 
 /** E2: a pause at least this long, or another speaker, starts a new paragraph. */
 const PARAGRAPH_PAUSE_MS = 2_000;
-/** A paragraph longer than this is cut at its next sentence end, so nobody reads a wall of text. */
+/** A paragraph longer than this is cut at its next sentence end (at twice this, anywhere): no wall of text. */
 const PARAGRAPH_MAX_MS = 60_000;
 
 interface ShownLine {
@@ -504,7 +504,8 @@ function paragraphsOf(lines: ShownLine[]): Paragraph[] {
       p.draft === l.draft &&
       (p.speaker?.id ?? null) === (l.speaker?.id ?? null) &&
       l.startMs - prev.endMs < PARAGRAPH_PAUSE_MS &&
-      !(l.startMs - p.startMs > PARAGRAPH_MAX_MS && /[.?!]$/.test(prev.text));
+      !(l.startMs - p.startMs > PARAGRAPH_MAX_MS && /[.?!]$/.test(prev.text)) &&
+      l.startMs - p.startMs <= 2 * PARAGRAPH_MAX_MS;
     if (joins) p.lines.push(l);
     else out.push({ key: l.key, startMs: l.startMs, draft: l.draft, speaker: l.speaker, lines: [l] });
   }
@@ -622,7 +623,7 @@ function useTranscriptPlace(lines: ShownLine[], at: number | null, open: boolean
   // The segment a link pointed at: the last final one starting at or before that moment.
   const citedKey =
     at === null ? null : (lines.filter((l) => !l.draft && l.startMs <= at).at(-1)?.key ?? null);
-  const citedRef = useRef<HTMLLIElement | null>(null);
+  const citedRef = useRef<HTMLSpanElement | null>(null);
   const shownFor = useRef<string | null>(null);
   useLayoutEffect(() => {
     if (citedKey !== null && shownFor.current !== `${at}:${citedKey}` && citedRef.current) {
@@ -804,7 +805,7 @@ function ParagraphView({
   showSpeaker: boolean;
   cited: boolean;
   citedKey: string | null;
-  citedRef: { current: HTMLLIElement | null };
+  citedRef: { current: HTMLSpanElement | null };
   correcting: boolean;
   editing: string | null;
   onEdit: (key: string | null) => void;
@@ -815,7 +816,6 @@ function ParagraphView({
 }) {
   return (
     <li
-      ref={cited ? citedRef : undefined}
       class={p.draft ? 'draft' : cited ? 'cited' : undefined}
       data-draft={p.draft ? '1' : undefined}
       data-cited={cited ? '1' : undefined}
@@ -850,6 +850,7 @@ function ParagraphView({
                 </button>
               ) : (
                 <span
+                  ref={l.key === citedKey ? citedRef : undefined}
                   class={`seg${l.correctionId ? ' corrected' : ''}${l.key === citedKey ? ' cited' : ''}`}
                   data-cited={l.key === citedKey ? '1' : undefined}
                   data-start-ms={l.startMs}

@@ -9,6 +9,10 @@ import { duration, when } from '../format.ts';
 import { navigate, usePoll } from '../hooks.ts';
 import { startRecording } from '../session.ts';
 
+/** E1: a first page that shows at once (bench r: the list ≤ 500 ms with 500 meetings). */
+const PAGE = 25;
+const MAX_SHOWN = 200;
+
 export function MeetingsPage() {
   const [query, setQuery] = useState('');
   const [mode, setMode] = useState<'search' | 'ask'>('search');
@@ -16,6 +20,9 @@ export function MeetingsPage() {
     null,
   );
   const [meetings, setMeetings] = useState<Meeting[] | null>(null);
+  /** E1: how many of the newest meetings are listed; Show more adds a page (the API gives 200 at most). */
+  const [shown, setShown] = useState(PAGE);
+  const [more, setMore] = useState(false);
   const [previews, setPreviews] = useState<Record<string, { text: string; speakers: string[] }>>({});
   const [error, setError] = useState<string | null>(null);
   const [title, setTitle] = useState('');
@@ -34,11 +41,13 @@ export function MeetingsPage() {
       try {
         // In search mode the box filters the list by title as it is typed.
         const q = mode === 'search' && query.trim() ? `&q=${encodeURIComponent(query.trim())}` : '';
-        const res = await call<{ meetings: Meeting[]; previews?: typeof previews }>(
-          'GET',
-          `/v1/meetings?limit=50${q}`,
-        );
+        const res = await call<{
+          meetings: Meeting[];
+          nextCursor: string | null;
+          previews?: typeof previews;
+        }>('GET', `/v1/meetings?limit=${shown}${q}`);
         setMeetings(res.meetings);
+        setMore(res.nextCursor !== null);
         setPreviews(res.previews ?? {});
         setError(null);
       } catch (err) {
@@ -46,7 +55,7 @@ export function MeetingsPage() {
       }
     },
     5000,
-    [query, mode],
+    [query, mode, shown],
   );
 
   const record = async (e: Event) => {
@@ -98,53 +107,14 @@ export function MeetingsPage() {
 
       <section class="card" aria-labelledby="list-heading">
         <h2 id="list-heading">Meetings</h2>
-        <form
-          class="row find"
-          role="search"
-          onSubmit={(e) => {
-            e.preventDefault();
-            if (query.trim()) setSubmitted({ mode, text: query.trim(), n: (submitted?.n ?? 0) + 1 });
-          }}
-        >
-          <label for="find" class="grow">
-            <span class="visually-hidden">
-              {mode === 'ask' ? 'Ask your meetings' : 'Search titles and what was said'}
-            </span>
-            <input
-              id="find"
-              type="search"
-              value={query}
-              maxLength={1000}
-              placeholder={
-                mode === 'ask'
-                  ? 'Ask a question, e.g. what did we decide?'
-                  : example
-                    ? `Search titles and what was said, e.g. ${example}`
-                    : 'Search titles and what was said'
-              }
-              onInput={(e) => setQuery(e.currentTarget.value)}
-            />
-          </label>
-          <fieldset class="mode">
-            <legend class="visually-hidden">Search or ask</legend>
-            <label class="inline">
-              <input
-                type="radio"
-                name="mode"
-                checked={mode === 'search'}
-                onChange={() => setMode('search')}
-              />
-              Search
-            </label>
-            <label class="inline">
-              <input type="radio" name="mode" checked={mode === 'ask'} onChange={() => setMode('ask')} />
-              Ask
-            </label>
-          </fieldset>
-          <button type="submit" data-testid="find-submit">
-            {mode === 'ask' ? 'Ask' : 'Find'}
-          </button>
-        </form>
+        <FindBox
+          query={query}
+          mode={mode}
+          example={example}
+          onQuery={setQuery}
+          onMode={setMode}
+          onSubmit={() => setSubmitted({ mode, text: query.trim(), n: (submitted?.n ?? 0) + 1 })}
+        />
         {submitted && <SearchResults key={submitted.n} mode={submitted.mode} text={submitted.text} />}
         {error && (
           <p role="alert" class="error">
@@ -160,7 +130,17 @@ export function MeetingsPage() {
               : 'No meetings yet. Record one, or upload a recording.'}
           </p>
         ) : (
-          <MeetingList meetings={meetings} previews={previews} names={names} />
+          <>
+            <MeetingList meetings={meetings} previews={previews} names={names} />
+            {more &&
+              (shown < MAX_SHOWN ? (
+                <button type="button" class="secondary" onClick={() => setShown(shown + PAGE)}>
+                  Show more meetings
+                </button>
+              ) : (
+                <p class="muted">Older meetings: search for them by title or by what was said.</p>
+              ))}
+          </>
         )}
       </section>
     </>
@@ -204,5 +184,67 @@ function MeetingList({
         </li>
       ))}
     </ul>
+  );
+}
+
+/** E1: one box: it filters the list by title as it is typed; Find searches what was said, or Ask asks. */
+function FindBox({
+  query,
+  mode,
+  example,
+  onQuery,
+  onMode,
+  onSubmit,
+}: {
+  query: string;
+  mode: 'search' | 'ask';
+  example: string | undefined;
+  onQuery: (q: string) => void;
+  onMode: (m: 'search' | 'ask') => void;
+  onSubmit: () => void;
+}) {
+  return (
+    <form
+      class="row find"
+      role="search"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (query.trim()) onSubmit();
+      }}
+    >
+      <label for="find" class="grow">
+        <span class="visually-hidden">
+          {mode === 'ask' ? 'Ask your meetings' : 'Search titles and what was said'}
+        </span>
+        <input
+          id="find"
+          type="search"
+          value={query}
+          maxLength={1000}
+          placeholder={
+            mode === 'ask'
+              ? 'Ask a question, e.g. what did we decide?'
+              : example
+                ? `Search titles and what was said, e.g. ${example}`
+                : 'Search titles and what was said'
+          }
+          onInput={(e) => onQuery(e.currentTarget.value)}
+        />
+      </label>
+      <fieldset class="mode">
+        <legend class="visually-hidden">Search or ask</legend>
+        <label class="inline">
+          <input type="radio" name="mode" checked={mode === 'search'} onChange={() => onMode('search')} />
+          Search
+        </label>
+        <label class="inline">
+          <input type="radio" name="mode" checked={mode === 'ask'} onChange={() => onMode('ask')} />
+          Ask
+        </label>
+      </fieldset>
+      <button type="submit" data-testid="find-submit">
+        {mode === 'ask' ? 'Ask' : 'Find'}
+      </button>
+    </form>
   );
 }

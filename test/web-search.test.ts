@@ -12,7 +12,7 @@ import {
 import { startHarness, waitFor } from './support/harness.ts';
 import { seedMeeting } from './support/search.ts';
 
-void it('O4/O5/E7 web: search → click a hit → the transcript opens scrolled to the cited segment, marked; Ask offline shows the passages, labelled, each opening its moment', async () => {
+void it('O4/O5/E1/E7 web: one box finds what was said → click a hit → the transcript opens scrolled to the cited segment, marked; Ask offline shows the passages, labelled, each opening its moment', async () => {
   const h = await startHarness();
   let browser: Browser | null = null;
   const web = await serveWebApp(h, buildWebApp());

@@ -22,6 +22,7 @@ import * as m0047 from '../src/db/migrations/0047-bot-owners.ts';
 import * as m0048 from '../src/db/migrations/0048-batch-owners.ts';
 import * as m0049 from '../src/db/migrations/0049-search-visibility-once.ts';
 import * as m0050 from '../src/db/migrations/0050-transcript-corrections.ts';
+import * as m0051 from '../src/db/migrations/0051-playback-retention.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -177,6 +178,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0048,
       m0049,
       m0050,
+      m0051,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

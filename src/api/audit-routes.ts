@@ -94,6 +94,11 @@ export const AUDITED_ROUTES: Readonly<Record<string, Audited>> = {
   },
   'DELETE /v1/webhooks/:id': { action: 'webhook.disabled', subject: (p) => ({ type: 'webhook', id: p.id! }) },
   'PUT /v1/bot-settings': { action: 'bots.settings_changed', subject: () => null },
+  'PUT /v1/playback-settings': {
+    action: 'playback.settings_changed',
+    subject: () => null,
+    detail: (_p, body) => ({ days: body.days }),
+  },
   'POST /v1/calendar-feeds': {
     action: 'calendar_feed.added',
     subject: () => null,

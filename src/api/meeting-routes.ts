@@ -986,6 +986,7 @@ export function meetingView(
         }
       : null,
     audioDeletedAt: m.audio_deleted_at,
+    playback: m.playback_until && m.playback_until > new Date() ? { until: m.playback_until } : null,
     untranscribedWhenAudioDeleted:
       m.audio_deleted_at && m.untranscribed_exhausted !== null
         ? { inFlight: m.untranscribed_in_flight, exhausted: m.untranscribed_exhausted }

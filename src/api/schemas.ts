@@ -153,6 +153,15 @@ export const MeetingSchema = Type.Object({
     ),
   ),
   audioDeletedAt: Nullable(Timestamp),
+  playback: Nullable(
+    Type.Object(
+      { until: Timestamp },
+      {
+        description:
+          'E4: its audio is kept for playback (GET …/audio) until then, as its workspace chose; null when it is not',
+      },
+    ),
+  ),
   untranscribedWhenAudioDeleted: Nullable(
     Type.Object({ inFlight: Type.Integer(), exhausted: Type.Integer() }),
   ),

@@ -4,6 +4,7 @@ import { AppError, ErrorKind, httpStatusFor, redactSecrets } from '../domain/err
 import { runAsTenant } from '../db/tenant.ts';
 import { registerMeetingRoutes } from './meeting-routes.ts';
 import { registerSpeakerRoutes, registerVocabularyRoutes } from './speaker-routes.ts';
+import { registerPlaybackRoutes } from './playback-routes.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { registerBotRoutes } from './bot-routes.ts';
 import { registerProviderRoutes } from './provider-routes.ts';
@@ -154,6 +155,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     apiRoutes((routes) => {
       registerMeetingRoutes(routes, api);
       registerSpeakerRoutes(routes, api);
+      registerPlaybackRoutes(routes, api);
       registerVocabularyRoutes(routes, api);
       registerOpsRoutes(routes, api);
       registerWebhookRoutes(routes, api);

@@ -38,7 +38,7 @@ export function registerWebRoutes(app: FastifyInstance, webRoot: string): void {
       if (filePath.endsWith('.html')) {
         res.setHeader(
           'content-security-policy',
-          "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+          "default-src 'self'; connect-src 'self'; img-src 'self' data:; media-src 'self' blob:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
         );
         res.setHeader('x-content-type-options', 'nosniff');
         res.setHeader('referrer-policy', 'no-referrer');

@@ -578,6 +578,7 @@ create table meetings (
   track_offset_ms integer,
   owner_user_id uuid,
   visibility text default 'workspace'::text not null,
+  playback_until timestamp with time zone,
   constraint meetings_pkey PRIMARY KEY (id),
   constraint meetings_channels_check CHECK (channels = 'speakers'::text),
   constraint meetings_chunk_format_check CHECK (chunk_format = ANY (ARRAY['wav'::text, 'webm'::text])),
@@ -596,6 +597,7 @@ create table meetings (
 alter table meetings enable row level security;
 CREATE INDEX meetings_batch ON meetings USING btree (batch_id) WHERE batch_id IS NOT NULL;
 CREATE UNIQUE INDEX meetings_parent_track ON meetings USING btree (parent_id, track) WHERE parent_id IS NOT NULL;
+CREATE INDEX meetings_playback_until ON meetings USING btree (playback_until) WHERE playback_until IS NOT NULL;
 CREATE INDEX meetings_processing ON meetings USING btree (id) WHERE status = 'processing'::text;
 CREATE INDEX meetings_transcript_published ON meetings USING btree (transcript_completed_at) WHERE transcript_completed_at IS NOT NULL;
 CREATE INDEX meetings_workspace_created ON meetings USING btree (workspace_id, created_at DESC);
@@ -1276,7 +1278,9 @@ create table workspaces (
   created_at timestamp with time zone default now() not null,
   bot_recording_enabled boolean default true not null,
   vocabulary text[] default '{}'::text[] not null,
-  constraint workspaces_pkey PRIMARY KEY (id)
+  playback_days integer default 0 not null,
+  constraint workspaces_pkey PRIMARY KEY (id),
+  constraint workspaces_playback_days_check CHECK (playback_days >= 0 AND playback_days <= 365)
 );
 alter table workspaces enable row level security;
 create policy all_workspaces on workspaces as permissive for all to verbatim_all_workspaces

@@ -20,6 +20,8 @@ export interface WorkspacesTable {
   bot_recording_enabled: ColumnType<boolean, boolean | undefined, boolean>;
   /** W7: names and product terms given to recognisers that take a prompt. */
   vocabulary: ColumnType<string[], string[] | undefined, string[]>;
+  /** E4: days a meeting's audio is kept for playback after it is transcribed (0: deleted at completion). */
+  playback_days: ColumnType<number, number | undefined, number>;
 }
 
 export interface ApiKeysTable {
@@ -188,6 +190,8 @@ export interface MeetingsTable {
   untranscribed_in_flight: number | null;
   untranscribed_exhausted: number | null;
   audio_deleted_at: NullableTimestamp;
+  /** E4: its audio is kept for playback until then (the workspace's playback_days after completion). */
+  playback_until: NullableTimestamp;
   created_at: Timestamp;
   recording_at: NullableTimestamp;
   processing_at: NullableTimestamp;

@@ -1,6 +1,6 @@
 import { dropSpeakerReferences } from './speaker-store.ts';
 import { endMeetingAs } from './meeting-end.ts';
-import type { Tx } from '../db/schema.ts';
+import type { MeetingRow, Tx } from '../db/schema.ts';
 import { ErrorKind, type ErrorRecord } from '../domain/errors.ts';
 import { JobKind, MeetingStatus, WindowStatus } from '../domain/status.ts';
 import {
@@ -8,6 +8,7 @@ import {
   markAudioReleased,
   meetingsWithAudioToHandOff,
   pinnedBlobIds,
+  startPlayback,
 } from './audio-retention-rows.ts';
 import { publishSettledLateWindows } from './late-windows.ts';
 import { markWindowFailed, windowById } from './window-rows.ts';
@@ -49,12 +50,14 @@ export async function failMeetingInTx(
 export async function deleteMeetingAudio(
   deps: MeetingDeps,
   meetingId: string,
-  opts: { lateExpired?: boolean; heldExpired?: boolean } = {},
+  opts: { lateExpired?: boolean; heldExpired?: boolean; playbackExpired?: boolean } = {},
 ): Promise<void> {
   const keys = await deps.db.transaction().execute(async (trx) => {
     // The meeting row before its blobs, as in deleteMeeting: the same order everywhere.
     const meeting = await deps.meetings.lockIfExists(trx, meetingId);
     if (!meeting) return [];
+    // E4: a completed meeting of a workspace that keeps audio for playback keeps it until then.
+    const playback = opts.playbackExpired ? null : await keepForPlayback(trx, meeting);
     // Past the late-audio bound no late chunk is kept, unless one taken just before it is being
     // repaired right now (checked under the meeting lock, which a chunk's store takes too).
     const repairing =
@@ -62,6 +65,7 @@ export async function deleteMeetingAudio(
     const keep = await pinnedBlobIds(trx, meetingId, {
       late: opts.lateExpired !== true || repairing,
       held: opts.heldExpired !== true,
+      playback: playback !== null,
     });
     const handed = await handOffMeetingObjects(trx, meetingId, 'meeting audio deleted', keep);
     await deps.meetings.markAudioDeleted(trx, meetingId);
@@ -75,12 +79,25 @@ export async function deleteMeetingAudio(
         from: null,
         to: 'audio:deleted',
         actor: 'worker',
-        reason: `${handed.length} audio objects handed to cleanup${keep.length > 0 ? `; ${keep.length} kept for late audio or held stretches` : ''}${opts.heldExpired ? '; held stretches past their retention bound' : ''}`,
+        reason: `${handed.length} audio objects handed to cleanup${keep.length > 0 ? `; ${keep.length} kept for late audio, held stretches${playback ? ` or playback until ${playback.toISOString()}` : ''}` : ''}${opts.heldExpired ? '; held stretches past their retention bound' : ''}${opts.playbackExpired ? '; the playback retention passed' : ''}`,
       });
     }
     return handed;
   });
   await deleteNow(deps, keys);
+}
+
+/**
+ * E4: until when a meeting's audio is kept for playback, null when it is not: set once, when a
+ * finished meeting's audio is first handed off (the close-out's last step), from its workspace's
+ * playback days then. A failed meeting keeps none.
+ */
+async function keepForPlayback(trx: Tx, meeting: MeetingRow): Promise<Date | null> {
+  if (meeting.playback_until) return meeting.playback_until > new Date() ? meeting.playback_until : null;
+  // The close-out deletes the audio (step 5) while finalizing, the transcript already final.
+  const finishing = meeting.status === MeetingStatus.finalizing || meeting.status === MeetingStatus.complete;
+  if (!finishing || meeting.audio_deleted_at) return null;
+  return startPlayback(trx, meeting.id);
 }
 
 /**
@@ -144,7 +161,7 @@ export async function deleteEndedMeetingsAudio(deps: MeetingDeps, limit = 20): P
     limit,
   );
   let cleaned = 0;
-  for (const { meeting_id, late_expired, held_expired } of rows) {
+  for (const { meeting_id, late_expired, held_expired, playback_expired } of rows) {
     try {
       if (held_expired) {
         await releaseHeldStretches(
@@ -158,7 +175,11 @@ export async function deleteEndedMeetingsAudio(deps: MeetingDeps, limit = 20): P
           'sweep:audio-retention',
         );
       }
-      await deleteMeetingAudio(deps, meeting_id, { lateExpired: late_expired, heldExpired: held_expired });
+      await deleteMeetingAudio(deps, meeting_id, {
+        lateExpired: late_expired,
+        heldExpired: held_expired,
+        playbackExpired: playback_expired,
+      });
       cleaned++;
     } catch (err) {
       deps.log.warn({ meetingId: meeting_id, err: String(err) }, 'audio deletion failed again; will retry');

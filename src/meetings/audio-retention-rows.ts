@@ -14,6 +14,8 @@ export interface KeptAudio {
   late: boolean;
   /** J20: the audio of windows with no transcript that may still get one (held stretches). */
   held: boolean;
+  /** E4: the audio of the whole timeline, for playback (the workspace keeps it for some days). */
+  playback?: boolean;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface KeptAudio {
  * held-audio bound has passed.
  */
 export async function pinnedBlobIds(trx: Tx, meetingId: string, keep: KeptAudio): Promise<string[]> {
-  if (!keep.late && !keep.held) return [];
+  if (!keep.late && !keep.held && !keep.playback) return [];
   const rows = await sql<{ id: string }>`
     select c.blob_id as id from chunks c join meetings m on m.id = c.meeting_id
      where ${keep.late} and c.meeting_id = ${meetingId}::uuid
@@ -38,8 +40,25 @@ export async function pinnedBlobIds(trx: Tx, meetingId: string, keep: KeptAudio)
     union all
     select b.id from blobs b
      where ${keep.held} and b.meeting_id = ${meetingId}::uuid and b.deleted_at is null
-       and ${heardByHeldWindow(sql`b.id`, sql`${meetingId}::uuid`)}`.execute(trx);
+       and ${heardByHeldWindow(sql`b.id`, sql`${meetingId}::uuid`)}
+    union all
+    select b.id from blobs b
+     where ${keep.playback === true} and b.meeting_id = ${meetingId}::uuid and b.deleted_at is null
+       and ${playbackAudio(sql`b.id`, sql`${meetingId}::uuid`)}`.execute(trx);
   return rows.rows.map((r) => r.id);
+}
+
+/**
+ * E4: the audio a meeting plays back from: a live meeting's chunks as its timeline holds them (a
+ * WebM piece's decoded copy), an upload's windows (not those a repair replaced).
+ */
+function playbackAudio(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknown>) {
+  return sql<boolean>`(exists (select 1 from chunks c
+                       where c.meeting_id = ${meetingId} and c.start_samples is not null
+                         and (case when c.format = 'webm' then c.pcm_blob_id else c.blob_id end) = ${blobId})
+            or exists (select 1 from windows w
+                        where w.meeting_id = ${meetingId} and w.blob_id = ${blobId}
+                          and w.status <> 'superseded'))`;
 }
 
 /**
@@ -67,18 +86,29 @@ function heardByHeldWindow(blobId: RawBuilder<unknown>, meetingId: RawBuilder<un
 /**
  * Ended meetings that still hold audio to hand off: never handed off, holding audio that neither
  * a late chunk nor a held window needs any more, or past a retention bound (`lateExpired`: late
- * chunks are kept no longer; `heldExpired`: held stretches are given up); never one whose repair
- * is queued or running.
+ * chunks are kept no longer; `heldExpired`: held stretches are given up; `playbackExpired`: the
+ * workspace's playback days have passed, E4); never one whose repair is queued or running.
  */
 export async function meetingsWithAudioToHandOff(
   db: Executor,
   bounds: { lateAudioMs: number; heldAudioMs: number },
   limit: number,
-): Promise<Array<{ meeting_id: string; late_expired: boolean; held_expired: boolean }>> {
-  const rows = await sql<{ meeting_id: string; late_expired: boolean; held_expired: boolean }>`
-    select q.meeting_id, bool_or(q.late_expired) as late_expired, bool_or(q.held_expired) as held_expired
+): Promise<
+  Array<{ meeting_id: string; late_expired: boolean; held_expired: boolean; playback_expired: boolean }>
+> {
+  const rows = await sql<{
+    meeting_id: string;
+    late_expired: boolean;
+    held_expired: boolean;
+    playback_expired: boolean;
+  }>`
+    select q.meeting_id, bool_or(q.late_expired) as late_expired, bool_or(q.held_expired) as held_expired,
+           bool_or(q.playback_expired) as playback_expired
       from (
         select b.meeting_id,
+               coalesce(m.playback_until <= now(), false) as playback_expired,
+               m.playback_until is null or m.playback_until <= now()
+                 or not ${playbackAudio(sql`b.id`, sql`m.id`)} as playback_free,
                coalesce(m.completed_at, m.failed_at) < now() - ${bounds.lateAudioMs} * interval '1 millisecond' as late_expired,
                coalesce(m.completed_at, m.failed_at) < now() - ${bounds.heldAudioMs} * interval '1 millisecond' as held_expired,
                m.audio_deleted_at is null
@@ -93,7 +123,7 @@ export async function meetingsWithAudioToHandOff(
            and not exists (select 1 from jobs j where j.meeting_id = m.id and j.kind = 'repair-timeline'
                             and j.status in ('pending', 'running'))
       ) q
-     where (q.late_free or q.late_expired) and (q.held_free or q.held_expired)
+     where (q.late_free or q.late_expired) and (q.held_free or q.held_expired) and q.playback_free
      group by q.meeting_id
      limit ${limit}`.execute(db);
   return rows.rows;
@@ -127,4 +157,64 @@ export async function markAudioReleased(trx: Tx, windowIds: string[]): Promise<v
     .where('id', 'in', windowIds)
     .where('audio_released_at', 'is', null)
     .execute();
+}
+
+/**
+ * E4: a completed meeting of a workspace that keeps audio for playback is kept until its
+ * completion plus the workspace's playback days; null when the workspace keeps none.
+ */
+export async function startPlayback(trx: Tx, meetingId: string): Promise<Date | null> {
+  const rows = await sql<{ until: Date }>`
+    update meetings m
+       set playback_until = coalesce(m.completed_at, now()) + w.playback_days * interval '1 day'
+      from workspaces w
+     where m.id = ${meetingId}::uuid and w.id = m.workspace_id and w.playback_days > 0
+       and m.playback_until is null
+    returning m.playback_until as until`.execute(trx);
+  const until = rows.rows[0]?.until ?? null;
+  return until && until > new Date() ? until : null;
+}
+
+/** E4: an upload's windows as the audio it plays back from, over [from, to) samples. */
+export async function uploadPlaybackSources(
+  db: Executor,
+  meetingId: string,
+  from: number,
+  to: number,
+): Promise<
+  Array<{ seq: number; start: number; length: number; objectKey: string | null; deleted: boolean }>
+> {
+  const rows = await sql<{
+    index: number;
+    start_ms: number;
+    end_ms: number;
+    object_key: string;
+    deleted: boolean;
+  }>`
+    select w.index, w.start_ms, w.end_ms, b.object_key, b.deleted_at is not null as deleted
+      from windows w join blobs b on b.id = w.blob_id
+     where w.meeting_id = ${meetingId}::uuid and w.status <> 'superseded'
+       and w.end_ms * 16 > ${from} and w.start_ms * 16 < ${to}
+     order by w.start_ms`.execute(db);
+  return rows.rows.map((r) => ({
+    seq: r.index,
+    start: r.start_ms * 16,
+    length: (r.end_ms - r.start_ms) * 16,
+    objectKey: r.object_key,
+    deleted: r.deleted,
+  }));
+}
+
+/** E4: how many days a workspace keeps audio for playback (0: none). */
+export async function playbackDaysOf(db: Executor, workspaceId: string): Promise<number> {
+  const row = await db
+    .selectFrom('workspaces')
+    .select('playback_days')
+    .where('id', '=', workspaceId)
+    .executeTakeFirst();
+  return row?.playback_days ?? 0;
+}
+
+export async function setPlaybackDays(db: Executor, workspaceId: string, days: number): Promise<void> {
+  await db.updateTable('workspaces').set({ playback_days: days }).where('id', '=', workspaceId).execute();
 }

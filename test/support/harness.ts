@@ -68,7 +68,14 @@ export interface Harness {
     url: string,
     body?: unknown,
     headers?: Record<string, string>,
-  ): Promise<{ status: number; json: any; text: string }>;
+  ): Promise<{
+    status: number;
+    json: any;
+    text: string;
+    /** The body's bytes (a WAV, a DOCX). */
+    raw: Buffer;
+    headers: Record<string, string | string[] | number | undefined>;
+  }>;
   close(): Promise<void>;
 }
 
@@ -160,7 +167,7 @@ export async function startHarness(
       } catch {
         json = null;
       }
-      return { status: res.statusCode, json, text: res.body };
+      return { status: res.statusCode, json, text: res.body, raw: res.rawPayload, headers: res.headers };
     },
     close: async () => {
       await Promise.all(workers.map((w) => w.stop()));

@@ -102,7 +102,11 @@ export function App() {
         <SignInAgain onSignIn={leave} />
         <OutboxProblem />
         {meeting?.[1] ? (
-          <MeetingPage id={meeting[1]} at={meeting[2] === undefined ? null : Number(meeting[2])} />
+          <MeetingPage
+            key={meeting[1]}
+            id={meeting[1]}
+            at={meeting[2] === undefined ? null : Number(meeting[2])}
+          />
         ) : route === '/operator' ? (
           <OperatorPage />
         ) : route === '/members' && auth.kind === 'session' ? (

@@ -20,6 +20,7 @@ import {
   type SessionState,
 } from '../session.ts';
 import { codeIs } from '../codes.ts';
+import { PlayerBar, usePlayer } from '../components/player.tsx';
 
 const STEPS: Array<{ stage: string; label: string }> = [
   { stage: 'grace', label: 'Waiting for the last audio' },
@@ -664,6 +665,7 @@ function Transcript({
   const [error, setError] = useState<string | null>(null);
   const [correcting, setCorrecting] = useState(false);
   const mayChange = useMayChange(meeting);
+  const player = usePlayer(meeting);
   const [editing, setEditing] = useState<string | null>(null);
   const [renamed, setRenamed] = useState(0);
   const named = useNamedSpeakers(meeting, segments, renamed);
@@ -731,6 +733,7 @@ function Transcript({
           {LINK_TEXT[link]}
         </p>
       )}
+      <PlayerBar meeting={meeting} player={player} />
       {correcting && (
         <p class="muted">
           Click a sentence to correct it. Corrections are kept with the transcript, used by search, exports
@@ -760,6 +763,8 @@ function Transcript({
               cited={p.lines.some((l) => l.key === citedKey)}
               citedKey={citedKey}
               citedRef={citedRef}
+              onPlay={meeting.playback ? () => player.play(p.startMs) : null}
+              playingAt={player.atMs}
               correcting={correcting}
               editing={editing}
               onEdit={setEditing}
@@ -792,6 +797,8 @@ function ParagraphView({
   cited,
   citedKey,
   citedRef,
+  onPlay,
+  playingAt,
   correcting,
   editing,
   onEdit,
@@ -806,6 +813,10 @@ function ParagraphView({
   cited: boolean;
   citedKey: string | null;
   citedRef: { current: HTMLSpanElement | null };
+  /** E4: plays the audio from this paragraph (null: no audio is kept). */
+  onPlay: (() => void) | null;
+  /** E4: the moment being heard; its sentence is marked. */
+  playingAt: number | null;
   correcting: boolean;
   editing: string | null;
   onEdit: (key: string | null) => void;
@@ -825,6 +836,17 @@ function ParagraphView({
           <SpeakerLabel meetingId={meetingId} speaker={p.speaker} onRenamed={onRenamed} onError={onError} />
         ) : null}
         <time>{clock(p.startMs / 1000)}</time>
+        {onPlay && !p.draft && (
+          <button
+            type="button"
+            class="link play"
+            aria-label={`Play from ${clock(p.startMs / 1000)}`}
+            data-testid="play-from"
+            onClick={onPlay}
+          >
+            ▶
+          </button>
+        )}
       </div>
       <p class="para">
         {p.lines.map((l) =>
@@ -851,8 +873,9 @@ function ParagraphView({
               ) : (
                 <span
                   ref={l.key === citedKey ? citedRef : undefined}
-                  class={`seg${l.correctionId ? ' corrected' : ''}${l.key === citedKey ? ' cited' : ''}`}
+                  class={`seg${l.correctionId ? ' corrected' : ''}${l.key === citedKey ? ' cited' : ''}${heard(l, playingAt) ? ' playing' : ''}`}
                   data-cited={l.key === citedKey ? '1' : undefined}
+                  data-playing={heard(l, playingAt) ? '1' : undefined}
                   data-start-ms={l.startMs}
                   data-corrected={l.correctionId ? '1' : undefined}
                   title={l.correctionId ? `Corrected. The recogniser heard: “${l.rawText}”` : undefined}
@@ -879,6 +902,11 @@ function ParagraphView({
       </p>
     </li>
   );
+}
+
+/** E4: whether the moment being played falls in this line. */
+function heard(l: ShownLine, atMs: number | null): boolean {
+  return atMs !== null && l.startMs <= atMs && atMs < l.endMs;
 }
 
 /** E3: one sentence edited in place; Escape or Cancel leaves it as it was. */

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { call } from '../api.ts';
 import { usePoll } from '../hooks.ts';
+import { PlaybackSetting } from '../components/playback-setting.tsx';
 import type { Role } from '../people/auth.ts';
 
 interface Member {
@@ -42,6 +43,7 @@ export function MembersPage({ myId }: { myId: string | null }) {
   return (
     <>
       <h1>Members</h1>
+      <PlaybackSetting />
       {error && (
         <p role="alert" class="error">
           {error}

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { call } from '../api.ts';
 import { bytes, seconds } from '../format.ts';
 import { usePoll } from '../hooks.ts';
+import { PlaybackSetting } from '../components/playback-setting.tsx';
 import type { AttemptOutcome, JobStatus } from '../../../src/domain/status.ts';
 
 interface Overview {
@@ -94,6 +95,7 @@ export function OperatorPage() {
         Sections marked <strong>whole installation</strong> count every workspace on this server (numbers
         only, no names); lists name only this workspace&apos;s meetings and jobs.
       </p>
+      <PlaybackSetting />
       {error && (
         <p role="alert" class="error">
           {error}

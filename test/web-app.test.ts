@@ -190,7 +190,7 @@ void describe('web app', () => {
     browser = null;
   });
 
-  void it('L17: a failed meeting shows its reason in plain words', async () => {
+  void it('L17/E5: a failed meeting shows its reason in plain words, what to do, and never that captions are live', async () => {
     const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Broken file' });
     const id = created.json.id as string;
     const put = await h.request('PUT', `/v1/meetings/${id}/recording`, brokenWav(), {
@@ -205,6 +205,12 @@ void describe('web app', () => {
     const reason = page.getByTestId('failure-reason');
     await reason.waitFor();
     assert.match((await reason.textContent()) ?? '', /could not be read as audio/);
+    // E5: what to do, and nothing that says captions are live on a meeting that failed.
+    assert.match((await reason.textContent()) ?? '', /upload a WAV, MP3, M4A, WebM, Ogg or FLAC file/);
+    assert.doesNotMatch((await reason.textContent()) ?? '', /Invalid data|file:input/);
+    await page.getByTestId('transcript').or(page.getByText('Nothing was transcribed.')).first().waitFor();
+    assert.equal(await page.getByTestId('caption-link').count(), 0, 'no "captions live" on a failed meeting');
+    assert.doesNotMatch((await page.locator('main').textContent()) ?? '', /Captions live/);
     await screenshot(page, 'web-failed');
     await browser.close();
     browser = null;

@@ -217,7 +217,7 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     assert.equal((await h.request('GET', `/v1/meetings/${doomed}`)).status, 404);
   });
 
-  void it('E6: the app is installable (a manifest) and the operator page passes axe-core', async () => {
+  void it('E6: the app is installable (a manifest); the operator and sign-in pages pass axe-core', async () => {
     const { page } = browser;
     const manifest = await fetch(`${web.url}/manifest.webmanifest`);
     assert.equal(manifest.status, 200);
@@ -226,5 +226,12 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     await page.goto(`${web.url}/#/operator`);
     await page.getByRole('heading', { level: 2 }).first().waitFor();
     await assertAccessible(page, 'operator page');
+    // And the sign-in page, last (the browser is signed out after it).
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page
+      .getByRole('button', { name: /Sign in/ })
+      .first()
+      .waitFor();
+    await assertAccessible(page, 'sign-in page');
   });
 });

@@ -53,6 +53,32 @@ void describe('E3: corrections applied when a transcript is read', () => {
     assert.deepEqual(far[1]!.review, { correctionId: 'b', text: 'Gone.' });
   });
 
+  void it('E3: two lines with the same words side by side each keep their own correction, whichever was made first', () => {
+    const lines = [line(0, 1000, 'okay'), line(1000, 2000, 'okay'), line(2000, 3000, 'so')];
+    const second = applyCorrections(lines, [fix('b', 1000, 2000, 'okay', 'Okay, agreed.')]);
+    assert.deepEqual(
+      second.map((l) => l.correctionId),
+      [null, 'b', null],
+    );
+    const both = applyCorrections(lines, [
+      fix('b', 1000, 2000, 'okay', 'Okay, agreed.', 1),
+      fix('a', 0, 1000, 'okay', 'Okay.', 2),
+    ]);
+    assert.deepEqual(
+      both.map((l) => l.text),
+      ['Okay.', 'Okay, agreed.', 'so'],
+    );
+    // Both moved by a repair: still each its own, by the closest span.
+    const moved = [line(400, 1400, 'okay'), line(1400, 2400, 'okay')];
+    assert.deepEqual(
+      applyCorrections(moved, [
+        fix('b', 1000, 2000, 'okay', 'B.', 1),
+        fix('a', 0, 1000, 'okay', 'A.', 2),
+      ]).map((l) => l.text),
+      ['A.', 'B.'],
+    );
+  });
+
   void it('E3: the newest correction of a line wins; an older one saying the same thing asks for nothing', () => {
     const lines = [line(0, 2000, 'acme corp it is')];
     const out = applyCorrections(lines, [
@@ -280,6 +306,11 @@ void describe('E3: corrections through the API', () => {
       text: 'y',
     });
     assert.equal(missing.status, 409);
+    assert.equal(
+      missing.json.error.code,
+      'transcript.not_final',
+      'corrected once the transcript is complete',
+    );
     const rows = await h.app.database.db
       .selectFrom('transcript_corrections')
       .select('id')

@@ -330,6 +330,8 @@ create table chunks (
   constraint chunks_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table chunks enable row level security;
+CREATE INDEX chunks_blob ON chunks USING btree (blob_id);
+CREATE INDEX chunks_pcm_blob ON chunks USING btree (pcm_blob_id) WHERE pcm_blob_id IS NOT NULL;
 CREATE INDEX chunks_position ON chunks USING btree (meeting_id, start_samples) WHERE start_samples IS NOT NULL;
 CREATE INDEX chunks_unplaced ON chunks USING btree (meeting_id, seq) WHERE start_samples IS NULL;
 create policy all_workspaces on chunks as permissive for all to verbatim_all_workspaces
@@ -1238,6 +1240,7 @@ create table windows (
   constraint windows_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table windows enable row level security;
+CREATE INDEX windows_blob ON windows USING btree (blob_id) WHERE blob_id IS NOT NULL;
 CREATE INDEX windows_failed ON windows USING btree (meeting_id) WHERE status = 'failed'::text;
 CREATE INDEX windows_pending ON windows USING btree (meeting_id) WHERE status = 'pending'::text;
 CREATE INDEX windows_pending_at_publication ON windows USING btree (meeting_id) WHERE pending_at_publication;

@@ -58,11 +58,18 @@ function distance(a: { startMs: number; endMs: number }, b: { startMs: number; e
   return Math.max(0, a.startMs - b.endMs, b.startMs - a.endMs);
 }
 
+/** How far a line is from where a correction was made: both ends compared (0: the same span). */
+function closeness(a: { startMs: number; endMs: number }, b: { startMs: number; endMs: number }): number {
+  return Math.abs(a.startMs - b.startMs) + Math.abs(a.endMs - b.endMs);
+}
+
 /**
- * Each correction, newest first, goes to the nearest line within CORRECTION_DRIFT_MS whose words
- * are its original and which no newer correction took. One that finds none is shown on the line
- * nearest to it as needing a look (the newest such per line). A line holds one correction: making
- * a new one removes those it held (src/meetings/corrections.ts).
+ * Each correction goes to a line whose words are its original and which no other correction
+ * took: first those whose line is exactly where it was made (newest first), then the others to
+ * the closest such line (both ends compared) within CORRECTION_DRIFT_MS. Two lines with the same
+ * words side by side ("Okay." "Okay.") each keep their own. One that finds none is shown on the
+ * line nearest to it as needing a look (the newest such per line), never dropped. A line holds one
+ * correction: making a new one removes those it held (src/meetings/corrections.ts).
  */
 export function applyCorrections<T extends CorrectableLine>(
   lines: readonly T[],
@@ -72,12 +79,23 @@ export function applyCorrections<T extends CorrectableLine>(
   const raw = lines.map((l) => l.rawText ?? l.text);
   const taken = new Map<number, Correction>();
   const review = new Map<number, Correction>();
+  const placed = new Set<string>();
   for (const c of newestFirst) {
+    const i = lines.findIndex(
+      (l, k) => !taken.has(k) && closeness(c, l) === 0 && sameWords(c.originalText, raw[k]!),
+    );
+    if (i >= 0) {
+      taken.set(i, c);
+      placed.add(c.id);
+    }
+  }
+  for (const c of newestFirst) {
+    if (placed.has(c.id)) continue;
     let best = -1;
     for (const [i, line] of lines.entries()) {
-      if (taken.has(i) || !sameWords(c.originalText, raw[i]!)) continue;
-      const d = distance(c, line);
-      if (d <= CORRECTION_DRIFT_MS && (best < 0 || d < distance(c, lines[best]!))) best = i;
+      if (taken.has(i) || !sameWords(c.originalText, raw[i]!) || distance(c, line) > CORRECTION_DRIFT_MS)
+        continue;
+      if (best < 0 || closeness(c, line) < closeness(c, lines[best]!)) best = i;
     }
     if (best >= 0) {
       taken.set(best, c);
@@ -85,7 +103,7 @@ export function applyCorrections<T extends CorrectableLine>(
     }
     let nearest = -1;
     for (const [i, line] of lines.entries())
-      if (nearest < 0 || distance(c, line) < distance(c, lines[nearest]!)) nearest = i;
+      if (nearest < 0 || closeness(c, line) < closeness(c, lines[nearest]!)) nearest = i;
     if (nearest >= 0 && !review.has(nearest)) review.set(nearest, c);
   }
   return lines.map((line, i) => {

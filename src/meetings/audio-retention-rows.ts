@@ -1,6 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Executor, Tx } from '../db/schema.ts';
 import { MeetingStatus } from '../domain/status.ts';
+import { SAMPLE_RATE } from '../domain/timeline.ts';
 import { failedWithAudioKept } from './pg-meeting-store.ts';
 
 /**
@@ -71,16 +72,20 @@ function playbackAudio(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknow
 function heardByHeldWindow(blobId: RawBuilder<unknown>, meetingId: RawBuilder<unknown>) {
   return sql<boolean>`exists (
     select 1 from windows w
-     where w.meeting_id = ${meetingId}
-       and ((w.status = 'pending'
-             and exists (select 1 from jobs j where j.subject_id = w.id and j.status in ('pending', 'running')))
-            or ${failedWithAudioKept(sql`w`)})
+     where w.meeting_id = ${meetingId} and ${heldWindow(sql`w`)}
        and (w.blob_id = ${blobId}
             or exists (select 1 from chunks c
                         where c.meeting_id = w.meeting_id and (c.blob_id = ${blobId} or c.pcm_blob_id = ${blobId})
                           and c.start_samples is not null and w.start_samples is not null
                           and c.start_samples < w.end_samples
                           and c.start_samples + coalesce(c.samples, 0) > w.start_samples)))`;
+}
+
+/** J20: a window with no transcript that may still get one (see heardByHeldWindow). */
+function heldWindow(w: RawBuilder<unknown>) {
+  return sql<boolean>`((${w}.status = 'pending'
+             and exists (select 1 from jobs j where j.subject_id = ${w}.id and j.status in ('pending', 'running')))
+            or ${failedWithAudioKept(w)})`;
 }
 
 /**
@@ -120,10 +125,15 @@ export async function meetingsWithAudioToHandOff(
                m.audio_deleted_at is null or not ${heardByHeldWindow(sql`b.id`, sql`m.id`)} as held_free
           from blobs b join meetings m on m.id = b.meeting_id
          where b.deleted_at is null and m.status in (${MeetingStatus.complete}, ${MeetingStatus.failed})
+           -- E4: a meeting whose audio is kept for playback is passed over (its blobs are not
+           -- looked at each sweep) unless held stretches of it are past their bound (J20).
+           and (m.playback_until is null or m.playback_until <= now()
+                or (coalesce(m.completed_at, m.failed_at) < now() - ${bounds.heldAudioMs} * interval '1 millisecond'
+                    and exists (select 1 from windows hw where hw.meeting_id = m.id and ${heldWindow(sql`hw`)})))
            and not exists (select 1 from jobs j where j.meeting_id = m.id and j.kind = 'repair-timeline'
                             and j.status in ('pending', 'running'))
       ) q
-     where (q.late_free or q.late_expired) and (q.held_free or q.held_expired) and q.playback_free
+     where (q.late_free or q.late_expired) and (q.held_free or q.held_expired) and (q.playback_free or q.held_expired)
      group by q.meeting_id
      limit ${limit}`.execute(db);
   return rows.rows;
@@ -161,7 +171,10 @@ export async function markAudioReleased(trx: Tx, windowIds: string[]): Promise<v
 
 /**
  * E4: a completed meeting of a workspace that keeps audio for playback is kept until its
- * completion plus the workspace's playback days; null when the workspace keeps none.
+ * completion plus the workspace's playback days; null when the workspace keeps none. Not (yet) a
+ * meeting recorded as several tracks, nor an upload whose channels are its speakers: their audio
+ * would have to be mixed to be heard as it was, so none of it is kept for a playback that would
+ * play one voice (docs/storage.md).
  */
 export async function startPlayback(trx: Tx, meetingId: string): Promise<Date | null> {
   const rows = await sql<{ until: Date }>`
@@ -169,11 +182,14 @@ export async function startPlayback(trx: Tx, meetingId: string): Promise<Date | 
        set playback_until = coalesce(m.completed_at, now()) + w.playback_days * interval '1 day'
       from workspaces w
      where m.id = ${meetingId}::uuid and w.id = m.workspace_id and w.playback_days > 0
-       and m.playback_until is null
+       and m.playback_until is null and m.parent_id is null and m.channels is null
+       and not exists (select 1 from meetings t where t.parent_id = m.id)
     returning m.playback_until as until`.execute(trx);
   const until = rows.rows[0]?.until ?? null;
   return until && until > new Date() ? until : null;
 }
+
+const SAMPLES_PER_MS = SAMPLE_RATE / 1000;
 
 /** E4: an upload's windows as the audio it plays back from, over [from, to) samples. */
 export async function uploadPlaybackSources(
@@ -194,12 +210,12 @@ export async function uploadPlaybackSources(
     select w.index, w.start_ms, w.end_ms, b.object_key, b.deleted_at is not null as deleted
       from windows w join blobs b on b.id = w.blob_id
      where w.meeting_id = ${meetingId}::uuid and w.status <> 'superseded'
-       and w.end_ms * 16 > ${from} and w.start_ms * 16 < ${to}
+       and w.end_ms * ${SAMPLES_PER_MS} > ${from} and w.start_ms * ${SAMPLES_PER_MS} < ${to}
      order by w.start_ms`.execute(db);
   return rows.rows.map((r) => ({
     seq: r.index,
-    start: r.start_ms * 16,
-    length: (r.end_ms - r.start_ms) * 16,
+    start: r.start_ms * SAMPLES_PER_MS,
+    length: (r.end_ms - r.start_ms) * SAMPLES_PER_MS,
     objectKey: r.object_key,
     deleted: r.deleted,
   }));
@@ -215,6 +231,15 @@ export async function playbackDaysOf(db: Executor, workspaceId: string): Promise
   return row?.playback_days ?? 0;
 }
 
+/**
+ * E4: a new number of days. Fewer days also shorten what is kept already (the promise the app
+ * states is then true of every meeting; the sweep deletes what is past it, audited); more days
+ * apply to meetings completed from now on.
+ */
 export async function setPlaybackDays(db: Executor, workspaceId: string, days: number): Promise<void> {
   await db.updateTable('workspaces').set({ playback_days: days }).where('id', '=', workspaceId).execute();
+  await sql`update meetings
+               set playback_until = least(playback_until, coalesce(completed_at, now()) + ${days} * interval '1 day')
+             where workspace_id = ${workspaceId}::uuid and playback_until is not null
+               and playback_until > coalesce(completed_at, now()) + ${days} * interval '1 day'`.execute(db);
 }

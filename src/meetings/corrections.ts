@@ -31,6 +31,14 @@ export async function correctLine(
     );
   return withTenant(deps.db, workspaceId, async (trx) => {
     const found = await deps.meetings.get(workspaceId, meetingId, trx);
+    // While words still come (recording, transcribing), the lines move under the reader: a line is
+    // corrected once the transcript is complete (and before the meeting's lock, which chunks take).
+    if (found.transcript_completed_at === null)
+      throw new AppError(
+        ErrorKind.conflict,
+        'transcript.not_final',
+        'the transcript is still being written: correct it once it is complete',
+      );
     const meeting = await deps.meetings.lock(trx, found.id);
     // The whole transcript: which line a correction belongs to is decided over all of them.
     const line = (await transcriptLines(trx, meeting.id)).find(

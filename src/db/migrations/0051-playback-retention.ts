@@ -12,11 +12,19 @@ alter table workspaces add column playback_days integer not null default 0
   check (playback_days between 0 and 365);
 alter table meetings add column playback_until timestamptz;
 create index meetings_playback_until on meetings (playback_until) where playback_until is not null;
+-- Which chunk or window an object is: the audio sweep asks it of every object an ended meeting
+-- still holds (held stretches, late chunks, playback), and without these scanned the meeting's chunks.
+create index chunks_blob on chunks (blob_id);
+create index chunks_pcm_blob on chunks (pcm_blob_id) where pcm_blob_id is not null;
+create index windows_blob on windows (blob_id) where blob_id is not null;
 `.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
+drop index windows_blob;
+drop index chunks_pcm_blob;
+drop index chunks_blob;
 drop index meetings_playback_until;
 alter table meetings drop column playback_until;
 alter table workspaces drop column playback_days;

@@ -22,7 +22,9 @@ export function PlaybackSetting() {
     try {
       const r = await call<{ days: number }>('PUT', '/v1/playback-settings', { days: Number(typed) });
       setDays(r.days);
-      setNote('Saved. It applies to meetings completed from now on.');
+      setNote(
+        'Saved. Fewer days also shorten what is kept already; more days apply to meetings completed from now on.',
+      );
     } catch (err) {
       setError(`Not saved: ${err instanceof Error ? err.message : String(err)}`);
     }

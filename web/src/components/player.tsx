@@ -2,8 +2,11 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { authHeaders, type Meeting } from '../api.ts';
 import { clock } from '../format.ts';
 
-/** E4: the server gives at most this much audio per request; the player asks for the next as it plays. */
-const STRETCH_MS = 5 * 60_000;
+/**
+ * E4: the audio asked for at a time (the server gives at most 5 minutes): a minute starts at once
+ * (about 2 MB); at its end the next is asked for.
+ */
+const STRETCH_MS = 60_000;
 
 export interface Player {
   /** The moment being heard (ms on the meeting's timeline), null when nothing plays. */
@@ -24,14 +27,21 @@ export function usePlayer(meeting: Meeting): Player {
   const url = useRef<string | null>(null);
   const [atMs, setAtMs] = useState<number | null>(null);
   const [error, setError] = useState<string | null>(null);
+  /** The newest ▶: an answer to an older one is dropped, and its fetch aborted. */
+  const asked = useRef<AbortController | null>(null);
   const play = (fromMs: number) => {
+    asked.current?.abort();
+    const ask = new AbortController();
+    asked.current = ask;
     void (async () => {
       setError(null);
       try {
+        const start = Math.max(0, Math.floor(fromMs));
         const res = await fetch(
-          `/v1/meetings/${meeting.id}/audio?fromMs=${Math.max(0, Math.floor(fromMs))}`,
+          `/v1/meetings/${meeting.id}/audio?fromMs=${start}&toMs=${start + STRETCH_MS}`,
           {
             headers: authHeaders(),
+            signal: ask.signal,
           },
         );
         if (!res.ok) {
@@ -39,6 +49,7 @@ export function usePlayer(meeting: Meeting): Player {
           throw new Error(body?.error?.message ?? `the server answered ${res.status}`);
         }
         const blob = await res.blob();
+        if (ask !== asked.current) return;
         if (url.current) URL.revokeObjectURL(url.current);
         url.current = URL.createObjectURL(blob);
         from.current = fromMs;
@@ -47,6 +58,7 @@ export function usePlayer(meeting: Meeting): Player {
         audio.src = url.current;
         await audio.play();
       } catch (err) {
+        if (ask.signal.aborted) return;
         setError(`The audio could not be played: ${err instanceof Error ? err.message : String(err)}`);
       }
     })();

@@ -672,7 +672,10 @@ function Transcript({
   // E2: the server sends the words formatted (the transcript and the live stream alike).
   const lines: ShownLine[] = [
     ...segments.map((s, i) => ({
-      key: `f-${s.startMs}-${i}`,
+      // A line's key is its own span (and speaker), not its place in the list: a window
+      // transcribed out of order or a repair does not remount the lines after it (nor close a
+      // correction being typed).
+      key: lineKey(s, segments, i),
       startMs: s.startMs,
       endMs: s.endMs,
       text: s.text,
@@ -716,7 +719,7 @@ function Transcript({
             </span>
           )}
         </h2>
-        {segments.length > 0 && mayChange && (
+        {segments.length > 0 && mayChange && meeting.transcriptComplete && (
           <button
             type="button"
             class="secondary"
@@ -902,6 +905,15 @@ function ParagraphView({
       </p>
     </li>
   );
+}
+
+/** A final line's key: its span and speaker, and how many lines before it had the same. */
+function lineKey(s: Segment, all: Segment[], i: number): string {
+  const own = `f-${s.startMs}-${s.endMs}-${s.speaker?.id ?? ''}`;
+  let same = 0;
+  for (let k = i - 1; k >= 0 && all[k]!.startMs === s.startMs; k--)
+    if (`f-${all[k]!.startMs}-${all[k]!.endMs}-${all[k]!.speaker?.id ?? ''}` === own) same++;
+  return same === 0 ? own : `${own}-${same}`;
 }
 
 /** E4: whether the moment being played falls in this line. */

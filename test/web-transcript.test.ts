@@ -20,6 +20,13 @@ const SIZES = [
   { name: 'phone', width: 390, height: 844 },
 ] as const;
 
+/** A meeting of 30 lines as PocketSphinx gives them (no case, no punctuation, no digits). */
+const BUDGET = Array.from({ length: 30 }, (_, i) =>
+  i === 3
+    ? 'the budget for q three is fine'
+    : `we talked about item ${String.fromCharCode(97 + (i % 26))} for a while`,
+);
+
 /** E6: axe-core on the page as it stands: no serious or critical violation. */
 async function assertAccessible(page: Page, where: string): Promise<void> {
   // Evaluated through DevTools, as an extension would: the app's CSP (rightly) refuses inline scripts.
@@ -41,12 +48,7 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
   before(async () => {
     h = await startHarness();
     web = await serveWebApp(h, buildWebApp());
-    const lines = Array.from({ length: 30 }, (_, i) =>
-      i === 3
-        ? 'the budget for q three is fine'
-        : `we talked about item ${String.fromCharCode(97 + (i % 26))} for a while`,
-    );
-    id = await seedMeeting(h, { title: 'Budget review', lines });
+    id = await seedMeeting(h, { title: 'Budget review', lines: BUDGET });
     await seedMeeting(h, {
       title: 'Older sync',
       lines: ['so we ship on monday'],
@@ -100,38 +102,44 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     });
   }
 
-  void it('E2/E3: the transcript reads as paragraphs; a sentence corrected in place is kept, marked, and in the export; a rename shows at once', async () => {
-    const { page } = browser;
-    await page.setViewportSize({ width: 1280, height: 800 });
-    await page.goto(`${web.url}/#/meetings/${id}`);
-    const transcript = page.getByTestId('transcript');
-    await transcript.waitFor();
-    const paragraphs = await transcript.locator(':scope > li').count();
-    const sentences = await transcript.locator('span.seg').count();
-    assert.equal(sentences, 30);
-    assert.ok(paragraphs >= 2 && paragraphs < sentences, `paragraphs, not a line per segment: ${paragraphs}`);
-    assert.match((await transcript.textContent()) ?? '', /The budget for q three is fine\./);
-    await assertAccessible(page, 'meeting page');
+  for (const size of SIZES) {
+    void it(`E2/E3: at ${size.width}×${size.height} the transcript reads as paragraphs; a sentence corrected in place is kept, marked, and in the export; a rename shows at once`, async () => {
+      const { page } = browser;
+      await page.setViewportSize({ width: size.width, height: size.height });
+      const id = await seedMeeting(h, { title: 'Budget review', lines: BUDGET });
+      await page.goto(`${web.url}/#/meetings/${id}`);
+      const transcript = page.getByTestId('transcript');
+      await transcript.waitFor();
+      const paragraphs = await transcript.locator(':scope > li').count();
+      const sentences = await transcript.locator('span.seg').count();
+      assert.equal(sentences, 30);
+      assert.ok(
+        paragraphs >= 2 && paragraphs < sentences,
+        `paragraphs, not a line per segment: ${paragraphs}`,
+      );
+      assert.match((await transcript.textContent()) ?? '', /The budget for q three is fine\./);
+      await assertAccessible(page, `meeting page at ${size.name}`);
 
-    await page.getByTestId('correct-toggle').click();
-    await transcript.locator('button.seg[data-start-ms="15000"]').click();
-    const form = page.getByTestId('correction-form');
-    await form.locator('textarea').fill('The budget for Q3 is fine.');
-    await form.getByRole('button', { name: 'Save' }).click();
-    await transcript.locator('button.seg[data-corrected="1"][data-start-ms="15000"]').waitFor();
-    await page.getByTestId('correct-toggle').click();
-    const fixed = transcript.locator('span.seg[data-corrected="1"]');
-    assert.equal((await fixed.textContent())?.trim(), 'The budget for Q3 is fine.');
-    assert.match((await fixed.getAttribute('title')) ?? '', /the budget for q three is fine/);
-    const txt = await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`);
-    assert.match(txt.text, /The budget for Q3 is fine\./);
-    await screenshot(page, 'web-e3-corrected');
+      await page.getByTestId('correct-toggle').click();
+      await transcript.locator('button.seg[data-start-ms="15000"]').click();
+      const form = page.getByTestId('correction-form');
+      await form.locator('textarea').fill('The budget for Q3 is fine.');
+      await form.getByRole('button', { name: 'Save' }).click();
+      await transcript.locator('button.seg[data-corrected="1"][data-start-ms="15000"]').waitFor();
+      await page.getByTestId('correct-toggle').click();
+      const fixed = transcript.locator('span.seg[data-corrected="1"]');
+      assert.equal((await fixed.textContent())?.trim(), 'The budget for Q3 is fine.');
+      assert.match((await fixed.getAttribute('title')) ?? '', /the budget for q three is fine/);
+      const txt = await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`);
+      assert.match(txt.text, /The budget for Q3 is fine\./);
+      await screenshot(page, `web-e3-corrected-${size.name}`);
 
-    await page.getByRole('button', { name: 'Rename' }).click();
-    await page.getByRole('textbox', { name: 'Meeting title' }).fill('Budget review, Q3');
-    await page.getByTestId('rename-meeting').getByRole('button', { name: 'Save' }).click();
-    await page.getByRole('heading', { name: 'Budget review, Q3' }).waitFor();
-  });
+      await page.getByRole('button', { name: 'Rename' }).click();
+      await page.getByRole('textbox', { name: 'Meeting title' }).fill('Budget review, Q3');
+      await page.getByTestId('rename-meeting').getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('heading', { name: 'Budget review, Q3' }).waitFor();
+    });
+  }
 
   void it('E2: a reader scrolled into a transcript keeps their place when the lines above change (the first visible line and where it sits are unchanged)', async () => {
     const { page } = browser;
@@ -198,24 +206,27 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     }
   });
 
-  void it('E3: delete asks first, saying what goes; Keep it keeps it, Delete meeting deletes it', async () => {
-    const { page } = browser;
-    const doomed = await seedMeeting(h, { title: 'Throwaway', lines: ['nothing to keep'] });
-    await page.goto(`${web.url}/#/meetings/${doomed}`);
-    await page.getByRole('button', { name: 'Delete…' }).click();
-    const ask = page.getByRole('alertdialog');
-    assert.match(
-      (await ask.textContent()) ?? '',
-      /transcript, corrections, speakers, minutes and share links/,
-    );
-    await screenshot(page, 'web-e3-delete-confirm');
-    await ask.getByRole('button', { name: 'Keep it' }).click();
-    assert.equal((await h.request('GET', `/v1/meetings/${doomed}`)).status, 200);
-    await page.getByRole('button', { name: 'Delete…' }).click();
-    await page.getByRole('alertdialog').getByRole('button', { name: 'Delete meeting' }).click();
-    await page.getByRole('list', { name: 'Meetings' }).waitFor();
-    assert.equal((await h.request('GET', `/v1/meetings/${doomed}`)).status, 404);
-  });
+  for (const size of SIZES) {
+    void it(`E3: at ${size.width}×${size.height} delete asks first, saying what goes; Keep it keeps it, Delete meeting deletes it`, async () => {
+      const { page } = browser;
+      await page.setViewportSize({ width: size.width, height: size.height });
+      const doomed = await seedMeeting(h, { title: 'Throwaway', lines: ['nothing to keep'] });
+      await page.goto(`${web.url}/#/meetings/${doomed}`);
+      await page.getByRole('button', { name: 'Delete…' }).click();
+      const ask = page.getByRole('alertdialog');
+      assert.match(
+        (await ask.textContent()) ?? '',
+        /transcript, corrections, speakers, minutes and share links/,
+      );
+      await screenshot(page, `web-e3-delete-confirm-${size.name}`);
+      await ask.getByRole('button', { name: 'Keep it' }).click();
+      assert.equal((await h.request('GET', `/v1/meetings/${doomed}`)).status, 200);
+      await page.getByRole('button', { name: 'Delete…' }).click();
+      await page.getByRole('alertdialog').getByRole('button', { name: 'Delete meeting' }).click();
+      await page.getByRole('list', { name: 'Meetings' }).waitFor();
+      assert.equal((await h.request('GET', `/v1/meetings/${doomed}`)).status, 404);
+    });
+  }
 
   void it('E6: the app is installable (a manifest); the operator and sign-in pages pass axe-core', async () => {
     const { page } = browser;

@@ -169,7 +169,8 @@ void describe('people in the web app (U9)', () => {
 
     // Revoked from the dialog, the link shows nothing.
     await page.getByRole('button', { name: 'Revoke' }).click();
-    await page.getByText('revoked').waitFor();
+    // The link's own "revoked" mark (the dialog also says links last "until revoked").
+    await page.getByText('revoked', { exact: true }).waitFor();
     await stranger.page.reload();
     await stranger.page
       .getByRole('alert')

@@ -274,6 +274,49 @@ void describe('bot scheduling and recovery', () => {
     assert.ok(after.next_run_at.getTime() > Date.now(), 'its next run is in the future');
   });
 
+  void it('R5/V3: a backstop lease held by a worker that is gone (declared dead by the death watch) is taken by another worker at once, not held 15 minutes (found by the simulation, seed 1401)', async () => {
+    const ws = await workspace();
+    await recording(ws, 30);
+    for (const [id, dead] of [
+      ['killed-worker', true],
+      ['live-worker', false],
+    ] as const)
+      await handle.db
+        .insertInto('workers')
+        .values({
+          id,
+          hostname: 'test',
+          pid: 1,
+          ...(dead ? { declared_dead_at: new Date() } : {}),
+        })
+        .execute();
+    await handle.db
+      .insertInto('bot_backstops')
+      .values({
+        workspace_id: ws,
+        next_run_at: new Date(Date.now() - 1_000),
+        lease_owner: 'live-worker',
+        lease_expires_at: new Date(Date.now() + 15 * 60_000),
+      })
+      .execute();
+    const config = loadConfig({ DATABASE_URL: tdb.url, VERBATIM_RECALL_API_KEY: 'k' });
+    const meetingDeps = { db: handle.db, log, config } as unknown as MeetingDeps;
+    const bots = { provider: deps.provider, budget: deps.budget };
+    assert.equal(await runBotBackstops(meetingDeps, bots, 'other'), 0, 'a live worker’s lease is kept');
+    await handle.db
+      .updateTable('bot_backstops')
+      .set({ lease_owner: 'killed-worker' })
+      .where('workspace_id', '=', ws)
+      .execute();
+    assert.equal(await runBotBackstops(meetingDeps, bots, 'other'), 1, 'a dead worker’s lease is taken');
+    const after = await handle.db
+      .selectFrom('bot_backstops')
+      .selectAll()
+      .where('workspace_id', '=', ws)
+      .executeTakeFirstOrThrow();
+    assert.equal(after.lease_owner, null, 'and handed back after the run');
+  });
+
   void it('R5/V3: a backstop run cut short comes back within 30 s, not a whole period later, and hands its lease back (found by the simulation)', async () => {
     const ws = await workspace();
     await recording(ws, 30);

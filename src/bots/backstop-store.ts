@@ -22,7 +22,11 @@ export async function releaseOwnedBackstops(db: Db, owner: string): Promise<void
     .execute();
 }
 
-/** Up to `limit` due workspaces, oldest first, leased to `owner` for `leaseMs`; none two owners share. */
+/**
+ * Up to `limit` due workspaces, oldest first, leased to `owner` for `leaseMs`; none two owners
+ * share. A lease held by a worker that is gone (declared dead by the J18 death watch, or stopped)
+ * is taken at once.
+ */
 export async function claimDueBackstops(
   db: Db,
   owner: string,
@@ -34,7 +38,14 @@ export async function claimDueBackstops(
        set lease_owner = ${owner}, lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
      where b.workspace_id in (
        select workspace_id from bot_backstops
-        where next_run_at <= now() and (lease_expires_at is null or lease_expires_at < now())
+        where next_run_at <= now()
+          and (lease_expires_at is null or lease_expires_at < now()
+               -- A lease whose worker is gone (the death watch found it dead, or it stopped) holds
+               -- nothing: without this a killed worker held its workspaces' recovery for the whole
+               -- 15-minute lease (the simulation, seed 1401 in CI).
+               or exists (select 1 from workers w
+                           where w.id = bot_backstops.lease_owner
+                             and (w.declared_dead_at is not null or w.stopped_at is not null)))
         order by next_run_at limit ${limit} for update skip locked)
     returning b.workspace_id`.execute(db);
   return due.rows.map((r) => r.workspace_id);

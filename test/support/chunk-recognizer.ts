@@ -37,27 +37,36 @@ export function runsOf(samples: Int16Array): Array<[number, number, number]> {
 export interface ChunkRecognizer {
   url: string;
   calls(): number;
-  /** Makes every request wait until `release()` (a recognizer slower than the test). */
-  hold(): void;
+  /**
+   * Makes every request wait until `release()` (a recognizer slower than the test); with
+   * `longerThan`, only requests of more samples than that (a window, not a chunk's draft).
+   */
+  hold(longerThan?: number): void;
   release(): void;
   close(): Promise<void>;
 }
 
-export async function startChunkRecognizer(): Promise<ChunkRecognizer> {
+/**
+ * With `sentence`, each run's mark is followed by that sentence (a recogniser that hears a lot):
+ * a transcript long enough to scroll. `coverage` reads only transcripts without one.
+ */
+export async function startChunkRecognizer(options: { sentence?: string } = {}): Promise<ChunkRecognizer> {
   let calls = 0;
   let held: Array<() => void> | null = null;
+  let heldLongerThan = 0;
   const server = http.createServer((req, res) => {
     const body: Buffer[] = [];
     req.on('data', (c: Buffer) => body.push(c));
     req.on('end', () => {
       void (async () => {
         calls++;
-        if (held) await new Promise<void>((resolve) => held!.push(resolve));
         const form = await new Response(Buffer.concat(body), {
           headers: { 'content-type': String(req.headers['content-type']) },
         }).formData();
         const file = form.get('file');
         const wav = file instanceof Blob ? parseWav(Buffer.from(await file.arrayBuffer())) : null;
+        if (held && (wav?.samples.length ?? Infinity) > heldLongerThan)
+          await new Promise<void>((resolve) => held!.push(resolve));
         if (!wav) {
           res
             .writeHead(400, { 'content-type': 'application/json' })
@@ -68,7 +77,7 @@ export async function startChunkRecognizer(): Promise<ChunkRecognizer> {
           id,
           start: from / 16_000,
           end: (from + count) / 16_000,
-          text: ` c${seq}x${count}`,
+          text: ` c${seq}x${count}${options.sentence ? ` ${options.sentence}` : ''}`,
         }));
         res.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({
@@ -85,8 +94,9 @@ export async function startChunkRecognizer(): Promise<ChunkRecognizer> {
   return {
     url: `http://127.0.0.1:${port}`,
     calls: () => calls,
-    hold: () => {
+    hold: (longerThan = 0) => {
       held ??= [];
+      heldLongerThan = longerThan;
     },
     release: () => {
       const waiting = held ?? [];

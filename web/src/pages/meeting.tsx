@@ -514,18 +514,21 @@ function paragraphsOf(lines: ShownLine[]): Paragraph[] {
 }
 
 /**
- * E2: the reader's place, by time: the first segment at least partly on screen and how far from
- * the top it is. When finals replace drafts (other nodes, re-cut times), the view is put back so
- * the segment at that moment sits where it sat: nothing the reader is looking at moves.
+ * E2: the reader's place, by time: the first segment at least partly on screen (the moment in
+ * its middle) and how far from the top it is. When finals replace drafts (other nodes, re-cut
+ * times), the view is put back so the segment holding that moment sits where it sat, and stays in
+ * sight if it came out shorter: nothing the reader is looking at moves.
  */
 function useTimeAnchor(list: { current: HTMLElement | null }, following: { current: boolean }) {
-  const anchor = useRef<{ ms: number; top: number } | null>(null);
+  const anchor = useRef<{ ms: number; top: number; node: HTMLElement } | null>(null);
+  const segments = () => [...(list.current?.querySelectorAll<HTMLElement>('[data-start-ms]') ?? [])];
+  const span = (el: HTMLElement) => [Number(el.dataset.startMs), Number(el.dataset.endMs)] as const;
   const measure = () => {
-    const spans = list.current?.querySelectorAll<HTMLElement>('[data-start-ms]') ?? [];
-    for (const el of spans) {
+    for (const el of segments()) {
       const r = el.getBoundingClientRect();
       if (r.bottom > 0) {
-        anchor.current = { ms: Number(el.dataset.startMs), top: r.top };
+        const [start, end] = span(el);
+        anchor.current = { ms: Math.floor((start + Math.max(start, end)) / 2), top: r.top, node: el };
         return;
       }
     }
@@ -538,13 +541,22 @@ function useTimeAnchor(list: { current: HTMLElement | null }, following: { curre
   const restore = () => {
     const a = anchor.current;
     if (a && !following.current && list.current) {
+      // The segment holding the moment; else the last one starting before it.
       let best: HTMLElement | null = null;
-      for (const el of list.current.querySelectorAll<HTMLElement>('[data-start-ms]')) {
-        if (Number(el.dataset.startMs) <= a.ms) best = el;
-        else break;
+      for (const el of segments()) {
+        const [start, end] = span(el);
+        if (start > a.ms) break;
+        best = el;
+        if (a.ms < end) break;
       }
-      const moved = best ? best.getBoundingClientRect().top - a.top : 0;
-      if (Math.abs(moved) >= 1) window.scrollBy(0, moved);
+      if (best) {
+        const r = best.getBoundingClientRect();
+        // The same node keeps its place exactly; a new one shorter than what was hidden of the
+        // old one above the top is shown from its first line.
+        const top = best === a.node || r.height + a.top > 0 ? a.top : 0;
+        const moved = r.top - top;
+        if (Math.abs(moved) >= 1) window.scrollBy(0, moved);
+      }
     }
     measure();
   };
@@ -867,6 +879,7 @@ function ParagraphView({
                   type="button"
                   class="seg editable"
                   data-start-ms={l.startMs}
+                  data-end-ms={l.endMs}
                   data-corrected={l.correctionId ? '1' : undefined}
                   title="Correct this sentence"
                   onClick={() => onEdit(l.key)}
@@ -880,6 +893,7 @@ function ParagraphView({
                   data-cited={l.key === citedKey ? '1' : undefined}
                   data-playing={heard(l, playingAt) ? '1' : undefined}
                   data-start-ms={l.startMs}
+                  data-end-ms={l.endMs}
                   data-corrected={l.correctionId ? '1' : undefined}
                   title={l.correctionId ? `Corrected. The recogniser heard: “${l.rawText}”` : undefined}
                 >

@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
+import {
+  buildWebApp,
+  launchChromium,
+  screenshot,
+  serveWebApp,
+  signIn,
+  type Browser,
+} from './support/browser.ts';
+import { markedChunk, startChunkRecognizer, type ChunkRecognizer } from './support/chunk-recognizer.ts';
+import { startHarness, waitFor, type Harness } from './support/harness.ts';
+
+const SIZES = [
+  { name: 'desktop', width: 1280, height: 800 },
+  { name: 'phone', width: 390, height: 844 },
+] as const;
+const CHUNKS = 36;
+const CHUNK_SAMPLES = 80_000;
+
+/**
+ * The first transcript line at least partly on screen: the stretch it holds, whether it is a
+ * draft, and where it sits.
+ */
+async function firstVisible(
+  page: Page,
+): Promise<{ ms: number; endMs: number; top: number; draft: boolean } | null> {
+  return page.evaluate(`(() => {
+    for (const el of document.querySelectorAll('[data-testid="transcript"] [data-start-ms]')) {
+      const r = el.getBoundingClientRect();
+      if (r.bottom > 0)
+        return {
+          ms: Number(el.getAttribute('data-start-ms')),
+          endMs: Number(el.getAttribute('data-end-ms')),
+          top: Math.round(r.top),
+          draft: el.closest('[data-draft="1"]') !== null,
+        };
+    }
+    return null;
+  })()`);
+}
+
+/**
+ * E2 with real finals: a live meeting's drafts are on screen, the reader has scrolled up into
+ * them, and then the windows' final words replace the drafts above and around the reader (other
+ * nodes, other paragraphs). The recogniser is a local server at the HTTP boundary that answers a
+ * chunk's draft at once and holds each window until the test lets it go.
+ */
+void describe('E2 web: finals replacing drafts', () => {
+  let h: Harness;
+  let recognizer: ChunkRecognizer;
+  let web: Awaited<ReturnType<typeof serveWebApp>>;
+  let browser: Browser;
+  before(async () => {
+    recognizer = await startChunkRecognizer({
+      sentence: 'and then we went over the plan for the next quarter in some detail again.',
+    });
+    h = await startHarness({
+      env: {
+        VERBATIM_ASR: 'whisper',
+        VERBATIM_WHISPER_URL: recognizer.url,
+        VERBATIM_WINDOW_SECONDS: '20',
+        VERBATIM_BOUNDARY_SEARCH_SECONDS: '2',
+        VERBATIM_CHUNK_SECONDS: '5',
+        VERBATIM_GAP_PATIENCE_SECONDS: '0',
+        VERBATIM_DRAFTS: 'on',
+        // The drafts of 36 chunks put at once are all wanted on screen, none shed for lag.
+        VERBATIM_DRAFT_LAG_SECONDS: '600',
+      },
+    });
+    h.spawnWorker();
+    web = await serveWebApp(h, buildWebApp());
+    browser = await launchChromium();
+    await signIn(browser.page, web.url, h.apiKey);
+  });
+  after(async () => {
+    recognizer?.release();
+    await browser?.close();
+    await web?.stop();
+    await h?.close();
+    await recognizer?.close();
+  });
+
+  for (const size of SIZES) {
+    void it(`E2: at ${size.width}×${size.height}, when the finals replace the drafts above and around the reader, the first line on screen is the same moment in the same place`, async () => {
+      const { page } = browser;
+      await page.setViewportSize({ width: size.width, height: size.height });
+      // Windows (more than a chunk's samples) wait; each chunk's draft is answered at once.
+      recognizer.hold(CHUNK_SAMPLES * 2);
+      const created = await h.request('POST', '/v1/meetings', {
+        source: 'live',
+        title: `Drafts ${size.name}`,
+      });
+      assert.equal(created.status, 201, created.text);
+      const id = created.json.id as string;
+      for (let seq = 0; seq < CHUNKS; seq++) {
+        const put = await h.request(
+          'PUT',
+          `/v1/meetings/${id}/chunks/${seq}`,
+          markedChunk(seq, CHUNK_SAMPLES),
+          {
+            'content-type': 'audio/wav',
+          },
+        );
+        assert.equal(put.status, 201, put.text);
+      }
+      await page.goto(`${web.url}/#/meetings/${id}`);
+      const transcript = page.getByTestId('transcript');
+      // Every chunk's draft on screen, and no final yet.
+      await waitFor(
+        'a draft of every chunk',
+        async () => (await transcript.locator('[data-draft="1"] [data-start-ms]').count()) >= CHUNKS - 1,
+        90_000,
+      );
+      assert.equal(await transcript.locator('li:not([data-draft="1"])').count(), 0, 'no final yet');
+
+      // The reader scrolls up into the middle of the drafts (away from the end: not following).
+      await page.evaluate(`(() => {
+        const drafts = document.querySelectorAll('[data-testid="transcript"] [data-draft="1"] [data-start-ms]');
+        const el = drafts[Math.floor(drafts.length / 2)];
+        window.scrollTo({ top: window.scrollY + el.getBoundingClientRect().top - 200, behavior: 'instant' });
+      })()`);
+      await waitFor('the scroll to be seen', async () => {
+        const f = await firstVisible(page);
+        return f !== null && f.ms > 0;
+      });
+      const before = await firstVisible(page);
+      assert.ok(
+        before && before.draft && before.ms >= 30_000,
+        `a draft far down is first: ${JSON.stringify(before)}`,
+      );
+      await screenshot(page, `web-e2-drafts-${size.name}`);
+
+      // The windows are let go: their finals replace the drafts (and make other paragraphs).
+      recognizer.release();
+      await waitFor('the finals to replace every draft above the reader', async () =>
+        page.evaluate<boolean>(`(() => {
+          for (const el of document.querySelectorAll('[data-testid="transcript"] [data-draft="1"] [data-start-ms]'))
+            if (Number(el.getAttribute('data-start-ms')) <= ${before.ms}) return false;
+          return true;
+        })()`),
+      );
+      const after = await firstVisible(page);
+      assert.ok(after && !after.draft, `a final line is first on screen now: ${JSON.stringify(after)}`);
+      // A final line is cut where the window's audio says (a draft where its chunk ends): the
+      // first line on screen is the final one holding the moment the draft held, where the draft
+      // sat (from its first row, if the draft's hidden rows above the top were more than it has).
+      const moment = Math.floor((before.ms + before.endMs) / 2);
+      assert.ok(
+        after.ms <= moment && moment < after.endMs,
+        `the first line on screen holds the same moment (${moment} ms): ${JSON.stringify(after)}`,
+      );
+      const seen = (top: number) => Math.max(top, 0);
+      assert.ok(
+        Math.abs(seen(after.top) - seen(before.top)) <= 2,
+        `it did not move: ${before.top} → ${after.top} px`,
+      );
+      await screenshot(page, `web-e2-finals-${size.name}`);
+      assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: CHUNKS })).status, 202);
+    });
+  }
+});

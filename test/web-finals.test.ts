@@ -10,7 +10,7 @@ import {
   type Browser,
 } from './support/browser.ts';
 import { markedChunk, startChunkRecognizer, type ChunkRecognizer } from './support/chunk-recognizer.ts';
-import { startHarness, waitFor, type Harness } from './support/harness.ts';
+import { startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 
 const SIZES = [
   { name: 'desktop', width: 1280, height: 800 },
@@ -47,7 +47,7 @@ async function firstVisible(
  * nodes, other paragraphs). The recogniser is a local server at the HTTP boundary that answers a
  * chunk's draft at once and holds each window until the test lets it go.
  */
-void describe('E2 web: finals replacing drafts', () => {
+void describe('E2/E3 web: finals replacing drafts, and a repair under a correction', () => {
   let h: Harness;
   let recognizer: ChunkRecognizer;
   let web: Awaited<ReturnType<typeof serveWebApp>>;
@@ -158,6 +158,64 @@ void describe('E2 web: finals replacing drafts', () => {
       );
       await screenshot(page, `web-e2-finals-${size.name}`);
       assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: CHUNKS })).status, 202);
+    });
+  }
+
+  for (const size of SIZES) {
+    void it(`E3: at ${size.width}×${size.height}, a sentence corrected in the app survives a late chunk's repair: the line moved, its correction kept as written`, async () => {
+      const { page } = browser;
+      await page.setViewportSize({ width: size.width, height: size.height });
+      const late = 3;
+      const created = await h.request('POST', '/v1/meetings', {
+        source: 'live',
+        title: `Repair ${size.name}`,
+      });
+      const id = created.json.id as string;
+      const put = (seq: number) =>
+        // The late chunk is a second longer than the stretch kept for it: the lines after it move.
+        h.request(
+          'PUT',
+          `/v1/meetings/${id}/chunks/${seq}`,
+          markedChunk(seq, CHUNK_SAMPLES + (seq === late ? 16_000 : 0)),
+          {
+            'content-type': 'audio/wav',
+          },
+        );
+      for (let seq = 0; seq < 8; seq++) if (seq !== late) assert.equal((await put(seq)).status, 201);
+      assert.equal((await h.request('POST', `/v1/meetings/${id}/end`, { chunks: 8 })).status, 202);
+      await waitForMeeting(h, id);
+      const read = await h.request('GET', `/v1/meetings/${id}/transcript`);
+      const target = (read.json.segments as Array<{ startMs: number; rawText: string }>).find((l) =>
+        l.rawText.startsWith('c6x'),
+      );
+      assert.ok(target, 'a line of chunk 6');
+
+      await page.goto(`${web.url}/#/meetings/${id}`);
+      const transcript = page.getByTestId('transcript');
+      await transcript.waitFor();
+      await page.getByTestId('correct-toggle').click();
+      await transcript.locator(`button.seg[data-start-ms="${target.startMs}"]`).click();
+      const form = page.getByTestId('correction-form');
+      await form.locator('textarea').fill('Chunk six, as the team said it.');
+      await form.getByRole('button', { name: 'Save' }).click();
+      await transcript.locator(`button.seg[data-corrected="1"][data-start-ms="${target.startMs}"]`).waitFor();
+      await page.getByTestId('correct-toggle').click();
+
+      // The missing chunk arrives (a phone that reconnected); the page is not reloaded.
+      assert.equal((await put(late)).status, 201);
+      await transcript.filter({ hasText: `c${late}x` }).waitFor({ timeout: 60_000 });
+      const fixed = transcript.locator('span.seg[data-corrected="1"]');
+      await waitFor(
+        'the corrected line to move with its words',
+        async () =>
+          (await fixed.count()) === 1 && Number(await fixed.getAttribute('data-start-ms')) > target.startMs,
+        60_000,
+      );
+      assert.equal((await fixed.textContent())?.trim(), 'Chunk six, as the team said it.');
+      assert.match((await fixed.getAttribute('title')) ?? '', /c6x/);
+      assert.equal(await page.getByTestId('needs-look').count(), 0, 'nothing needs a look');
+      assert.match((await page.getByTestId('transcript-revision').textContent()) ?? '', /revision \d+/);
+      await screenshot(page, `web-e3-repair-kept-${size.name}`);
     });
   }
 });

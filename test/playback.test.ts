@@ -105,33 +105,39 @@ void describe('E4: playback when a workspace keeps audio', () => {
     );
   });
 
-  void it('E4 web: with audio kept, ▶ beside a paragraph plays it and marks the sentence heard; with none kept, no player and the promise says the audio is deleted', async () => {
+  void it('E4 web: at 1280×800 and 390×844, with audio kept, ▶ beside a paragraph plays it and marks the sentence heard; with none kept, no player and the promise says the audio is deleted', async () => {
     const web = await serveWebApp(h, buildWebApp());
     const browser = await launchChromium();
     try {
       const { page } = browser;
-      await page.setViewportSize({ width: 1280, height: 800 });
       await signIn(page, web.url, h.apiKey);
-      await page.goto(`${web.url}/#/meetings/${kept}`);
-      await page.getByTestId('player').waitFor();
-      assert.match((await page.getByTestId('player').textContent()) ?? '', /kept for playback until/);
-      await page.getByTestId('play-from').first().click();
-      await page.locator('[data-testid="transcript"] span.seg[data-playing="1"]').first().waitFor();
-      const at = await page
-        .getByTestId('player-audio')
-        .evaluate((a) => (a as unknown as { currentTime: number }).currentTime);
-      assert.ok(at > 0, `the audio plays: ${at} s`);
-      await screenshot(page, 'web-e4-playback');
+      for (const size of [
+        { name: 'desktop', width: 1280, height: 800 },
+        { name: 'phone', width: 390, height: 844 },
+      ]) {
+        await page.setViewportSize({ width: size.width, height: size.height });
+        await page.goto(`${web.url}/#/meetings/${kept}`);
+        await page.getByTestId('player').waitFor();
+        assert.match((await page.getByTestId('player').textContent()) ?? '', /kept for playback until/);
+        await page.getByTestId('play-from').first().click();
+        await page.locator('[data-testid="transcript"] span.seg[data-playing="1"]').first().waitFor();
+        const at = await page
+          .getByTestId('player-audio')
+          .evaluate((a) => (a as unknown as { currentTime: number }).currentTime);
+        assert.ok(at > 0, `the audio plays at ${size.name}: ${at} s`);
+        await screenshot(page, `web-e4-playback-${size.name}`);
 
-      await page.goto(`${web.url}/#/meetings/${unkept}`);
-      await page.getByTestId('transcript').waitFor();
-      assert.equal(await page.getByTestId('player').count(), 0);
-      assert.equal(await page.getByTestId('play-from').count(), 0);
-      // The promise and its setting, where the workspace is run.
-      await page.goto(`${web.url}/#/operator`);
-      await waitFor('the promise', async () =>
-        /kept for 7 days/.test((await page.getByTestId('privacy-promise').textContent()) ?? ''),
-      );
+        await page.goto(`${web.url}/#/meetings/${unkept}`);
+        await page.getByTestId('transcript').waitFor();
+        assert.equal(await page.getByTestId('player').count(), 0);
+        assert.equal(await page.getByTestId('play-from').count(), 0);
+        await screenshot(page, `web-e4-no-audio-${size.name}`);
+        // The promise and its setting, where the workspace is run.
+        await page.goto(`${web.url}/#/operator`);
+        await waitFor('the promise', async () =>
+          /kept for 7 days/.test((await page.getByTestId('privacy-promise').textContent()) ?? ''),
+        );
+      }
     } finally {
       await browser.close();
       await web.stop();

@@ -97,6 +97,16 @@ void describe('web app', () => {
     await bar.waitFor();
     assert.match((await bar.textContent()) ?? '', /microphone is on/);
     await screenshot(page, 'web-e1-recording-bar');
+    // And on a phone: the bar in sight at the top of the page, its way back reachable.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const onPhone = await bar.boundingBox();
+    assert.ok(
+      onPhone && onPhone.y >= 0 && onPhone.y < 844 && onPhone.x + onPhone.width <= 390 + 1,
+      `the bar is on the phone's screen: ${JSON.stringify(onPhone)}`,
+    );
+    assert.ok(await bar.getByRole('link', { name: 'Open the meeting' }).isVisible());
+    await screenshot(page, 'web-e1-recording-bar-phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
     const barSeconds = async () => {
       const [m, sec] = ((await bar.locator('time').textContent()) ?? '0:00').split(':').map(Number);
       return (m ?? 0) * 60 + (sec ?? 0);
@@ -278,7 +288,7 @@ void describe('web app', () => {
     browser = null;
   });
 
-  void it('E5/E1: a text file renamed .wav is refused in the upload panel in plain words and leaves no meeting; a recording is titled without its extension', async () => {
+  void it('E5/E1: at 1280×800 and 390×844 a text file renamed .wav is refused in the upload panel in plain words and leaves no meeting; a recording is titled without its extension', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-upload-'));
     const notes = path.join(dir, 'notes.wav');
     fs.writeFileSync(notes, 'Meeting notes: budget review on Monday, then hiring.\n'.repeat(20));
@@ -287,14 +297,29 @@ void describe('web app', () => {
     browser = await launchChromium();
     const { page } = browser;
     await signIn(page, web.url, h.apiKey);
-    await page.getByLabel(/Audio files/).setInputFiles([notes, good]);
-    await page.getByRole('button', { name: 'Upload', exact: true }).click();
-    const uploads = page.getByRole('list', { name: 'Uploads' });
-    const refused = uploads.locator('[data-upload-state="failed"]');
-    await refused.waitFor({ timeout: 60_000 });
-    assert.match((await refused.textContent()) ?? '', /notes\.wav.*not a recording Verbatim can read/s);
-    await uploads.locator('[data-upload-state="done"]').waitFor({ timeout: 60_000 });
-    await screenshot(page, 'web-upload-refused');
+    for (const size of [
+      { name: 'desktop', width: 1280, height: 800 },
+      { name: 'phone', width: 390, height: 844 },
+    ]) {
+      await page.setViewportSize({ width: size.width, height: size.height });
+      await page.goto(`${web.url}/#/`);
+      // The good recording once; the refused file at each size.
+      await page.getByLabel(/Audio files/).setInputFiles(size.name === 'desktop' ? [notes, good] : [notes]);
+      await page.getByRole('button', { name: 'Upload', exact: true }).click();
+      const uploads = page.getByRole('list', { name: 'Uploads' });
+      const refused = uploads.locator('[data-upload-state="failed"]');
+      await refused.waitFor({ timeout: 60_000 });
+      assert.match((await refused.textContent()) ?? '', /notes\.wav.*not a recording Verbatim can read/s);
+      const box = await refused.boundingBox();
+      assert.ok(
+        box && box.x >= 0 && box.x + box.width <= size.width + 1,
+        `the refusal fits the screen at ${size.name}: ${JSON.stringify(box)}`,
+      );
+      if (size.name === 'desktop')
+        await uploads.locator('[data-upload-state="done"]').waitFor({ timeout: 60_000 });
+      await refused.scrollIntoViewIfNeeded();
+      await screenshot(page, `web-upload-refused-${size.name}`);
+    }
     const listed = (await h.request('GET', '/v1/meetings?limit=200')).json.meetings as Array<{
       title: string;
     }>;

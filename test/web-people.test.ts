@@ -5,7 +5,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Role } from '../src/domain/roles.ts';
 import { createInviteLink } from '../src/workspaces/sign-in.ts';
-import { buildWebApp, launchChromium, serveWebApp, type Browser, type WebServer } from './support/browser.ts';
+import {
+  assertAccessible,
+  buildWebApp,
+  launchChromium,
+  screenshot,
+  serveWebApp,
+  type Browser,
+  type WebServer,
+} from './support/browser.ts';
 import { SPEECH, speechWav, startHarness, waitForMeeting, type Harness } from './support/harness.ts';
 import { startTestIdp, type TestIdp } from './support/oidc-provider-server.ts';
 
@@ -176,5 +184,45 @@ void describe('people in the web app (U9)', () => {
       .getByRole('alert')
       .filter({ hasText: 'unknown, was revoked, or has expired' })
       .waitFor();
+  });
+
+  void it('E6: the members page, a join link and a share link pass axe-core at 1280×800 and 390×844', async () => {
+    const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'Read by link' });
+    const id = created.json.id as string;
+    const put = await h.request('PUT', `/v1/meetings/${id}/recording`, speechWav(SPEECH), {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(put.status, 202, put.text);
+    await waitForMeeting(h, id);
+    const shared = await h.request('POST', `/v1/meetings/${id}/share-links`, {});
+    assert.equal(shared.status, 201, shared.text);
+    const invite = await createInviteLink(h.app.people, h.workspaceId, Role.member, null);
+
+    await invited(Role.admin, 'runs-it@example.com');
+    const admin = await browser();
+    await signInWithPassword(admin, 'runs-it@example.com');
+    const stranger = await browser();
+    for (const size of [
+      { name: 'desktop', width: 1280, height: 800 },
+      { name: 'phone', width: 390, height: 844 },
+    ]) {
+      await admin.page.setViewportSize({ width: size.width, height: size.height });
+      await admin.page.goto(`${web.url}/#/members`);
+      await admin.page.getByRole('heading', { name: 'Members', level: 1 }).waitFor();
+      await admin.page.getByTestId('privacy-promise').waitFor();
+      await assertAccessible(admin.page, `members page at ${size.name}`);
+      await screenshot(admin.page, `web-e6-members-${size.name}`);
+
+      await stranger.page.setViewportSize({ width: size.width, height: size.height });
+      await stranger.page.goto(`${web.url}/#/join/${invite.token}`);
+      await stranger.page.getByRole('heading', { name: 'Join Verbatim' }).waitFor();
+      await assertAccessible(stranger.page, `join page at ${size.name}`);
+      await screenshot(stranger.page, `web-e6-join-${size.name}`);
+
+      await stranger.page.goto(`${web.url}${shared.json.path as string}`);
+      await stranger.page.getByTestId('shared-transcript').locator('li').first().waitFor();
+      await assertAccessible(stranger.page, `shared meeting at ${size.name}`);
+      await screenshot(stranger.page, `web-e6-shared-${size.name}`);
+    }
   });
 });

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
-import type { Page } from 'playwright-core';
 import {
+  assertAccessible,
   buildWebApp,
   launchChromium,
   screenshot,
@@ -14,7 +12,6 @@ import {
 import { startHarness, waitFor, type Harness } from './support/harness.ts';
 import { seedMeeting } from './support/search.ts';
 
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const SIZES = [
   { name: 'desktop', width: 1280, height: 800 },
   { name: 'phone', width: 390, height: 844 },
@@ -26,19 +23,6 @@ const BUDGET = Array.from({ length: 30 }, (_, i) =>
     ? 'the budget for q three is fine'
     : `we talked about item ${String.fromCharCode(97 + (i % 26))} for a while`,
 );
-
-/** E6: axe-core on the page as it stands: no serious or critical violation. */
-async function assertAccessible(page: Page, where: string): Promise<void> {
-  // Evaluated through DevTools, as an extension would: the app's CSP (rightly) refuses inline scripts.
-  await page.evaluate(fs.readFileSync(AXE, 'utf8'));
-  const found = await page.evaluate<string[]>(`(async () => {
-    const result = await window.axe.run();
-    return result.violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v) => v.impact + ' ' + v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', '));
-  })()`);
-  assert.deepEqual(found, [], `${where}: axe-core found serious or critical violations`);
-}
 
 void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
   let h: Harness;

@@ -1,5 +1,7 @@
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -267,4 +269,19 @@ export async function storedMeetingStatus(h: Harness, id: string): Promise<strin
     .where('id', '=', id)
     .executeTakeFirst();
   return row?.status ?? 'gone';
+}
+
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+/** E6: axe-core on the page as it stands: no serious or critical violation. */
+export async function assertAccessible(page: Page, where: string): Promise<void> {
+  // Evaluated through DevTools, as an extension would: the app's CSP (rightly) refuses inline scripts.
+  await page.evaluate(fs.readFileSync(AXE, 'utf8'));
+  const found = await page.evaluate<string[]>(`(async () => {
+    const result = await window.axe.run();
+    return result.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => v.impact + ' ' + v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', '));
+  })()`);
+  assert.deepEqual(found, [], `${where}: axe-core found serious or critical violations`);
 }

@@ -187,9 +187,14 @@ void describe('E3: corrections through the API', () => {
     );
     assert.equal(audited.length, before.length, 'each correction in the audit trail');
 
-    // Exports and search read the correction.
+    // Exports, the meetings list's preview and search read the correction.
     const txt = await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`);
     assert.match(txt.text, /Fixed c0x\d+\./);
+    const list = await h.request('GET', '/v1/meetings?limit=50');
+    assert.match(
+      (list.json.previews as Record<string, { text: string }>)[id]!.text,
+      /^Fixed c0x\d+\. Fixed c1x/,
+    );
     await waitFor('search to find a corrected word', async () => {
       const res = await h.request('GET', `/v1/search?q=fixed`);
       const results = (res.json?.results ?? []) as Array<{ meeting: { id: string } }>;

@@ -14,6 +14,7 @@ import { endMeeting, MAX_SEQ, storeChunk, type ChunkFormat } from '../meetings/l
 import { regenerateMinutes } from '../meetings/minutes.ts';
 import { previewsOf } from '../meetings/preview-store.ts';
 import { formatSegments } from '../domain/readable-text.ts';
+import { applyCorrections, type Correction } from '../domain/corrections.ts';
 import {
   correctLine,
   MAX_CORRECTION_LENGTH,
@@ -544,7 +545,7 @@ function registerMeetingReads(app: FastifyInstance, kit: MeetingRouteKit): void 
               trx,
               rows.map((m) => m.id),
             )
-          ).map((p) => [p.meetingId, { text: previewText(p.lines), speakers: p.speakers }]),
+          ).map((p) => [p.meetingId, { text: previewText(p.lines, p.corrections), speakers: p.speakers }]),
         );
         return { meetings, nextCursor: last ? encodeCursor(last) : null, previews };
       });
@@ -828,8 +829,12 @@ function createKeyOf(header: string | string[] | undefined): string | null {
 }
 
 /** E1: a meeting's first words as a line of the list, formatted as its transcript reads. */
-function previewText(lines: Array<{ startMs: number; endMs: number; text: string }>): string {
-  const text = formatSegments(lines)
+/** E1/E3: the first lines as the transcript reads them: formatted, with their corrections. */
+function previewText(
+  lines: Array<{ startMs: number; endMs: number; text: string }>,
+  corrections: Correction[],
+): string {
+  const text = applyCorrections(formatSegments(lines), corrections)
     .map((l) => l.text.trim())
     .join(' ');
   return text.length > 160 ? `${text.slice(0, 159).replace(/\s+\S*$/, '')}…` : text;

@@ -273,12 +273,18 @@ function makeTranscriber(
 }
 
 /** O5: the minutes' chat model answers questions too; offline there is none. */
+/**
+ * O5/F4: ask's model: its own (VERBATIM_ASK_LLM_*) or else the minutes'. A key is sent only to the
+ * endpoint it was given for: ask's own URL never gets the minutes key.
+ */
 function makeAnswerWriter(config: Config, holds: RetryAfterHolds): AnswerWriter | null {
-  if (config.minutes.kind !== 'openai') return null;
+  const own = config.ask.url !== null;
+  const url = config.ask.url ?? (config.minutes.kind === 'openai' ? config.minutes.url : null);
+  if (!url) return null;
   return new OpenAiAnswerWriter({
-    baseUrl: config.minutes.url,
-    apiKey: config.minutes.apiKey || undefined,
-    model: config.minutes.model,
+    baseUrl: url,
+    apiKey: (config.ask.apiKey ?? (own ? null : config.minutes.apiKey)) || undefined,
+    model: config.ask.model ?? config.minutes.model,
     timeoutMs: config.minutes.timeoutMs,
     holds,
   });

@@ -632,6 +632,36 @@ export const SETTINGS = {
         help: 'minutes request timeout',
       }),
     },
+    /** F4: ask's own model and limits, apart from the minutes'. */
+    ask: {
+      url: setting({
+        env: 'VERBATIM_ASK_LLM_URL',
+        kind: optionalText('URL'),
+        help: "OpenAI-compatible base URL for ask's written answers; empty: the minutes model's, when VERBATIM_MINUTES=openai (else ask answers with passages)",
+      }),
+      apiKey: setting({
+        env: 'VERBATIM_ASK_LLM_API_KEY',
+        kind: optionalText('secret'),
+        help: "API key for ask's model; empty: the minutes key, when ask uses the minutes model",
+      }),
+      model: setting({
+        env: 'VERBATIM_ASK_LLM_MODEL',
+        kind: optionalText('name'),
+        help: "model name for ask; empty: the minutes model's name",
+      }),
+      perMinute: setting({
+        env: 'VERBATIM_ASK_PER_MINUTE',
+        kind: wholeNumber({ min: 0 }),
+        default: '20',
+        help: 'asks per workspace per minute, across keys and api processes; more get 429 `ask.rate_limited` with `Retry-After`; 0 = no limit (F4)',
+      }),
+      concurrency: setting({
+        env: 'VERBATIM_ASK_CONCURRENCY',
+        kind: wholeNumber({ min: 1 }),
+        default: '4',
+        help: 'model calls for ask at once per api process; more get 429 `ask.busy` with `Retry-After` (F4)',
+      }),
+    },
   }),
 
   ...group('Jobs and workers', {

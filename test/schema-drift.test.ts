@@ -23,6 +23,7 @@ import * as m0048 from '../src/db/migrations/0048-batch-owners.ts';
 import * as m0049 from '../src/db/migrations/0049-search-visibility-once.ts';
 import * as m0050 from '../src/db/migrations/0050-transcript-corrections.ts';
 import * as m0051 from '../src/db/migrations/0051-playback-retention.ts';
+import * as m0052 from '../src/db/migrations/0052-ask-budget.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -179,6 +180,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0049,
       m0050,
       m0051,
+      m0052,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

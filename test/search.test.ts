@@ -471,7 +471,7 @@ void describe('search index consumer and ask with a model (issue 18)', () => {
         assert.ok([a, b].includes(c.meetingId));
       }
       const invented = given.length + 5;
-      assert.ok(chat.prompts.at(-1)!.includes('[1]'), 'the model was given numbered passages');
+      assert.ok(chat.prompts.at(-1)!.includes('"n": 1'), 'the model was given numbered passages');
       assert.ok(
         !(res.json.answer ?? '').includes(`[${invented}]`),
         'the invented citation is taken out of the answer',

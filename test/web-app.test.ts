@@ -69,7 +69,7 @@ void describe('web app', () => {
     return (m ?? 0) * 60 + (s ?? 0);
   }
 
-  void it('L1/L17/E1: records from the microphone, shows the transcript growing, a recording bar on another page, and after End meeting the transcript and the minutes', async () => {
+  void it('L1/L17/E1: records from the microphone, shows the transcript growing, a recording bar on another page (closing the tab asks first), and after End meeting the transcript and the minutes', async () => {
     browser = await launchChromium({ microphoneFile: mic });
     const { page } = browser;
     await signIn(page, web.url, h.apiKey);
@@ -107,6 +107,16 @@ void describe('web app', () => {
     assert.ok(await bar.getByRole('link', { name: 'Open the meeting' }).isVisible());
     await screenshot(page, 'web-e1-recording-bar-phone');
     await page.setViewportSize({ width: 1280, height: 800 });
+    // Closing the tab while recording asks first; staying keeps the recording going.
+    const asked = new Promise<string>((resolve) =>
+      page.once('dialog', (d) => {
+        resolve(d.type());
+        void d.dismiss();
+      }),
+    );
+    await page.close({ runBeforeUnload: true });
+    assert.equal(await asked, 'beforeunload');
+    assert.equal(page.isClosed(), false, 'the tab stays open');
     const barSeconds = async () => {
       const [m, sec] = ((await bar.locator('time').textContent()) ?? '0:00').split(':').map(Number);
       return (m ?? 0) * 60 + (sec ?? 0);

@@ -10,6 +10,7 @@ import {
 } from '../domain/search.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { ask, QUESTION_MAX, type AskPassage } from '../search/ask.ts';
+import { takeAskCall } from '../search/ask-budget-store.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { ERRORS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
 import { AskSchema, SearchSchema } from './schemas.ts';
@@ -56,8 +57,14 @@ const ASK_SCHEMA: RouteSchema = {
     200: json('{ question, mode: model|passages, answer, note, model, citations, passages }', AskSchema),
     ...ERRORS,
     400: refusal('ask.question'),
+    429: refusal(
+      'ask.rate_limited (the workspace’s asks a minute) or ask.busy (answers being written at once), with Retry-After',
+    ),
   },
 };
+
+/** How long an asker told the server is busy writing answers waits before asking again. */
+const ASK_BUSY_RETRY_SECONDS = 5;
 
 interface SearchQuery {
   q?: string;
@@ -73,6 +80,8 @@ interface SearchQuery {
 /** O4 and O5: GET /v1/search and POST /v1/ask, scoped to the key's workspace. */
 export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
+  /** F4: model calls for ask running in this process. */
+  let askCalls = 0;
 
   app.get<{ Querystring: SearchQuery }>('/v1/search', { schema: SEARCH_SCHEMA }, async (req) => {
     const workspaceId = workspaceOf(req);
@@ -118,7 +127,7 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
     };
   });
 
-  app.post('/v1/ask', { schema: ASK_SCHEMA }, async (req) => {
+  app.post('/v1/ask', { schema: ASK_SCHEMA }, async (req, reply) => {
     const workspaceId = workspaceOf(req);
     const body = (req.body ?? {}) as Record<string, unknown>;
     const question = typeof body.question === 'string' ? body.question.trim() : '';
@@ -126,7 +135,39 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
     if (question.length > QUESTION_MAX) {
       throw invalid('ask.question', `question must be at most ${QUESTION_MAX} characters`);
     }
-    const answer = await ask(deps, workspaceId, question);
+    // F4: a written answer costs a model call: within the workspace's budget (every key, every api
+    // process) and this process's cap on calls at once; the call ends when the asker leaves.
+    if (deps.answerWriter) {
+      if (askCalls >= deps.config.ask.concurrency) {
+        throw new AppError(
+          ErrorKind.quotaExhausted,
+          'ask.busy',
+          `this server is writing ${deps.config.ask.concurrency} answers already (VERBATIM_ASK_CONCURRENCY); ask again in a few seconds`,
+          { retryAfterSeconds: ASK_BUSY_RETRY_SECONDS },
+        );
+      }
+      const perMinute = deps.config.ask.perMinute;
+      const wait = perMinute === 0 ? null : await takeAskCall(deps.db, workspaceId, perMinute);
+      if (wait !== null) {
+        throw new AppError(
+          ErrorKind.quotaExhausted,
+          'ask.rate_limited',
+          `this workspace asked more than ${perMinute} questions in a minute (VERBATIM_ASK_PER_MINUTE); try again in ${wait} s`,
+          { retryAfterSeconds: wait },
+        );
+      }
+    }
+    const left = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) left.abort();
+    });
+    askCalls++;
+    let answer: Awaited<ReturnType<typeof ask>>;
+    try {
+      answer = await ask(deps, workspaceId, question, left.signal);
+    } finally {
+      askCalls--;
+    }
     const view = (p: AskPassage) => ({
       n: p.n,
       meetingId: p.meetingId,

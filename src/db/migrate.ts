@@ -52,6 +52,7 @@ import * as m0048 from './migrations/0048-batch-owners.ts';
 import * as m0049 from './migrations/0049-search-visibility-once.ts';
 import * as m0050 from './migrations/0050-transcript-corrections.ts';
 import * as m0051 from './migrations/0051-playback-retention.ts';
+import * as m0052 from './migrations/0052-ask-budget.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -106,6 +107,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0049-search-visibility-once': m0049,
   '0050-transcript-corrections': m0050,
   '0051-playback-retention': m0051,
+  '0052-ask-budget': m0052,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

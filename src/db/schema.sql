@@ -86,6 +86,23 @@ create policy tenant_isolation on api_keys as permissive for all to verbatim_ten
 grant select, insert, update, delete on table api_keys to verbatim_all_workspaces;
 grant select, insert, update, delete on table api_keys to verbatim_tenant;
 
+create table ask_budget (
+  workspace_id uuid not null,
+  tokens double precision not null,
+  at timestamp with time zone default now() not null,
+  constraint ask_budget_pkey PRIMARY KEY (workspace_id),
+  constraint ask_budget_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table ask_budget enable row level security;
+create policy all_workspaces on ask_budget as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on ask_budget as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table ask_budget to verbatim_all_workspaces;
+grant select, insert, update, delete on table ask_budget to verbatim_tenant;
+
 create table audit_events (
   id bigint default nextval('audit_events_id_seq'::regclass) not null,
   workspace_id uuid,

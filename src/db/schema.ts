@@ -133,7 +133,7 @@ export interface SecretKeyChecksTable {
   created_at: Generated<Date>;
 }
 
-/** U5: a read-only link to one meeting. */
+/** E3: a person's correction of a stretch of a transcript. */
 export interface TranscriptCorrectionsTable {
   id: string;
   workspace_id: string;
@@ -146,6 +146,14 @@ export interface TranscriptCorrectionsTable {
   created_at: Generated<Date>;
 }
 
+/** F4: a workspace's budget of ask calls (a token bucket). */
+export interface AskBudgetTable {
+  workspace_id: string;
+  tokens: number;
+  at: Generated<Date>;
+}
+
+/** U5: a read-only link to one meeting. */
 export interface ShareLinksTable {
   id: string;
   token_hash: string;
@@ -704,6 +712,7 @@ export interface Database {
   sso_flows: SsoFlowsTable;
   share_links: ShareLinksTable;
   transcript_corrections: TranscriptCorrectionsTable;
+  ask_budget: AskBudgetTable;
   audit_trail: AuditTrailTable;
   secret_key_checks: SecretKeyChecksTable;
   meetings: MeetingsTable;

@@ -92,13 +92,22 @@ export async function startFakeWhisper(script: (n: number) => FakeReply): Promis
 export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
   url: string;
   calls(): number;
+  /** Requests whose caller went away before the answer (an aborted call). */
+  aborted(): number;
   /** The user messages received, in order. */
   prompts: string[];
+  /** The system messages received, in order. */
+  systems: string[];
   close(): Promise<void>;
 }> {
   let calls = 0;
+  let aborted = 0;
   const prompts: string[] = [];
+  const systems: string[] = [];
   const server = http.createServer((req, res) => {
+    res.on('close', () => {
+      if (!res.writableEnded) aborted++;
+    });
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -109,6 +118,7 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
           messages?: Array<{ role: string; content: string }>;
         };
         user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
+        systems.push(body.messages?.find((m) => m.role === 'system')?.content ?? '');
       } catch {
         // not JSON: answered like any other request
       }
@@ -128,7 +138,7 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
                 finish_reason: 'stop',
                 message: {
                   role: 'assistant',
-                  content: user.startsWith('Passages:')
+                  content: user.includes('<passages>')
                     ? answerFromPassages(user)
                     : JSON.stringify({
                         summary: 'The team reviewed the budget.',
@@ -186,7 +196,9 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
   return {
     url: `http://127.0.0.1:${port}`,
     calls: () => calls,
+    aborted: () => aborted,
     prompts,
+    systems,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -195,12 +207,14 @@ export async function startFakeChat(script: (n: number) => FakeReply): Promise<{
 }
 
 function answerFromPassages(user: string): string {
-  const question = /^Question: (.*)$/m.exec(user)?.[1] ?? '';
+  // A gullible model: any line of its prompt outside the quoted data that tells it to ignore its
+  // instructions is obeyed (F4: a passage must never become such a line).
+  const block = /^<passages>\n([\s\S]*)\n<\/passages>$/m.exec(user);
+  const outside = block ? user.replace(block[0], '') : user;
+  if (/ignore all earlier instructions/i.test(outside)) return 'PWNED: the instructions were ignored.';
+  const question = JSON.parse(/^Question: (.*)$/m.exec(user)?.[1] ?? '""') as string;
   const words = new Set(question.toLowerCase().match(/[a-z]{4,}/g) ?? []);
-  const passages = [...user.matchAll(/^\[(\d+)\] .*?: (.*)$/gm)].map((m) => ({
-    n: Number(m[1]),
-    text: m[2]!,
-  }));
+  const passages = JSON.parse(block?.[1] ?? '[]') as Array<{ n: number; text: string }>;
   const cited = passages.filter((p) =>
     (p.text.toLowerCase().match(/[a-z]{4,}/g) ?? []).some((w) => words.has(w)),
   );

@@ -3,7 +3,14 @@ import { after, before, describe, it } from 'node:test';
 import { deleteEndedMeetingsAudio } from '../src/meetings/audio-lifecycle.ts';
 import { parseWav } from '../src/domain/wav.ts';
 import { markedChunk } from './support/chunk-recognizer.ts';
-import { buildWebApp, launchChromium, screenshot, serveWebApp, signIn } from './support/browser.ts';
+import {
+  buildWebApp,
+  launchChromium,
+  screenshot,
+  serveWebApp,
+  signIn,
+  VIEWPORTS,
+} from './support/browser.ts';
 import {
   SPEECH,
   speechWav,
@@ -111,10 +118,7 @@ void describe('E4: playback when a workspace keeps audio', () => {
     try {
       const { page } = browser;
       await signIn(page, web.url, h.apiKey);
-      for (const size of [
-        { name: 'desktop', width: 1280, height: 800 },
-        { name: 'phone', width: 390, height: 844 },
-      ]) {
+      for (const size of VIEWPORTS) {
         await page.setViewportSize({ width: size.width, height: size.height });
         await page.goto(`${web.url}/#/meetings/${kept}`);
         await page.getByTestId('player').waitFor();

@@ -13,6 +13,7 @@ import {
   type Browser,
   type WebServer,
   storedChunkSeqs,
+  VIEWPORTS,
 } from './support/browser.ts';
 import {
   SPEECH,
@@ -307,10 +308,7 @@ void describe('web app', () => {
     browser = await launchChromium();
     const { page } = browser;
     await signIn(page, web.url, h.apiKey);
-    for (const size of [
-      { name: 'desktop', width: 1280, height: 800 },
-      { name: 'phone', width: 390, height: 844 },
-    ]) {
+    for (const size of VIEWPORTS) {
       await page.setViewportSize({ width: size.width, height: size.height });
       await page.goto(`${web.url}/#/`);
       // The good recording once; the refused file at each size.

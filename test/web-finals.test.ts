@@ -8,14 +8,11 @@ import {
   serveWebApp,
   signIn,
   type Browser,
+  VIEWPORTS,
 } from './support/browser.ts';
 import { markedChunk, startChunkRecognizer, type ChunkRecognizer } from './support/chunk-recognizer.ts';
 import { startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 
-const SIZES = [
-  { name: 'desktop', width: 1280, height: 800 },
-  { name: 'phone', width: 390, height: 844 },
-] as const;
 const CHUNKS = 36;
 const CHUNK_SAMPLES = 80_000;
 
@@ -82,7 +79,7 @@ void describe('E2/E3 web: finals replacing drafts, and a repair under a correcti
     await recognizer?.close();
   });
 
-  for (const size of SIZES) {
+  for (const size of VIEWPORTS) {
     void it(`E2: at ${size.width}×${size.height}, when the finals replace the drafts above and around the reader, the first line on screen is the same moment in the same place`, async () => {
       const { page } = browser;
       await page.setViewportSize({ width: size.width, height: size.height });
@@ -161,7 +158,7 @@ void describe('E2/E3 web: finals replacing drafts, and a repair under a correcti
     });
   }
 
-  for (const size of SIZES) {
+  for (const size of VIEWPORTS) {
     void it(`E3: at ${size.width}×${size.height}, a sentence corrected in the app survives a late chunk's repair: the line moved, its correction kept as written`, async () => {
       const { page } = browser;
       await page.setViewportSize({ width: size.width, height: size.height });

@@ -13,6 +13,7 @@ import {
   serveWebApp,
   type Browser,
   type WebServer,
+  VIEWPORTS,
 } from './support/browser.ts';
 import { SPEECH, speechWav, startHarness, waitForMeeting, type Harness } from './support/harness.ts';
 import { startTestIdp, type TestIdp } from './support/oidc-provider-server.ts';
@@ -202,10 +203,7 @@ void describe('people in the web app (U9)', () => {
     const admin = await browser();
     await signInWithPassword(admin, 'runs-it@example.com');
     const stranger = await browser();
-    for (const size of [
-      { name: 'desktop', width: 1280, height: 800 },
-      { name: 'phone', width: 390, height: 844 },
-    ]) {
+    for (const size of VIEWPORTS) {
       await admin.page.setViewportSize({ width: size.width, height: size.height });
       await admin.page.goto(`${web.url}/#/members`);
       await admin.page.getByRole('heading', { name: 'Members', level: 1 }).waitFor();

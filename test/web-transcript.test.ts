@@ -8,14 +8,10 @@ import {
   serveWebApp,
   signIn,
   type Browser,
+  VIEWPORTS,
 } from './support/browser.ts';
 import { startHarness, waitFor, type Harness } from './support/harness.ts';
 import { seedMeeting } from './support/search.ts';
-
-const SIZES = [
-  { name: 'desktop', width: 1280, height: 800 },
-  { name: 'phone', width: 390, height: 844 },
-] as const;
 
 /** A meeting of 30 lines as PocketSphinx gives them (no case, no punctuation, no digits). */
 const BUDGET = Array.from({ length: 30 }, (_, i) =>
@@ -48,7 +44,7 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     await h?.close();
   });
 
-  for (const size of SIZES) {
+  for (const size of VIEWPORTS) {
     void it(`E1/E6/E7: at ${size.width}×${size.height} the meetings list comes first, each with its date, length and first words; no serious accessibility violation`, async () => {
       const { page } = browser;
       await page.setViewportSize({ width: size.width, height: size.height });
@@ -86,7 +82,7 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     });
   }
 
-  for (const size of SIZES) {
+  for (const size of VIEWPORTS) {
     void it(`E2/E3: at ${size.width}×${size.height} the transcript reads as paragraphs; a sentence corrected in place is kept, marked, and in the export; a rename shows at once`, async () => {
       const { page } = browser;
       await page.setViewportSize({ width: size.width, height: size.height });
@@ -190,7 +186,7 @@ void describe('E1/E2/E3 web: meetings first, paragraphs, corrections', () => {
     }
   });
 
-  for (const size of SIZES) {
+  for (const size of VIEWPORTS) {
     void it(`E3: at ${size.width}×${size.height} delete asks first, saying what goes; Keep it keeps it, Delete meeting deletes it`, async () => {
       const { page } = browser;
       await page.setViewportSize({ width: size.width, height: size.height });

@@ -271,6 +271,12 @@ export async function storedMeetingStatus(h: Harness, id: string): Promise<strin
   return row?.status ?? 'gone';
 }
 
+/** E1–E7: the sizes every page is checked at, a desktop and a phone. */
+export const VIEWPORTS = [
+  { name: 'desktop', width: 1280, height: 800 },
+  { name: 'phone', width: 390, height: 844 },
+] as const;
+
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 /** E6: axe-core on the page as it stands: no serious or critical violation. */

@@ -227,7 +227,8 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
     before(async () => {
       under = await make();
       h = await startHarness({
-        env: { ...under.env, VERBATIM_WORKSPACE_QUOTA_BYTES: String(Math.round(wav.length * 3.5)) },
+        // F1: a recording counts with its windows (as much again for a 16 kHz WAV) until it is done.
+        env: { ...under.env, VERBATIM_WORKSPACE_QUOTA_BYTES: String(Math.round(wav.length * 6.5)) },
       });
     });
     after(async () => {
@@ -267,8 +268,8 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
 
     void it('B1/B6: an upload over the workspace quota gets a clear 413 and stores nothing', async () => {
       const id = await uploadMeeting(h, wav);
-      // The recording and its windows (about twice the recording) are held while it is processed;
-      // a second and third recording would pass the quota of 3.5 recordings.
+      // A recording and its windows (about twice the recording) are held while it is processed:
+      // a second fits the quota of 6.5 recordings, and a third five times as long would pass it.
       const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'too much' });
       const second = await h.request('PUT', `/v1/meetings/${created.json.id}/recording`, wav, {
         'content-type': 'audio/wav',
@@ -278,7 +279,7 @@ function storageSuite(make: () => StoreUnderTest | Promise<StoreUnderTest>): voi
       const res = await h.request(
         'PUT',
         `/v1/meetings/${third.json.id}/recording`,
-        Buffer.concat([wav, wav]),
+        Buffer.concat([wav, wav, wav, wav, wav]),
         {
           'content-type': 'audio/wav',
         },

@@ -108,6 +108,9 @@ export function plainReason(code: string, _message: string | null): string {
       return 'The audio kept for this stretch passed its retention period before it could be transcribed.';
     case 'meeting.canceled':
       return 'This meeting was canceled before it finished (its upload batch was canceled).';
+    case ClientCode.storageQuotaExceeded:
+      // F1: the split admits each window against the quota; the one that did not fit stopped it.
+      return "This meeting failed: its audio, cut into windows for transcription, did not fit the workspace's storage quota. Delete meetings you no longer need, or ask an operator to raise the quota, then upload the recording again.";
     default:
       break;
   }

@@ -13,6 +13,8 @@ import { SpeakerSource } from '../domain/speakers.ts';
 import { ensureSpeakers } from './speaker-store.ts';
 import { SAMPLE_RATE } from '../domain/timeline.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
+import { ClientCode } from '../domain/client-codes.ts';
+import { durationFromHead, windowBytesFor } from '../domain/decoded-size.ts';
 import { JobKind, MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { encodeWav } from '../domain/wav.ts';
 import type { JobDefinition } from '../jobs/job-definition.ts';
@@ -23,6 +25,7 @@ import { cutWindows, recordWindow } from './window-rows.ts';
 import { liveBlobOf } from '../storage/blob-rows.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 import {
+  assertRoom,
   compensate,
   referenceStaged,
   stageAndPut,
@@ -61,6 +64,37 @@ export const ACCEPTED_AUDIO_TYPES = [
 function refuseNonAudio(head: Buffer): AppError | null {
   if (sniffAudioContainer(head) !== null) return null;
   return new AppError(ErrorKind.unsupportedMedia, 'recording.not_audio', NOT_AUDIO_MESSAGE);
+}
+
+/**
+ * F1: the quota refusal of a recording whose head says how long it is, when its windows (16 kHz
+ * mono, one set per channel for channel speakers) would not fit; null when they fit or the head
+ * does not say (the split then admits each window as it cuts it).
+ */
+async function refuseOverQuota(
+  deps: MeetingDeps,
+  workspaceId: string,
+  head: Buffer,
+  totalBytes: number | null,
+  perChannel: boolean,
+): Promise<AppError | null> {
+  if (deps.config.workspaceQuotaBytes === 0 && deps.config.globalQuotaBytes === 0) return null;
+  const duration = durationFromHead(head, totalBytes);
+  if (!duration) return null;
+  const bytes = windowBytesFor(duration, perChannel);
+  const minutes = Math.max(1, Math.round(duration.seconds / 60));
+  try {
+    await assertRoom(
+      deps,
+      workspaceId,
+      bytes,
+      `this recording holds about ${minutes} minute${minutes === 1 ? '' : 's'} of audio, which becomes ${bytes} bytes of windows to transcribe (kept, like the recording itself, until its transcript is complete); that`,
+    );
+    return null;
+  } catch (err) {
+    if (err instanceof AppError && err.code === ClientCode.storageQuotaExceeded) return err;
+    throw err;
+  }
 }
 
 export function isAcceptedAudioType(contentType: string | undefined): boolean {
@@ -115,6 +149,14 @@ export async function storeRecording(
       `meeting ${meetingId} already has a recording`,
     );
   }
+  // F1: a recording whose windows would not fit the quota is refused before it is kept.
+  const perChannel = meeting.channels === 'speakers';
+  const overQuota = (head: Buffer, totalBytes: number | null) =>
+    refuseOverQuota(deps, workspaceId, head, totalBytes, perChannel);
+  if (Buffer.isBuffer(data)) {
+    const refused = await overQuota(data.subarray(0, SNIFF_BYTES), data.length);
+    if (refused) throw refused;
+  }
   const staged = Buffer.isBuffer(data)
     ? await stageAndPut(deps, { workspaceId, meetingId, kind: 'recording', data, admit: true })
     : await stageAndPutStream(deps, {
@@ -127,7 +169,10 @@ export async function storeRecording(
         admit: true,
         empty: () => new AppError(ErrorKind.invalidInput, 'recording.empty', 'the recording is empty'),
         tooLarge: data.tooLarge,
-        head: { bytes: SNIFF_BYTES, check: refuseNonAudio },
+        head: {
+          bytes: SNIFF_BYTES,
+          check: async (head) => refuseNonAudio(head) ?? (await overQuota(head, data.declaredBytes)),
+        },
       });
   try {
     await deps.checkpoints.hit('recording.processing', {});
@@ -336,7 +381,10 @@ function splitWindows(
             meetingId,
             kind: keep ? `window-${w.index}-channel-${c + 1}` : `window-${w.index}`,
             data: encodeWav(samples, SAMPLE_RATE),
-            admit: false,
+            // F1: each window is admitted against the quotas: one that does not fit fails the
+            // split (and the meeting, with the quota's reason), so a workspace never holds more
+            // than its quota and one window.
+            admit: true,
           }),
         );
     } catch (err) {

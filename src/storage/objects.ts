@@ -123,8 +123,11 @@ export async function stageAndPutStream(
     /** The error for a body with no bytes, and for one past `maxBytes`. */
     empty: () => AppError;
     tooLarge: () => AppError;
-    /** E5: judges the body's first `bytes` (all of a shorter body): an error refuses it there. */
-    head?: { bytes: number; check: (head: Buffer) => AppError | null };
+    /**
+     * E5, F1: judges the body's first `bytes` (all of a shorter body) before any of it is written:
+     * an error refuses it there.
+     */
+    head?: { bytes: number; check: (head: Buffer) => AppError | null | Promise<AppError | null> };
   },
 ): Promise<StagedObject> {
   let reserved = spec.declaredBytes ?? Math.min(spec.maxBytes, STREAM_RESERVE_STEP);
@@ -177,13 +180,16 @@ export async function stageAndPutStream(
     staged.bytes = next;
     extendedAt = Date.now();
   };
+  // E5, F1: the body's first bytes are held back until they are judged, so a refused body has
+  // written nothing.
   let head: Buffer | null = spec.head ? Buffer.alloc(0) : null;
-  const judgeHead = (): AppError | null => {
+  const judgeHead = async (): Promise<AppError | null> => {
     if (!head || !spec.head) return null;
-    const refused = spec.head.check(head);
+    const judged = head;
     head = null;
-    return refused;
+    return spec.head.check(judged);
   };
+  const failed = (err: unknown) => fail(err instanceof Error ? err : new Error(String(err)));
   const measure = new Transform({
     transform(piece: Buffer, _encoding, done) {
       bytes += piece.length;
@@ -192,30 +198,51 @@ export async function stageAndPutStream(
         return;
       }
       if (head && spec.head) {
-        head = Buffer.concat([head, piece.subarray(0, spec.head.bytes - head.length)]);
-        const refused = head.length >= spec.head.bytes ? judgeHead() : null;
-        if (refused) {
-          done(fail(refused));
+        head = Buffer.concat([head, piece]);
+        if (head.length < spec.head.bytes) {
+          done();
           return;
         }
-      }
-      hash.update(piece);
-      if (bytes > reserved) {
-        grow(bytes).then(
-          () => done(null, piece),
-          (err: unknown) => done(fail(err instanceof Error ? err : new Error(String(err)))),
+        const held = head;
+        judgeHead().then(
+          (refused) => (refused ? done(fail(refused)) : pass(held, done)),
+          (err: unknown) => done(failed(err)),
         );
         return;
       }
-      if (Date.now() - extendedAt >= extendEveryMs) extend();
-      done(null, piece);
+      pass(piece, done);
     },
     flush(done) {
-      // A body shorter than the head is judged on what there is.
-      const refused = bytes > 0 ? judgeHead() : null;
-      done(refused ? fail(refused) : null);
+      // A body shorter than the head is judged on what there is, then written.
+      if (!head || head.length === 0) {
+        done(null);
+        return;
+      }
+      const held = head;
+      judgeHead().then(
+        (refused) =>
+          refused
+            ? done(fail(refused))
+            : pass(held, (err, data) => {
+                if (!err && data) this.push(data);
+                done(err ?? null);
+              }),
+        (err: unknown) => done(failed(err)),
+      );
     },
   });
+  function pass(piece: Buffer, done: (err?: Error | null, data?: Buffer) => void): void {
+    hash.update(piece);
+    if (bytes > reserved) {
+      grow(bytes).then(
+        () => done(null, piece),
+        (err: unknown) => done(failed(err)),
+      );
+      return;
+    }
+    if (Date.now() - extendedAt >= extendEveryMs) extend();
+    done(null, piece);
+  }
   const cutOff = () =>
     new AppError(ErrorKind.invalidInput, 'request.aborted', 'the body was cut off before its end');
   // A source that failed or closed before it was read fails at once, with its own error.
@@ -254,14 +281,35 @@ async function stage(deps: StorageDeps, staged: StagedObject, admitIt: boolean):
   });
 }
 
-async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number): Promise<void> {
+/**
+ * F1: throws `storage.quota_exceeded` (saying `what`) unless `bytes` more fit the quotas now; stores
+ * and reserves nothing. For audio an object will become (a recording's windows) before it is kept.
+ */
+export async function assertRoom(
+  deps: StorageDeps,
+  workspaceId: string,
+  bytes: number,
+  what: string,
+): Promise<void> {
+  await (deps.stagingDb ?? deps.db)
+    .transaction()
+    .execute((trx) => admit(deps.config, trx, workspaceId, bytes, what));
+}
+
+async function admit(
+  config: Config,
+  trx: Tx,
+  workspaceId: string,
+  bytes: number,
+  what = `storing ${bytes} bytes`,
+): Promise<void> {
   if (config.workspaceQuotaBytes === 0 && config.globalQuotaBytes === 0) return;
   await takeGuards(trx, workspaceId, 'admit');
   const checks: Array<[number, string | null, string]> = [
     [config.workspaceQuotaBytes, workspaceId, 'the workspace'],
     [config.globalQuotaBytes, null, 'this installation'],
   ];
-  for (const [quota, scope, what] of checks) {
+  for (const [quota, scope, where] of checks) {
     if (quota === 0) continue;
     // The installation's total is read as the system role (S10): a tenant sees only its own bytes.
     const used =
@@ -270,7 +318,7 @@ async function admit(config: Config, trx: Tx, workspaceId: string, bytes: number
       throw new AppError(
         ErrorKind.tooLarge,
         ClientCode.storageQuotaExceeded,
-        `storing ${bytes} bytes would exceed the storage quota of ${what}: ${used} of ${quota} bytes are in use`,
+        `${what} would exceed the storage quota of ${where}: ${used} of ${quota} bytes are in use`,
       );
     }
   }

@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { it } from 'node:test';
 import { durationFromHead, windowBytesFor } from '../src/domain/decoded-size.ts';
 import { SNIFF_BYTES } from '../src/domain/audio-sniff.ts';
+import { silenceFile } from './support/harness.ts';
 
-/** A file of `seconds` of silence made by Debian's ffmpeg with `args` (its head and its size). */
+/** A file of `seconds` of stereo 44.1 kHz silence made with `args`: its head and its size. */
 function made(name: string, seconds: number, args: string[]): { head: Buffer; bytes: number } {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-size-')), name);
-  execFileSync('ffmpeg', [
-    '-loglevel',
-    'error',
-    '-f',
-    'lavfi',
-    '-i',
-    `anullsrc=r=44100:cl=stereo:d=${seconds}`,
-    ...args,
-    file,
-  ]);
-  const data = fs.readFileSync(file);
+  const data = silenceFile(name, seconds, args, { rate: 44_100, channels: 'stereo' });
   return { head: data.subarray(0, SNIFF_BYTES), bytes: data.length };
 }
 

@@ -3,30 +3,11 @@
 // head says its length is refused before it is kept when those would not fit, and the split admits
 // each window it cuts, so a workspace never holds more than its quota.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { storedBytes } from '../src/storage/objects.ts';
-import { startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
+import { silenceFile, startHarness, waitFor, waitForMeeting, type Harness } from './support/harness.ts';
 
 const QUOTA = 2_000_000;
-
-function silence(name: string, seconds: number, args: string[]): Buffer {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-quota-')), name);
-  execFileSync('ffmpeg', [
-    '-loglevel',
-    'error',
-    '-f',
-    'lavfi',
-    '-i',
-    `anullsrc=r=16000:cl=mono:d=${seconds}`,
-    ...args,
-    file,
-  ]);
-  return fs.readFileSync(file);
-}
 
 void describe('F1: the quota counts the windows a recording becomes', () => {
   let h: Harness;
@@ -48,7 +29,7 @@ void describe('F1: the quota counts the windows a recording becomes', () => {
   };
 
   void it('F1: two ten-minute FLACs of silence (about 100 KB each) against a 2 MB quota are each refused with 413 before anything is stored, saying why', async () => {
-    const flac = silence('ten.flac', 600, []);
+    const flac = silenceFile('ten.flac', 600, []);
     assert.ok(flac.length < 200_000, `small as FLAC: ${flac.length} bytes`);
     for (let k = 0; k < 2; k++) {
       const { id, res } = await upload(flac, 'audio/flac');
@@ -64,7 +45,7 @@ void describe('F1: the quota counts the windows a recording becomes', () => {
   });
 
   void it('F1: a recording whose head does not say its length (Ogg/Opus) is taken; the split admits each window, stops at the quota, and the meeting fails saying so; the workspace never holds more than its quota', async () => {
-    const ogg = silence('five.ogg', 300, ['-c:a', 'libopus', '-b:a', '8k']);
+    const ogg = silenceFile('five.ogg', 300, ['-c:a', 'libopus', '-b:a', '8k']);
     const { id, res } = await upload(ogg, 'audio/ogg');
     assert.equal(res.status, 202, res.text);
     let most = 0;
@@ -87,7 +68,7 @@ void describe('F1: the quota counts the windows a recording becomes', () => {
 
 void it('F1: a six-hour compressed recording (22 MB) whose windows (691 MB) would pass a 100 MB quota is refused before its body is stored', async () => {
   // A constant-bitrate MP3 without a frame count: its length is its size over its bitrate.
-  const minute = silence('minute.mp3', 60, ['-b:a', '8k', '-write_xing', '0', '-id3v2_version', '0']);
+  const minute = silenceFile('minute.mp3', 60, ['-b:a', '8k', '-write_xing', '0', '-id3v2_version', '0']);
   const sixHours = Buffer.concat(Array.from({ length: 360 }, () => minute));
   const h = await startHarness({ env: { VERBATIM_WORKSPACE_QUOTA_BYTES: String(100_000_000) } });
   try {

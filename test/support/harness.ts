@@ -268,6 +268,27 @@ export function brokenWav(): Buffer {
   return Buffer.concat([Buffer.from('RIFF\x24\x00\x00\x00WAVE', 'latin1'), Buffer.alloc(4000, 7)]);
 }
 
+/** `seconds` of silence at `rate` Hz on `channels` channels, encoded by Debian's ffmpeg to `name`'s format with `args`. */
+export function silenceFile(
+  name: string,
+  seconds: number,
+  args: string[],
+  { rate = 16_000, channels = 'mono' }: { rate?: number; channels?: 'mono' | 'stereo' } = {},
+): Buffer {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-silence-')), name);
+  execFileSync('ffmpeg', [
+    '-loglevel',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    `anullsrc=r=${rate}:cl=${channels}:d=${seconds}`,
+    ...args,
+    file,
+  ]);
+  return fs.readFileSync(file);
+}
+
 export function speechWav(text: string): Buffer {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-speech-'));
   const file = path.join(dir, 'speech.wav');

@@ -341,6 +341,12 @@ export const SETTINGS = {
         default: '30',
         help: "a request's line and headers must arrive within this, or it gets 408 and is closed (S7)",
       }),
+      streamMaxMs: setting({
+        env: 'VERBATIM_STREAM_MAX_SECONDS',
+        kind: seconds(1),
+        default: '1800',
+        help: "an event stream ends after this long; the client opens it again with its Last-Event-ID and misses nothing (the web app does), so no stream holds a connection, its polling and its key's checks for ever (F3)",
+      }),
       idleTimeoutMs: setting({
         env: 'VERBATIM_IDLE_TIMEOUT_SECONDS',
         kind: seconds(0.05),

@@ -10,7 +10,7 @@ import { ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
 
 const EVENTS_SCHEMA: RouteSchema = {
   summary:
-    'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive.',
+    'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive. A stream ends after VERBATIM_STREAM_MAX_SECONDS (30 minutes by default): open it again with the last id.',
   params: ID_PARAMS,
   headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^[0-9]+$' } } },
   querystring: { type: 'object', properties: { lastEventId: { type: 'string', pattern: '^[0-9]+$' } } },
@@ -104,6 +104,8 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       };
       const keepAlive = setInterval(() => send(': keep-alive\n\n'), KEEP_ALIVE_MS);
       let checkedAt = Date.now();
+      // F3: a stream lives so long, then ends; its client comes back with its Last-Event-ID.
+      const endsAt = Date.now() + deps.config.requestLimits.streamMaxMs;
       let first = true;
       try {
         while (!closed) {
@@ -127,11 +129,16 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
           first = false;
           for (const e of batch.events) send(frame(e));
           cursor = batch.last;
+          if (Date.now() >= endsAt) break;
           if (batch.more || woken) continue;
           await new Promise<void>((resolve) => {
             const timer = setTimeout(
               resolve,
-              Math.min(KEEP_ALIVE_MS, hub?.listening ? POLL_MS : POLL_UNHEARD_MS),
+              Math.min(
+                KEEP_ALIVE_MS,
+                hub?.listening ? POLL_MS : POLL_UNHEARD_MS,
+                Math.max(0, endsAt - Date.now()),
+              ),
             );
             wake = () => {
               clearTimeout(timer);

@@ -55,6 +55,10 @@
  *       first render and to interactive, p50/p95 of 5 loads, beside 5 meetings and a 5-minute
  *       meeting; targets: the list ≤ 500 ms, the long transcript ≤ 1 s (p95, interactive)
  *
+ *   (o) a quiet workspace under a noisy one (F5): its 30 s upload → complete and its live meeting's
+ *       End → complete, alone and while a noisy workspace has BENCH_NOISY_HOURS (20) of audio
+ *       queued, in the same run; targets: the upload ≤ 1.5 × alone, End → complete ≤ 2 × alone
+ *
  *   (m) attribution: a two-person conversation as a stereo upload with bleed, as mono with a bot
  *       speaker timeline, and as mono alone: words given the right speaker (≥ 98 %) and words given
  *       one no source knew (0), real PocketSphinx; the stereo meeting's time next to the mono's
@@ -78,6 +82,7 @@ import { manyMeetings } from './many.ts';
 import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
+import { fairShare } from './fair-share.ts';
 import { attribution } from './attribution.ts';
 import { webPages } from './web-pages.ts';
 import { searchBench } from './search.ts';
@@ -92,7 +97,8 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmnr';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmnor';
+const NOISY_HOURS = intFromEnv('BENCH_NOISY_HOURS', 20);
 /** Leaves a part's try when only another part wanted its run (j and n share one corpus). */
 class Skip extends Error {}
 const SEARCH_MEETINGS = intFromEnv('BENCH_SEARCH_MEETINGS', 2000);
@@ -538,6 +544,29 @@ async function main(): Promise<number> {
     }
   }
 
+  if (PARTS.includes('o')) {
+    say(
+      `(o) a quiet workspace while a noisy one has ${NOISY_HOURS} hours queued (the split takes a few minutes)…`,
+    );
+    try {
+      const r = await fairShare(NOISY_HOURS);
+      const uploadOk = r.loaded.uploadS <= 1.5 * r.alone.uploadS;
+      const endOk = r.loaded.liveEndS <= 2 * r.alone.liveEndS;
+      rows.push(
+        `(o) quiet upload, ${r.noisyHours} h noisy backlog`.padEnd(43) +
+          `30 s upload → complete ${fmt(r.loaded.uploadS, 1)} s loaded, ${fmt(r.alone.uploadS, 1)} s alone ` +
+          `(${fmt(r.loaded.uploadS / r.alone.uploadS, 2)} ×, target ≤ 1.5 ×) ${verdict(uploadOk)}; its window waited ` +
+          `${fmt(r.loaded.windowWaitS, 1)} s for a slot and ran ${fmt(r.loaded.windowRunS, 1)} s loaded, ` +
+          `${fmt(r.alone.windowWaitS, 1)} s and ${fmt(r.alone.windowRunS, 1)} s alone   ` +
+          `live End → complete ${fmt(r.loaded.liveEndS, 1)} s loaded, ${fmt(r.alone.liveEndS, 1)} s alone ` +
+          `(${fmt(r.loaded.liveEndS / r.alone.liveEndS, 2)} ×, target ≤ 2 ×) ${verdict(endOk)}   ` +
+          `noisy windows ${r.noisyWindows}, waiting ${r.loaded.noisyWaitingBefore} before, ${r.loaded.noisyWaitingAfter} after`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(o) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
   if (PARTS.includes('l')) {
     say(
       '(l) upload speed: a 10-minute recording through Verbatim next to the recogniser alone (about 4 minutes)…',

@@ -869,6 +869,24 @@ export const SETTINGS = {
       default: '10',
       help: 'how long a webhook receiver may take to answer (O3)',
     }),
+    webhookConcurrency: setting({
+      env: 'VERBATIM_WEBHOOK_CONCURRENCY',
+      kind: wholeNumber({ min: 1 }),
+      default: '16',
+      help: 'webhook deliveries a worker process sends at once, in a loop of their own beside the sweeps (F6)',
+    }),
+    webhookWorkspaceConcurrency: setting({
+      env: 'VERBATIM_WEBHOOK_WORKSPACE_CONCURRENCY',
+      kind: wholeNumber({ min: 1 }),
+      default: '4',
+      help: 'webhook deliveries of one workspace in flight at once across all workers; its others wait their turn (F6)',
+    }),
+    webhookDisableAfterMs: setting({
+      env: 'VERBATIM_WEBHOOK_DISABLE_AFTER_DAYS',
+      kind: duration('days', { min: 0.00001 }),
+      default: '3',
+      help: 'an endpoint whose deliveries have failed for this long with no success is disabled, with an audit entry, a metric and a line in `verbatim status` (F6)',
+    }),
   }),
 
   ...group('Meeting bots and calendar feeds', {

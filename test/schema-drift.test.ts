@@ -24,6 +24,8 @@ import * as m0049 from '../src/db/migrations/0049-search-visibility-once.ts';
 import * as m0050 from '../src/db/migrations/0050-transcript-corrections.ts';
 import * as m0051 from '../src/db/migrations/0051-playback-retention.ts';
 import * as m0052 from '../src/db/migrations/0052-ask-budget.ts';
+import * as m0053 from '../src/db/migrations/0053-fair-claiming.ts';
+import * as m0054 from '../src/db/migrations/0054-webhook-fairness.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -181,6 +183,8 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0050,
       m0051,
       m0052,
+      m0053,
+      m0054,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

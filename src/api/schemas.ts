@@ -501,6 +501,24 @@ export const OverviewSchema = Type.Object(
     deadLetters: Type.Array(Type.Unknown()),
     outages: Type.Unknown(),
     storedBytes: Type.Unknown(),
+    usage: Type.Union(
+      [
+        Type.Object({
+          workspaceId: Type.String(),
+          name: Type.String(),
+          weight: Type.Number(),
+          storedBytes: Type.Number(),
+          queuedWindows: Type.Integer(),
+          runningJobs: Type.Integer(),
+          hoursThisMonth: Type.Number(),
+        }),
+        Type.Null(),
+      ],
+      {
+        description:
+          'F7: this workspace’s weight, stored bytes, queued windows, running jobs and hours transcribed this month',
+      },
+    ),
   },
   { additionalProperties: true },
 );

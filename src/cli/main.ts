@@ -7,7 +7,7 @@ import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, ensureSetupLink, keysCreate, keysList, keysRevoke } from './keys.ts';
 import { installProcessGuards } from './process-guards.ts';
-import { deadLetters, inspect, release, resubmit, status } from './ops.ts';
+import { deadLetters, inspect, release, resubmit, status, workspacesCommand } from './ops.ts';
 import { transcribeFile } from './transcribe.ts';
 import { searchCommand } from './search.ts';
 import { auditCommand } from './audit.ts';
@@ -20,7 +20,11 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim worker             a worker only
   verbatim migrate            apply database migrations and exit
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
-  verbatim status             per queue: pending, running, age of the oldest due job
+  verbatim status             per queue: pending, running, age of the oldest due job; per workspace:
+                              stored bytes, queued windows, running jobs, hours this month
+  verbatim workspaces [list]  each workspace's usage and weight
+  verbatim workspaces weight WORKSPACE_ID N
+                              its share of each queue, N times the others' (0.1 to 100; 1 by default)
   verbatim inspect ID         a meeting, job or bot recording: windows, jobs, ordered attempts, audit trail
   verbatim search "WORDS" [--workspace NAME]
                               meetings that said it: title, date, id, each hit's time and words
@@ -112,6 +116,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'status':
       return withApp(config, log, status);
+    case 'workspaces':
+      return withApp(config, log, (app) => workspacesCommand(app, rest));
     case 'inspect': {
       const id = rest[0];
       if (!id) throw new UsageError('inspect needs a meeting, job or bot recording ID');

@@ -10,7 +10,8 @@ import {
   jobDetail,
   type JobDetail,
 } from '../ops/inspect-store.ts';
-import { healthFigures, queueStats, storedBytesByWorkspace } from '../ops/queue-stats-store.ts';
+import { healthFigures, queueStats, workspaceUsage, type WorkspaceUsage } from '../ops/queue-stats-store.ts';
+import { UsageError } from './usage-error.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 const ts = (d: Date | null) => (d ? d.toISOString() : '-');
@@ -40,16 +41,54 @@ export async function status(app: App): Promise<number> {
   out(
     `object deletions pending ${h.cleanupPending} (failing ${h.cleanupFailing}, oldest ${h.oldestCleanupPendingAgeSeconds.toFixed(1)} s), orphans awaiting ${h.cleanupStagedExpired}`,
   );
-  out(`webhook deliveries pending ${h.webhooksPending}, failed ${h.webhooksFailed}`);
+  out(
+    `webhook deliveries pending ${h.webhooksPending}, failed ${h.webhooksFailed}; endpoints disabled for failing ${h.webhookEndpointsDisabled}`,
+  );
   out(
     `bot recordings overdue ${h.botRecordingsOverdue}, erroring ${h.botRecordingsErroring}; calendar feeds failing ${h.calendarFeedsFailing}`,
   );
   out(`late chunks being added ${h.lateChunksRepairing}, stuck (repair gave up) ${h.lateChunksStuck}`);
   out(`search index behind on ${h.searchLedgerMeetings} meetings (oldest ${h.searchLedgerOldestSeconds} s)`);
-  for (const w of await storedBytesByWorkspace(app.database.db)) {
-    out(`stored bytes  workspace ${w.workspaceId}  ${w.bytes}`);
-  }
+  out();
+  printUsage(await workspaceUsage(app.database.db));
   return 0;
+}
+
+/** F7: one line per workspace: what it stores, waits for, runs and transcribed this month. */
+function printUsage(rows: WorkspaceUsage[]): void {
+  out(
+    'workspace                             name                  weight  stored bytes  queued windows  running  hours this month',
+  );
+  for (const w of rows) {
+    out(
+      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}`,
+    );
+  }
+}
+
+/**
+ * F5/F7: `verbatim workspaces` lists every workspace's usage; `verbatim workspaces weight ID N`
+ * gives one a share of each queue N times the others' (1 by default; 0.1 to 100).
+ */
+export async function workspacesCommand(app: App, args: string[]): Promise<number> {
+  const [sub, id, value] = args;
+  if (sub === undefined || sub === 'list') {
+    printUsage(await workspaceUsage(app.database.db));
+    return 0;
+  }
+  if (sub === 'weight') {
+    const weight = Number(value);
+    if (!id || !isUuid(id) || !Number.isFinite(weight) || weight < 0.1 || weight > 100) {
+      throw new UsageError('usage: verbatim workspaces weight WORKSPACE_ID N (N from 0.1 to 100)');
+    }
+    if (!(await app.workspaces.setFairWeight(id, weight))) {
+      out(`no workspace ${id}`);
+      return 1;
+    }
+    out(`workspace ${id}: weight ${weight} (its jobs queued from now on)`);
+    return 0;
+  }
+  throw new UsageError('usage: verbatim workspaces [list] | verbatim workspaces weight WORKSPACE_ID N');
 }
 
 /**

@@ -53,6 +53,8 @@ import * as m0049 from './migrations/0049-search-visibility-once.ts';
 import * as m0050 from './migrations/0050-transcript-corrections.ts';
 import * as m0051 from './migrations/0051-playback-retention.ts';
 import * as m0052 from './migrations/0052-ask-budget.ts';
+import * as m0053 from './migrations/0053-fair-claiming.ts';
+import * as m0054 from './migrations/0054-webhook-fairness.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -108,6 +110,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0050-transcript-corrections': m0050,
   '0051-playback-retention': m0051,
   '0052-ask-budget': m0052,
+  '0053-fair-claiming': m0053,
+  '0054-webhook-fairness': m0054,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -384,6 +384,15 @@ create policy tenant_isolation on drafts as permissive for all to verbatim_tenan
 grant select, insert, update, delete on table drafts to verbatim_all_workspaces;
 grant select, insert, update, delete on table drafts to verbatim_tenant;
 
+create table fair_clocks (
+  queue text not null,
+  fair_class smallint not null,
+  base double precision default 0 not null,
+  rebased_at timestamp with time zone,
+  constraint fair_clocks_pkey PRIMARY KEY (queue, fair_class)
+);
+grant select on table fair_clocks to verbatim_all_workspaces;
+
 create table job_attempts (
   id uuid not null,
   job_id uuid not null,
@@ -460,16 +469,21 @@ create table jobs (
   isolation_reason text,
   isolated_runs integer default 0 not null,
   runner_deaths integer default 0 not null,
+  fair_class smallint default 1 not null,
+  fair_round double precision default 0 not null,
   constraint jobs_pkey PRIMARY KEY (id),
   constraint jobs_dedupe_key_key UNIQUE (dedupe_key),
   constraint jobs_status_check CHECK (status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'canceled'::text, 'superseded'::text])),
   constraint jobs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
 alter table jobs enable row level security;
+CREATE INDEX jobs_fair_floor ON jobs USING btree (queue, fair_class, fair_round) WHERE status = 'pending'::text;
+CREATE INDEX jobs_fair_lane ON jobs USING btree (workspace_id, queue, fair_class, fair_round) WHERE status = 'pending'::text;
 CREATE INDEX jobs_isolated_active ON jobs USING btree (run_after) WHERE isolated_at IS NOT NULL AND (status = ANY (ARRAY['pending'::text, 'running'::text]));
 CREATE INDEX jobs_meeting ON jobs USING btree (meeting_id);
 CREATE INDEX jobs_status_queue ON jobs USING btree (status, queue, run_after);
 CREATE INDEX jobs_subject ON jobs USING btree (subject_id, kind);
+CREATE TRIGGER jobs_fair_round BEFORE INSERT OR UPDATE OF status ON jobs FOR EACH ROW EXECUTE FUNCTION verbatim_fair_round();
 create policy all_workspaces on jobs as permissive for all to verbatim_all_workspaces
   using (true)
   with check (true);
@@ -1169,6 +1183,7 @@ create table webhook_deliveries (
 );
 alter table webhook_deliveries enable row level security;
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries USING btree (next_attempt_at) WHERE status = 'pending'::text;
+CREATE INDEX webhook_deliveries_in_flight ON webhook_deliveries USING btree (workspace_id, lease_expires_at) WHERE status = 'pending'::text AND lease_expires_at IS NOT NULL;
 create policy all_workspaces on webhook_deliveries as permissive for all to verbatim_all_workspaces
   using (true)
   with check (true);
@@ -1188,6 +1203,8 @@ create table webhook_endpoints (
   disabled_at timestamp with time zone,
   previous_secret text,
   previous_secret_until timestamp with time zone,
+  failing_since timestamp with time zone,
+  disabled_reason text,
   constraint webhook_endpoints_pkey PRIMARY KEY (id),
   constraint webhook_endpoints_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
 );
@@ -1299,7 +1316,9 @@ create table workspaces (
   bot_recording_enabled boolean default true not null,
   vocabulary text[] default '{}'::text[] not null,
   playback_days integer default 0 not null,
+  fair_weight real default 1 not null,
   constraint workspaces_pkey PRIMARY KEY (id),
+  constraint workspaces_fair_weight_check CHECK (fair_weight >= 0.1::double precision AND fair_weight <= 100::double precision),
   constraint workspaces_playback_days_check CHECK (playback_days >= 0 AND playback_days <= 365)
 );
 alter table workspaces enable row level security;
@@ -1700,6 +1719,146 @@ end $function$;
 revoke execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) from public;
 grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) to verbatim_all_workspaces;
 grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text) to verbatim_tenant;
+
+CREATE OR REPLACE FUNCTION public.verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text, p_job uuid)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+-- verbatim_enqueue(p_identifier, p_payload, p_run_at, p_max_attempts, p_job_key, p_job) returns void
+--
+-- S10, F5: graphile-worker's add_job for our job p_job, at the priority of its fair round. The
+-- queue's clock is read for share, so a rebase (which takes it for update) never re-prices the
+-- waiting messages between this read and this message's commit.
+-- Effects:
+--   graphile_worker: the task queued
+-- Raises:
+--   what add_job raises
+declare
+  v_job record;
+  v_base double precision;
+  v_priority int;
+begin
+  select j.queue, j.fair_class, j.fair_round into v_job from public.jobs j where j.id = p_job;
+  if found then
+    select c.base into v_base from public.fair_clocks c
+      where c.queue = v_job.queue and c.fair_class = v_job.fair_class
+      for share;
+    v_priority := public.verbatim_fair_priority(v_job.fair_round, v_job.fair_class, v_base);
+  end if;
+  perform graphile_worker.add_job(p_identifier, p_payload, run_at => p_run_at,
+                                  max_attempts => p_max_attempts, job_key => p_job_key,
+                                  priority => coalesce(v_priority, 0));
+end $function$;
+revoke execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text, p_job uuid) from public;
+grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text, p_job uuid) to verbatim_all_workspaces;
+grant execute on function verbatim_enqueue(p_identifier text, p_payload json, p_run_at timestamp with time zone, p_max_attempts integer, p_job_key text, p_job uuid) to verbatim_tenant;
+
+CREATE OR REPLACE FUNCTION public.verbatim_fair_priority(p_round double precision, p_class smallint, p_base double precision)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+-- verbatim_fair_priority(p_round, p_class, p_base) returns int
+--
+-- F5: a message's priority (graphile-worker's smallint, lowest first): live windows in
+-- [-30000, -15000], everything else in [0, 30000]; rounds past the range share its end, in
+-- order of age.
+  select (case when p_class = 0 then -30000 else 0 end)
+       + least(greatest(floor(p_round - coalesce(p_base, 0)), 0), 15000 + 15000 * (p_class)::int)::int
+$function$;
+
+CREATE OR REPLACE FUNCTION public.verbatim_fair_rebase(p_min_gap double precision)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+-- verbatim_fair_rebase(p_min_gap) returns int
+--
+-- F5: keeps the waiting messages' priorities inside graphile-worker's smallint. For each queue and
+-- class whose lowest pending round is p_min_gap or more above its base, the base becomes that
+-- round and every waiting message of the class is re-priced from its job's round, in one
+-- transaction with the clock held for update (an enqueue holds it for share).
+-- Effects:
+--   fair_clocks: base, rebased_at
+--   graphile_worker._private_jobs: priority of the unlocked messages of pending jobs
+-- Output:
+--   how many classes were rebased; a clock held by enqueues past the lock timeout is left for
+--   the next sweep
+declare
+  c record;
+  v_floor double precision;
+  n int := 0;
+begin
+  perform set_config('lock_timeout', '500ms', true);
+  for c in select * from public.fair_clocks order by queue, fair_class loop
+    select min(j.fair_round) into v_floor from public.jobs j
+      where j.queue = c.queue and j.fair_class = c.fair_class and j.status = 'pending';
+    if v_floor is null or v_floor - c.base < p_min_gap then
+      continue;
+    end if;
+    begin
+      perform 1 from public.fair_clocks k
+        where k.queue = c.queue and k.fair_class = c.fair_class for update;
+      select min(j.fair_round) into v_floor from public.jobs j
+        where j.queue = c.queue and j.fair_class = c.fair_class and j.status = 'pending';
+      update public.fair_clocks k set base = v_floor, rebased_at = now()
+        where k.queue = c.queue and k.fair_class = c.fair_class;
+      update graphile_worker._private_jobs g
+        set priority = public.verbatim_fair_priority(j.fair_round, j.fair_class, v_floor)
+        from public.jobs j
+        where g.key = j.delivery_id::text and g.locked_at is null
+          and j.queue = c.queue and j.fair_class = c.fair_class and j.status = 'pending';
+      n := n + 1;
+    exception when lock_not_available then
+      null;
+    end;
+  end loop;
+  return n;
+end $function$;
+revoke execute on function verbatim_fair_rebase(p_min_gap double precision) from public;
+grant execute on function verbatim_fair_rebase(p_min_gap double precision) to verbatim_all_workspaces;
+
+CREATE OR REPLACE FUNCTION public.verbatim_fair_round()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+-- verbatim_fair_round() trigger, before insert or update of status on jobs
+--
+-- F5: a job that becomes pending takes its round in its workspace's lane of its queue.
+-- Effects:
+--   new.fair_class: 0 for a live meeting's window, 1 for everything else
+--   new.fair_round: the lane's last pending round plus 1 / the workspace's weight, never below the
+--                   queue's lowest pending round or its base; the lane's first job gets the latter
+declare
+  v_lane double precision;
+  v_floor double precision;
+  v_base double precision;
+  v_weight real;
+begin
+  if new.status <> 'pending' or (tg_op = 'UPDATE' and old.status = 'pending') then
+    return new;
+  end if;
+  new.fair_class := case
+    when new.kind = 'transcribe-window' and exists (
+      select 1 from public.meetings m where m.id = new.meeting_id and m.source = 'live') then 0
+    else 1 end;
+  select max(j.fair_round) into v_lane from public.jobs j
+    where j.workspace_id = new.workspace_id and j.queue = new.queue and j.fair_class = new.fair_class
+      and j.status = 'pending' and j.id <> new.id;
+  select min(j.fair_round) into v_floor from public.jobs j
+    where j.queue = new.queue and j.fair_class = new.fair_class and j.status = 'pending' and j.id <> new.id;
+  select c.base into v_base from public.fair_clocks c
+    where c.queue = new.queue and c.fair_class = new.fair_class;
+  select w.fair_weight into v_weight from public.workspaces w where w.id = new.workspace_id;
+  new.fair_round := greatest(coalesce(v_lane + 1.0 / coalesce(v_weight, 1), 0),
+                             coalesce(v_floor, 0), coalesce(v_base, 0));
+  return new;
+end $function$;
 
 CREATE OR REPLACE FUNCTION public.verbatim_fence(p_job uuid, p_attempt uuid, p_token uuid)
  RETURNS jobs

@@ -22,6 +22,8 @@ export interface WorkspacesTable {
   vocabulary: ColumnType<string[], string[] | undefined, string[]>;
   /** E4: days a meeting's audio is kept for playback after it is transcribed (0: deleted at completion). */
   playback_days: ColumnType<number, number | undefined, number>;
+  /** F5: the workspace's share of each queue beside the others' (1: an equal share). */
+  fair_weight: ColumnType<number, number | undefined, number>;
 }
 
 export interface ApiKeysTable {
@@ -147,6 +149,14 @@ export interface TranscriptCorrectionsTable {
 }
 
 /** F4: a workspace's budget of ask calls (a token bucket). */
+/** F5: each queue's base round per class; graphile-worker's priority is a job's round less it. */
+export interface FairClocksTable {
+  queue: string;
+  fair_class: number;
+  base: number;
+  rebased_at: Date | null;
+}
+
 export interface AskBudgetTable {
   workspace_id: string;
   tokens: number;
@@ -317,6 +327,10 @@ export interface WebhookEndpointsTable {
   events: ColumnType<string[], string[] | undefined, string[]>;
   created_at: ColumnType<Date, Date | string | undefined, never>;
   disabled_at: NullableTimestamp;
+  /** F6: the first failed attempt since its last success; null while it succeeds. */
+  failing_since: NullableTimestamp;
+  /** F6: why the system disabled it; null when a person did (or it is enabled). */
+  disabled_reason: string | null;
 }
 
 export interface WebhookDeliveriesTable {
@@ -598,6 +612,10 @@ export interface JobsTable {
   failed_at: NullableTimestamp;
   canceled_at: NullableTimestamp;
   superseded_at: NullableTimestamp;
+  /** F5: 0 for a live meeting's window, 1 otherwise (set by the jobs_fair_round trigger). */
+  fair_class: Generated<number>;
+  /** F5: the job's round in its workspace's lane of its queue (set when it becomes pending). */
+  fair_round: Generated<number>;
 }
 
 export interface JobAttemptsTable {
@@ -713,6 +731,7 @@ export interface Database {
   share_links: ShareLinksTable;
   transcript_corrections: TranscriptCorrectionsTable;
   ask_budget: AskBudgetTable;
+  fair_clocks: FairClocksTable;
   audit_trail: AuditTrailTable;
   secret_key_checks: SecretKeyChecksTable;
   meetings: MeetingsTable;

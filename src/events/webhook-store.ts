@@ -40,6 +40,7 @@ export async function queueDeliveries(
 
 export interface DueDelivery {
   id: string;
+  endpoint_id: string;
   event_id: string;
   body: string;
   attempts: number;
@@ -57,21 +58,81 @@ export async function leaseDueDeliveries(
   owner: string,
   leaseMs: number,
   limit: number,
+  perWorkspace: number,
 ): Promise<DueDelivery[]> {
+  // F6: round-robin across workspaces: each workspace's due deliveries ranked oldest first, the
+  // first of every workspace before the second of any; a workspace with `perWorkspace` already in
+  // flight (on any worker) gets none this time. The candidates are read without locks (a window
+  // function cannot lock); the update takes each row only while it is still free, so two workers
+  // never lease one delivery.
   const due = await sql<DueDelivery>`
+    with candidates as (
+      select c.id, c.next_attempt_at,
+             row_number() over (partition by c.workspace_id order by c.next_attempt_at, c.id) as rank,
+             (select count(*) from webhook_deliveries f
+               where f.workspace_id = c.workspace_id and f.status = 'pending'
+                 and f.lease_expires_at is not null and f.lease_expires_at > now()) as busy
+        from webhook_deliveries c
+        join webhook_endpoints ce on ce.id = c.endpoint_id and ce.disabled_at is null
+       where c.status = 'pending' and c.next_attempt_at <= now()
+         and (c.lease_expires_at is null or c.lease_expires_at < now())
+    ), chosen as (
+      select id from candidates where rank + busy <= ${perWorkspace}
+       order by rank, next_attempt_at limit ${limit}
+    )
     update webhook_deliveries d
        set lease_owner = ${owner}, lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
-      from webhook_endpoints e
-     where e.id = d.endpoint_id and e.disabled_at is null and d.id in (
-       select id from webhook_deliveries
-        where status = 'pending' and next_attempt_at <= now()
-          and (lease_expires_at is null or lease_expires_at < now())
-        order by next_attempt_at
-        limit ${limit}
-        for update skip locked)
-    returning d.id, d.event_id, d.body, d.attempts, e.url, e.secret, e.previous_secret,
+      from webhook_endpoints e, chosen
+     where d.id = chosen.id and e.id = d.endpoint_id and e.disabled_at is null
+       and d.status = 'pending' and (d.lease_expires_at is null or d.lease_expires_at < now())
+    returning d.id, d.endpoint_id, d.event_id, d.body, d.attempts, e.url, e.secret, e.previous_secret,
               coalesce(e.previous_secret_until > now(), false) as previous_valid`.execute(db);
   return due.rows;
+}
+
+export interface DisabledEndpoint {
+  id: string;
+  workspaceId: string;
+  failingSince: Date;
+}
+
+/**
+ * F6: disables every endpoint whose deliveries have failed for `afterMs` with no success between,
+ * fails what was still to be sent to it, and writes an audit entry for its workspace. Returns the
+ * endpoints disabled.
+ */
+export async function disableFailingEndpoints(
+  db: Db,
+  afterMs: number,
+  /** Writes the audit entries, in the same transaction. */
+  audit: (trx: Tx, disabled: DisabledEndpoint[], reason: string) => Promise<void>,
+): Promise<DisabledEndpoint[]> {
+  return db.transaction().execute(async (trx) => {
+    const reason = `every delivery failed for ${Math.round((afterMs / 86_400_000) * 100) / 100} days with no success`;
+    const disabled = await trx
+      .updateTable('webhook_endpoints')
+      .set({ disabled_at: sql<Date>`now()`, disabled_reason: reason })
+      .where('disabled_at', 'is', null)
+      .where('failing_since', 'is not', null)
+      .where(sql<boolean>`failing_since < now() - ${afterMs} * interval '1 millisecond'`)
+      .returning(['id', 'workspace_id', 'failing_since'])
+      .execute();
+    for (const e of disabled) {
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({ status: 'failed', failed_at: sql<Date>`now()`, last_error: `endpoint disabled: ${reason}` })
+        .where('endpoint_id', '=', e.id)
+        .where('status', '=', 'pending')
+        .execute();
+    }
+    const rows = disabled.map((e) => ({
+      id: e.id,
+      workspaceId: e.workspace_id,
+      failingSince: e.failing_since!,
+    }));
+    await audit(trx, rows, reason);
+    return rows;
+  });
 }
 
 /**
@@ -108,6 +169,20 @@ export async function recordDeliveryAttempt(
       .where('id', '=', a.deliveryId)
       .where('lease_owner', '=', owner)
       .where('status', '=', 'pending');
+    // F6: the endpoint's run of failures: begun by a failure, ended by a success.
+    await trx
+      .updateTable('webhook_endpoints')
+      .set(
+        a.error === null
+          ? { failing_since: null }
+          : { failing_since: sql<Date>`coalesce(failing_since, now())` },
+      )
+      .where(
+        'id',
+        '=',
+        sql<string>`(select endpoint_id from webhook_deliveries where id = ${a.deliveryId}::uuid)`,
+      )
+      .execute();
     if (a.error === null) {
       await update
         .set({

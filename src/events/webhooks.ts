@@ -1,20 +1,23 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/schema.ts';
+import type { Db, Tx } from '../db/schema.ts';
 import { secretBoxOf } from '../secrets/secret-box.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
+import { insertAudit } from '../workspaces/audit-store.ts';
 import type { OutboxEvent } from './dispatcher.ts';
 import {
   deliveryRows,
   disableEndpointRows,
+  disableFailingEndpoints,
   endpointsOf,
   insertEndpoint,
   leaseDueDeliveries,
   queueDeliveries,
   recordDeliveryAttempt,
   rotateSecretRow,
+  type DisabledEndpoint,
   type DueDelivery,
 } from './webhook-store.ts';
 
@@ -171,15 +174,110 @@ export async function fanOutWebhook(deps: WebhookDeps, event: OutboxEvent): Prom
   });
 }
 
-/** Delivers every due webhook once (each worker's sweep runs this). Returns how many were sent. */
-export async function deliverWebhooks(deps: WebhookDeps, owner: string, limit = 10): Promise<number> {
+/** F6: the audit entries of endpoints the system disabled, in the transaction that disables them. */
+async function auditDisabled(trx: Tx, disabled: DisabledEndpoint[], reason: string): Promise<void> {
+  await insertAudit(
+    trx,
+    disabled.map((e) => ({
+      workspaceId: e.workspaceId,
+      action: 'webhook.disabled',
+      actor: { kind: 'service', label: 'webhook delivery' },
+      subject: { type: 'webhook', id: e.id },
+      detail: { reason, failingSince: e.failingSince.toISOString() },
+    })),
+  );
+}
+
+/** F6: how often a worker looks for endpoints to disable. */
+const DISABLE_CHECK_MS = 5_000;
+
+export interface WebhookLoop {
+  /** Leases what is due into the free slots now (the timer does this every tick). */
+  tick(): Promise<void>;
+  /** Deliveries being sent by this process. */
+  inFlight(): number;
+  /** Stops leasing; waits for the deliveries in flight (each ends by its timeout). */
+  stop(): Promise<void>;
+}
+
+/**
+ * F6: webhook delivery in a loop of its own, beside the recovery sweeps, so a receiver that never
+ * answers holds a delivery slot for its timeout and nothing else: not a lease reclaim, not another
+ * workspace's delivery. Up to `VERBATIM_WEBHOOK_CONCURRENCY` deliveries in flight per process, up
+ * to `VERBATIM_WEBHOOK_WORKSPACE_CONCURRENCY` of one workspace across processes, leased
+ * round-robin across workspaces (leaseDueDeliveries). A slot that frees leases again at once.
+ * Every few seconds, endpoints that failed for `VERBATIM_WEBHOOK_DISABLE_AFTER_DAYS` with no
+ * success are disabled, with an audit entry (`webhook.disabled`).
+ */
+export function startWebhookLoop(deps: WebhookDeps, owner: string, options: { tickMs: number }): WebhookLoop {
+  // A worker that dies holding deliveries delays them by no more than their lease (they go again
+  // under the same id): twice the timeout and five seconds.
   const leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
-  const due = await leaseDueDeliveries(deps.db, owner, leaseMs, limit);
-  // At once, so one slow receiver holds up the others by no more than its own timeout, well
-  // inside the lease: twice the timeout and five seconds. A worker that dies holding deliveries
-  // delays them by no more than that (they go again under the same id).
-  await Promise.all(due.map((d) => attempt(deps, owner, d)));
-  return due.length;
+  const sending = new Set<Promise<void>>();
+  let stopped = false;
+  let leasing: Promise<void> | null = null;
+  let lastDisableCheck = 0;
+  const fill = async (): Promise<void> => {
+    const free = deps.config.webhookConcurrency - sending.size;
+    if (free > 0) {
+      const due = await leaseDueDeliveries(
+        deps.db,
+        owner,
+        leaseMs,
+        free,
+        deps.config.webhookWorkspaceConcurrency,
+      );
+      for (const d of due) {
+        const sent: Promise<void> = attempt(deps, owner, d)
+          .catch((err: unknown) =>
+            deps.log.warn(
+              { deliveryId: d.id, err: String(err) },
+              'webhook attempt not recorded; its lease will expire',
+            ),
+          )
+          .finally(() => {
+            sending.delete(sent);
+            if (!stopped) void tick();
+          });
+        sending.add(sent);
+      }
+    }
+    if (Date.now() - lastDisableCheck >= DISABLE_CHECK_MS) {
+      lastDisableCheck = Date.now();
+      const disabled = await disableFailingEndpoints(
+        deps.db,
+        deps.config.webhookDisableAfterMs,
+        auditDisabled,
+      );
+      for (const e of disabled) {
+        deps.log.warn(
+          { endpointId: e.id, failingSince: e.failingSince },
+          'webhook endpoint disabled: its deliveries failed for days with no success',
+        );
+      }
+    }
+  };
+  // One lease at a time in a process; a tick that finds one running is folded into it.
+  const tick = (): Promise<void> => {
+    if (stopped) return Promise.resolve();
+    leasing ??= fill()
+      .catch((err: unknown) => deps.log.warn({ err: String(err) }, 'webhook loop tick failed'))
+      .finally(() => {
+        leasing = null;
+      });
+    return leasing;
+  };
+  const timer = setInterval(() => void tick(), options.tickMs);
+  return {
+    tick,
+    inFlight: () => sending.size,
+    stop: async () => {
+      stopped = true;
+      clearInterval(timer);
+      await leasing;
+      await Promise.allSettled([...sending]);
+    },
+  };
 }
 
 /**

@@ -27,13 +27,15 @@ export async function enqueueDelivery(
   try {
     await deps.checkpoints.hit('enqueue', { kind: job.kind });
     const payload: DeliveryPayload = { jobId: job.id, deliveryId: job.delivery_id };
-    // graphile_worker.add_job through its wrapper (migration 0019), which a tenant may call.
+    // graphile_worker.add_job through its wrapper, which a tenant may call; the message's priority
+    // is the job's fair round in its workspace's lane (F5, migration 0053).
     await sql`select verbatim_enqueue(
         ${job.kind}::text,
         ${JSON.stringify(payload)}::json,
         ${job.run_after}::timestamptz,
         ${TRANSPORT_MAX_ATTEMPTS}::int,
-        ${job.delivery_id}::text
+        ${job.delivery_id}::text,
+        ${job.id}::uuid
       )`.execute(trx);
     await trx
       .updateTable('jobs')

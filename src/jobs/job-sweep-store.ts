@@ -176,4 +176,21 @@ export class PgJobSweeps {
     }
     return rescued;
   }
+
+  /**
+   * F5: keeps graphile-worker's priorities (a smallint) in range: a queue's base moves up to its
+   * lowest pending round once that is `minGap` rounds past it, and the waiting messages are
+   * re-priced with it (verbatim_fair_rebase, migration 0053). Returns how many classes moved.
+   */
+  private lastRebase = 0;
+
+  async rebaseFairRoundsIfDue(minGap: number, everyMs = 5_000): Promise<number> {
+    // Every five seconds per process, long before a round could leave graphile-worker's range.
+    if (Date.now() - this.lastRebase < everyMs) return 0;
+    this.lastRebase = Date.now();
+    const { rows } = await sql<{ n: number }>`select verbatim_fair_rebase(${minGap}::float8) as n`.execute(
+      this.db,
+    );
+    return rows[0]?.n ?? 0;
+  }
 }

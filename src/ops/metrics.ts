@@ -68,6 +68,11 @@ const HEALTH_FIGURES: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, st
   ['webhooksPending', 'verbatim_webhook_deliveries_pending', 'Webhook deliveries not yet accepted'],
   ['webhooksFailed', 'verbatim_webhook_deliveries_failed', 'Webhook deliveries that ran out of attempts'],
   [
+    'webhookEndpointsDisabled',
+    'verbatim_webhook_endpoints_disabled',
+    'Webhook endpoints the system disabled: their deliveries failed for VERBATIM_WEBHOOK_DISABLE_AFTER_DAYS with no success (F6)',
+  ],
+  [
     'botRecordingsOverdue',
     'verbatim_bot_recordings_overdue',
     'Bot recordings still without a bot after their meeting was due to start (R5/X1)',

@@ -3,7 +3,14 @@ import type { Db } from '../db/schema.ts';
 import { asSystem } from '../db/tenant.ts';
 import { POISON, RECLAIM_CAP_EXCEEDED } from '../jobs/pg-job-store.ts';
 import { storedBytes } from '../storage/objects.ts';
-import { healthFigures, queueStats, type HealthFigures, type QueueStats } from './queue-stats-store.ts';
+import {
+  healthFigures,
+  queueStats,
+  workspaceUsage,
+  type HealthFigures,
+  type QueueStats,
+  type WorkspaceUsage,
+} from './queue-stats-store.ts';
 
 export interface AttemptView {
   attemptNo: number;
@@ -59,6 +66,8 @@ export interface OperatorOverview {
   deadLetters: DeadLetterView[];
   outages: OutageView[];
   storedBytes: number;
+  /** F7: the caller's workspace's usage: weight, stored bytes, queued windows, running jobs, hours this month. */
+  usage: WorkspaceUsage | null;
 }
 
 /**
@@ -189,5 +198,14 @@ export async function operatorOverview(db: Db, workspaceId: string): Promise<Ope
     from jobs where workspace_id = ${workspaceId}::uuid`.execute(db);
   const workspace = counts.rows[0] ?? { jobsFailed: 0, jobsQuarantined: 0, minutesOutagesInProgress: 0 };
 
-  return { queues, health, workspace, deadLetters, outages, storedBytes: await storedBytes(db, workspaceId) };
+  const [usage] = await workspaceUsage(db, workspaceId);
+  return {
+    queues,
+    health,
+    workspace,
+    deadLetters,
+    outages,
+    storedBytes: await storedBytes(db, workspaceId),
+    usage: usage ?? null,
+  };
 }

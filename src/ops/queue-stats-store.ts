@@ -55,6 +55,8 @@ export interface HealthFigures {
   oldestCleanupPendingAgeSeconds: number;
   webhooksPending: number;
   webhooksFailed: number;
+  /** F6: endpoints the system disabled after their deliveries failed for days. */
+  webhookEndpointsDisabled: number;
   botRecordingsOverdue: number;
   botRecordingsErroring: number;
   calendarFeedsFailing: number;
@@ -74,6 +76,39 @@ export async function storedBytesByWorkspace(db: Db): Promise<Array<{ workspaceI
       union all
       select workspace_id, bytes from object_cleanups) held
     group by workspace_id order by workspace_id`.execute(db);
+  return result.rows;
+}
+
+/** F7: what one workspace uses now and this month; operators read it, metrics never name it. */
+export interface WorkspaceUsage {
+  workspaceId: string;
+  name: string;
+  /** F5: its share of each queue beside the others'. */
+  weight: number;
+  storedBytes: number;
+  /** Transcription windows waiting to be claimed, and its jobs running now. */
+  queuedWindows: number;
+  runningJobs: number;
+  /** Audio transcribed since the first of this month (UTC), in hours. */
+  hoursThisMonth: number;
+}
+
+/** F7: every workspace's usage (or one's), for `verbatim status`, `verbatim workspaces` and the operator page. */
+export async function workspaceUsage(db: Db, workspaceId?: string): Promise<WorkspaceUsage[]> {
+  const only = workspaceId === undefined ? sql`true` : sql`w.id = ${workspaceId}::uuid`;
+  const result = await sql<WorkspaceUsage>`
+    select w.id::text as "workspaceId", w.name, w.fair_weight::float8 as weight,
+      coalesce((select sum(size_bytes) from blobs b where b.workspace_id = w.id and b.deleted_at is null), 0)::float8
+        + coalesce((select sum(bytes) from object_cleanups c where c.workspace_id = w.id), 0)::float8
+        as "storedBytes",
+      (select count(*) from jobs j where j.workspace_id = w.id and j.kind = 'transcribe-window'
+          and j.status = 'pending')::int as "queuedWindows",
+      (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",
+      coalesce((select sum(x.end_ms - x.start_ms) from windows x
+          where x.workspace_id = w.id
+            and x.transcribed_at >= date_trunc('month', now() at time zone 'utc') at time zone 'utc'), 0)::float8
+        / 3600000 as "hoursThisMonth"
+    from workspaces w where ${only} order by w.name, w.id`.execute(db);
   return result.rows;
 }
 
@@ -110,6 +145,7 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
         as "oldestCleanupPendingAgeSeconds",
       (select count(*) from webhook_deliveries where status = 'pending')::int as "webhooksPending",
       (select count(*) from webhook_deliveries where status = 'failed')::int as "webhooksFailed",
+      (select count(*) from webhook_endpoints where disabled_reason is not null)::int as "webhookEndpointsDisabled",
       (select count(*) from bot_recordings where status = 'pending' and join_at < now())::int
         as "botRecordingsOverdue",
       (select count(*) from bot_recordings where status = 'pending' and last_error is not null)::int

@@ -22,7 +22,7 @@ import { deleteEndedMeetingsAudio } from '../meetings/audio-lifecycle.ts';
 import { publishLateWindowsSweep } from '../meetings/late-windows.ts';
 import { startCloseOutsPastHeldWindows, startLostCloseOuts } from '../meetings/close-out-start.ts';
 import { cleanupPass } from '../storage/objects.ts';
-import { deliverWebhooks } from '../events/webhooks.ts';
+import { startWebhookLoop } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
 import { compactStreams } from '../meetings/stream-store.ts';
 import { pollDueFeeds } from '../bots/calendar-feeds.ts';
@@ -44,6 +44,8 @@ export interface WorkerHandle {
 const BACKSTOP_TASK = 'sweep-backstop';
 /** How often a worker looks at the search index's ledger (O2). */
 const SEARCH_REDRIVE_MS = 10_000;
+/** F5: rounds the lowest waiting job may be past its queue's base before the base follows it. */
+const FAIR_REBASE_GAP = 1_000;
 
 /**
  * One worker process: a graphile-worker runner per queue (its concurrency models the resource,
@@ -83,10 +85,8 @@ export async function startWorker(
     checkpoints: deps.checkpoints,
   });
 
-  const { bots } = deps;
-  // L23: the meetings' streams compacted once a minute per process, not on every sweep.
+  // Per process: streams compacted once a minute (L23), the search ledger every ten seconds (O2).
   const compactStreamsIfDue = throttled(60_000, () => compactStreams(deps.db));
-  // O2: the search index's ledger re-driven every ten seconds per process.
   const redriveSearchIfDue = throttled(SEARCH_REDRIVE_MS, () => redriveSearchIndex(deps));
   const sweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
@@ -102,8 +102,8 @@ export async function startWorker(
       ['delete-ended-meeting-audio', () => deleteEndedMeetingsAudio(deps)],
       ['compact-meeting-streams', compactStreamsIfDue],
       ['redrive-search-index', redriveSearchIfDue],
+      ['rebase-fair-rounds', () => sweeps.rebaseFairRoundsIfDue(FAIR_REBASE_GAP)],
       ['object-cleanup', () => cleanupPass(deps, workerId)],
-      ['deliver-webhooks', () => deliverWebhooks(deps, workerId)],
     ];
     await runSteps(steps, wlog);
   };
@@ -117,8 +117,8 @@ export async function startWorker(
   // in a process, whether the timer or the cron backstop asks (runBotBackstops relies on it).
   const providerSweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
-      ['bot-backstops', () => runBotBackstops(deps, bots, workerId)],
-      ['calendar-feeds', () => (bots ? pollDueFeeds(deps) : Promise.resolve(0))],
+      ['bot-backstops', () => runBotBackstops(deps, deps.bots, workerId)],
+      ['calendar-feeds', () => (deps.bots ? pollDueFeeds(deps) : Promise.resolve(0))],
     ];
     await runSteps(steps, wlog);
   };
@@ -189,7 +189,8 @@ export async function startWorker(
         watching = null;
       });
   }, config.deathCheckMs);
-  const providerTimer = bots
+  const webhooks = startWebhookLoop(deps, workerId, { tickMs: config.sweepMs });
+  const providerTimer = deps.bots
     ? setInterval(() => {
         if (!providerSweeps.running()) void providerSweepOnce();
       }, config.sweepMs)
@@ -204,7 +205,7 @@ export async function startWorker(
       clearInterval(deathWatch);
       if (providerTimer) clearInterval(providerTimer);
       wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
-      const drained = Promise.all(runners.map((r) => r.stop()));
+      const drained = Promise.all([...runners.map((r) => r.stop()), webhooks.stop()]);
       const timer = setTimeout(() => shutdown.abort(), drainMs);
       await drained;
       clearTimeout(timer);

@@ -58,6 +58,16 @@ export class PgWorkspaceStore {
   }
 
   /** A workspace's name (U9: an invite email names it), or null when there is none. */
+  /** F5: the workspace's share of each queue; false when there is no such workspace. */
+  async setFairWeight(workspaceId: string, weight: number): Promise<boolean> {
+    const updated = await this.db
+      .updateTable('workspaces')
+      .set({ fair_weight: weight })
+      .where('id', '=', workspaceId)
+      .executeTakeFirst();
+    return Number(updated.numUpdatedRows) > 0;
+  }
+
   async nameOf(workspaceId: string): Promise<string | null> {
     const row = await this.db
       .selectFrom('workspaces')

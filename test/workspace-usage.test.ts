@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { sql } from 'kysely';
+import {
+  SPEECH,
+  spawnVerbatim,
+  speechWav,
+  startHarness,
+  uploadMeeting,
+  waitForMeeting,
+} from './support/harness.ts';
+
+void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show each workspace’s stored bytes, queued windows, running jobs and hours this month', async () => {
+  const h = await startHarness();
+  try {
+    const other = await h.app.workspaces.createWorkspace('idle team');
+    h.spawnWorker();
+    const id = await uploadMeeting(h, speechWav(SPEECH));
+    await waitForMeeting(h, id);
+    const { rows } = await sql<{ ms: number }>`select sum(end_ms - start_ms)::int as ms
+        from windows where meeting_id = ${id}::uuid and transcribed_at is not null`.execute(h.db.owner());
+    const hours = (rows[0]?.ms ?? 0) / 3_600_000;
+    assert.ok(hours > 0);
+
+    const overview = await h.request('GET', '/v1/operator/overview');
+    assert.equal(overview.status, 200, overview.text);
+    const usage = overview.json.usage;
+    assert.equal(usage.workspaceId, h.workspaceId);
+    assert.equal(usage.weight, 1);
+    assert.equal(usage.queuedWindows, 0);
+    assert.equal(usage.storedBytes, overview.json.storedBytes, 'what the quota counts');
+    assert.ok(
+      Math.abs(usage.hoursThisMonth - hours) < 1e-6,
+      `hours this month ${usage.hoursThisMonth} ≈ ${hours}`,
+    );
+
+    const status = spawnVerbatim(['status'], h.env());
+    assert.equal(await status.exited, 0, status.output());
+    const line = status
+      .output()
+      .split('\n')
+      .find((l) => l.startsWith(h.workspaceId));
+    assert.ok(line, `status has a line for the workspace:\n${status.output()}`);
+    assert.match(line, new RegExp(`\\s${hours.toFixed(2)}$`));
+    assert.ok(
+      status
+        .output()
+        .split('\n')
+        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\.00$/.test(l)),
+      'the idle workspace has its line, all zero',
+    );
+
+    const weight = spawnVerbatim(['workspaces', 'weight', other, '2.5'], h.env());
+    assert.equal(await weight.exited, 0, weight.output());
+    const list = spawnVerbatim(['workspaces'], h.env());
+    assert.equal(await list.exited, 0, list.output());
+    assert.match(
+      list
+        .output()
+        .split('\n')
+        .find((l) => l.startsWith(other)) ?? '',
+      /idle team\s+2\.5\s/,
+    );
+
+    const bad = spawnVerbatim(['workspaces', 'weight', other, '1000'], h.env());
+    assert.equal(await bad.exited, 2, bad.output());
+    assert.match(bad.output(), /N from 0\.1 to 100/);
+  } finally {
+    await h.close();
+  }
+});
+
+void it('F5: a workspace’s weight spaces its rounds: weight 2 queues two jobs per round of the others', async () => {
+  const h = await startHarness();
+  try {
+    await sql`update workspaces set fair_weight = 2 where id = ${h.workspaceId}::uuid`.execute(h.db.owner());
+    // No worker: the split jobs wait, each in its round of the intake queue.
+    for (const n of [1, 2, 3]) await uploadMeeting(h, speechWav('hello there'), `upload ${n}`);
+    const { rows } = await sql<{ fair_round: number }>`select fair_round from jobs
+        where workspace_id = ${h.workspaceId}::uuid and kind = 'split-recording' order by created_at`.execute(
+      h.db.owner(),
+    );
+    assert.deepEqual(
+      rows.map((r) => r.fair_round),
+      [0, 0.5, 1],
+    );
+  } finally {
+    await h.close();
+  }
+});

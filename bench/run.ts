@@ -59,6 +59,10 @@
  *       End → complete, alone and while a noisy workspace has BENCH_NOISY_HOURS (20) of audio
  *       queued, in the same run; targets: the upload ≤ 1.5 × alone, End → complete ≤ 2 × alone
  *
+ *   (p) idle event streams (F3): BENCH_IDLE_STREAMS (1,000) streams of ten quiet live meetings on
+ *       one api process: the database's transactions/s beside the same process with none open
+ *       (target ≤ 2 ×), and the process's resident memory before and after
+ *
  *   (m) attribution: a two-person conversation as a stereo upload with bleed, as mono with a bot
  *       speaker timeline, and as mono alone: words given the right speaker (≥ 98 %) and words given
  *       one no source knew (0), real PocketSphinx; the stereo meeting's time next to the mono's
@@ -83,6 +87,7 @@ import { repairLatency } from './repair.ts';
 import { captionCapacity, liveCaptions } from './live-captions.ts';
 import { uploadSpeed } from './upload-speed.ts';
 import { fairShare } from './fair-share.ts';
+import { idleStreams } from './idle-streams.ts';
 import { attribution } from './attribution.ts';
 import { webPages } from './web-pages.ts';
 import { searchBench } from './search.ts';
@@ -97,7 +102,8 @@ const PER_MEETING = intFromEnv('BENCH_PER_MEETING', 60);
 const MEETINGS = intFromEnv('BENCH_MEETINGS', 20);
 const MEETING_WINDOWS = intFromEnv('BENCH_MEETING_WINDOWS', 10);
 const CHUNK_GAP_MS = intFromEnv('BENCH_CHUNK_GAP_MS', 0, 0);
-const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmnor';
+const PARTS = process.env.BENCH_PARTS ?? 'abcdefghijklmnopr';
+const IDLE_STREAMS = intFromEnv('BENCH_IDLE_STREAMS', 1000);
 const NOISY_HOURS = intFromEnv('BENCH_NOISY_HOURS', 20);
 /** Leaves a part's try when only another part wanted its run (j and n share one corpus). */
 class Skip extends Error {}
@@ -565,6 +571,22 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       say(`(o) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  }
+  if (PARTS.includes('p')) {
+    say(`(p) ${IDLE_STREAMS} idle event streams on one api process (about a minute and a half)…`);
+    try {
+      const r = await idleStreams(IDLE_STREAMS);
+      const ok = r.open === r.streams && r.streamsTps <= 2 * Math.max(r.idleTps, 0.1);
+      rows.push(
+        `(p) ${r.streams} idle event streams`.padEnd(43) +
+          `${r.open} open; database ${fmt(r.streamsTps, 2)} transactions/s with them, ${fmt(r.idleTps, 2)} without ` +
+          `(${fmt(r.streamsTps / r.idleTps, 2)} ×, target ≤ 2 ×) ${verdict(ok)}   api memory ${fmt(r.rssIdleMb, 0)} MB → ` +
+          `${fmt(r.rssStreamsMb, 0)} MB (+${fmt(r.rssStreamsMb - r.rssIdleMb, 0)} MB, ${fmt(((r.rssStreamsMb - r.rssIdleMb) * 1024) / r.streams, 1)} KB a stream)`,
+      );
+    } catch (err) {
+      failed = true;
+      say(`(p) failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
   }
   if (PARTS.includes('l')) {

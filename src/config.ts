@@ -379,6 +379,36 @@ export const SETTINGS = {
         default: '1200',
         help: 'live chunk PUTs per key per rate window, counted apart (a live meeting sends 12 a minute); 0 = no limit (S7)',
       }),
+      workspaceRateLimitRequests: setting({
+        env: 'VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS',
+        kind: wholeNumber({ min: 0 }),
+        default: '6000',
+        help: 'API calls per workspace per rate window, all its keys, people and api processes together (kept in Postgres; live chunks not counted); 0 = no limit (F2)',
+      }),
+      streamsPerKey: setting({
+        env: 'VERBATIM_STREAMS_PER_KEY',
+        kind: wholeNumber({ min: 1 }),
+        default: '20',
+        help: 'event streams one API key or session may hold open on an api process (F2)',
+      }),
+      streamsPerWorkspace: setting({
+        env: 'VERBATIM_STREAMS_PER_WORKSPACE',
+        kind: wholeNumber({ min: 1 }),
+        default: '500',
+        help: 'event streams one workspace may hold open on an api process (F2)',
+      }),
+      streamsPerProcess: setting({
+        env: 'VERBATIM_STREAMS_PER_PROCESS',
+        kind: wholeNumber({ min: 1 }),
+        default: '5000',
+        help: 'event streams an api process holds open at most, all workspaces together (F2)',
+      }),
+      webhookEndpointsPerWorkspace: setting({
+        env: 'VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE',
+        kind: wholeNumber({ min: 1 }),
+        default: '25',
+        help: 'enabled webhook endpoints a workspace may have (F2)',
+      }),
       rateWindowMs: setting({
         env: 'VERBATIM_RATE_LIMIT_WINDOW_SECONDS',
         kind: seconds(0.05),

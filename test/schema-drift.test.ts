@@ -26,6 +26,7 @@ import * as m0051 from '../src/db/migrations/0051-playback-retention.ts';
 import * as m0052 from '../src/db/migrations/0052-ask-budget.ts';
 import * as m0053 from '../src/db/migrations/0053-fair-claiming.ts';
 import * as m0054 from '../src/db/migrations/0054-webhook-fairness.ts';
+import * as m0055 from '../src/db/migrations/0055-workspace-budgets.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -185,6 +186,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0052,
       m0053,
       m0054,
+      m0055,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

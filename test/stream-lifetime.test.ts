@@ -47,3 +47,46 @@ void it('F3: a stream ends after VERBATIM_STREAM_MAX_SECONDS; opened again with 
     await h.close();
   }
 });
+
+void it('F3: a stream ends when its meeting is settled (its last batch, then `end`); opened again with its last id it gets 204', async () => {
+  const h = await startHarness();
+  const { proc, base } = await spawnApi(h);
+  try {
+    const created = await h.request('POST', '/v1/meetings', { source: 'live', title: 'a short call' });
+    const id = created.json.id as string;
+    const put = await h.request('PUT', `/v1/meetings/${id}/chunks/0`, markedChunk(0), {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(put.status, 201, put.text);
+    const stream = listen(base, h.apiKey, id);
+    let ended = false;
+    void stream.done.then(() => (ended = true));
+    await waitFor('the stream to send the meeting', async () =>
+      stream.events.some((e) => e.event === 'meeting'),
+    );
+    h.spawnWorker();
+    const end = await h.request('POST', `/v1/meetings/${id}/end`, {});
+    assert.ok(end.status < 300, end.text);
+    await waitFor('the stream to end by itself once the meeting is settled', async () => ended, 120_000);
+    const meetings = stream.events.filter((e) => e.event === 'meeting');
+    const lastMeeting = meetings.at(-1)?.data as { status: string; minutes: { status: string } };
+    assert.equal(lastMeeting.status, 'complete', 'the last batch showed it complete');
+    assert.notEqual(lastMeeting.minutes.status, 'pending');
+    assert.equal(stream.events.at(-1)?.event, 'end', 'and the stream said it was done');
+    const last = stream.lastId();
+    assert.ok(last !== null);
+
+    const again = listen(base, h.apiKey, id, last);
+    await again.done;
+    assert.equal(again.status(), 204, 'nothing came since: 204 ends the reconnecting');
+    // Without an id the client gets the whole meeting, then `end`.
+    const fresh = listen(base, h.apiKey, id);
+    await fresh.done;
+    assert.equal(fresh.status(), 200);
+    assert.equal(fresh.events.at(-1)?.event, 'end');
+    assert.ok(fresh.events.some((e) => e.event === 'window'));
+  } finally {
+    await proc.stop();
+    await h.close();
+  }
+});

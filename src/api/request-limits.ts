@@ -4,7 +4,9 @@ import type { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RequestLimits } from '../config.ts';
+import type { Db } from '../db/schema.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
+import { takeWorkspaceTokens } from '../workspaces/workspace-budget-store.ts';
 import { KeyRateLimiter } from './rate-limit.ts';
 
 /**
@@ -171,7 +173,7 @@ export class ApiRateLimits {
   /** Counts one call of an authenticated key; throws 429 (with Retry-After) when over budget. */
   check(apiKey: string, req: FastifyRequest): void {
     // Chunks are counted apart: a recording must never wait behind its own tab's polling.
-    const chunk = req.method === 'PUT' && req.routeOptions.url === '/v1/meetings/:id/chunks/:seq';
+    const chunk = isChunk(req);
     const limiter = chunk ? this.chunks : this.calls;
     // Keyed by a digest, so no key is kept in memory past its request.
     const retryAfter = limiter.take(createHash('sha256').update(apiKey).digest('base64url'));
@@ -184,6 +186,63 @@ export class ApiRateLimits {
       { retryAfterSeconds: retryAfter },
     );
   }
+}
+
+/**
+ * F2: each workspace's budget of calls a window, all its keys, people and api processes together.
+ * The budget is a token bucket in Postgres (takeWorkspaceTokens); a process takes tokens in small
+ * blocks and spends them locally for a few seconds, so most calls cost no round trip and the limit
+ * holds across processes to within a block each. Live chunks are not counted: a recording is held
+ * to its key's chunk budget only.
+ */
+export class WorkspaceRateLimits {
+  private readonly held = new Map<string, { tokens: number; until: number }>();
+  private readonly block: number;
+
+  constructor(
+    private readonly db: Db,
+    private readonly limits: RequestLimits,
+  ) {
+    this.block = Math.max(1, Math.min(25, Math.floor(limits.workspaceRateLimitRequests / 100)));
+  }
+
+  /** Counts one call of the workspace; throws 429 (with Retry-After) when over its budget. */
+  async check(workspaceId: string, req: FastifyRequest): Promise<void> {
+    const limit = this.limits.workspaceRateLimitRequests;
+    if (limit === 0 || isChunk(req)) return;
+    const now = Date.now();
+    const local = this.held.get(workspaceId);
+    if (local && local.tokens >= 1 && now < local.until) {
+      local.tokens -= 1;
+      return;
+    }
+    if (this.held.size > 10_000) for (const [k, v] of this.held) if (v.until <= now) this.held.delete(k);
+    const { granted, retryAfterSeconds } = await takeWorkspaceTokens(
+      this.db,
+      workspaceId,
+      'requests',
+      limit,
+      this.limits.rateWindowMs,
+      this.block,
+    );
+    if (granted > 0) {
+      this.held.set(workspaceId, { tokens: granted - 1, until: now + HELD_TOKENS_MS });
+      return;
+    }
+    throw new AppError(
+      ErrorKind.quotaExhausted,
+      'request.workspace_rate_limited',
+      `this workspace made more than ${limit} calls in ${seconds(this.limits.rateWindowMs)} (all its keys and people together, VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS); try again in ${retryAfterSeconds} s`,
+      { retryAfterSeconds },
+    );
+  }
+}
+
+/** F2: tokens a process took from a workspace's budget are spent within this, or given up. */
+const HELD_TOKENS_MS = 5_000;
+
+function isChunk(req: FastifyRequest): boolean {
+  return req.method === 'PUT' && req.routeOptions.url === '/v1/meetings/:id/chunks/:seq';
 }
 
 class BodyTimeoutError extends Error {

@@ -14,6 +14,7 @@ import { registerStreamRoutes } from './stream-routes.ts';
 import { registerSearchRoutes } from './search-routes.ts';
 import {
   ApiRateLimits,
+  WorkspaceRateLimits,
   registerRequestLimits,
   requestLimitError,
   serverLimitOptions,
@@ -75,6 +76,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   app.decorateRequest('principal', null);
   registerRequestLimits(app, limits);
   const rateLimits = new ApiRateLimits(limits);
+  const workspaceLimits = new WorkspaceRateLimits(api.deps.db, limits);
 
   void app.register(cookie);
 
@@ -91,6 +93,7 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     req.principal = principal;
     req.workspaceId = principal.workspaceId;
     rateLimits.check(principal.keyId ?? principal.sessionId ?? '', req);
+    await workspaceLimits.check(principal.workspaceId, req);
   });
 
   // U1: every /v1 route names its action (src/api/authorize.ts), asked of the role table before the

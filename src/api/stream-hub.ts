@@ -1,10 +1,16 @@
 import pg from 'pg';
 import { appConnectionString } from '../db/roles.ts';
+import type { Db } from '../db/schema.ts';
+import { asSystem } from '../db/tenant.ts';
 import type { Logger } from '../log.ts';
-import { STREAM_CHANNEL } from '../meetings/stream-store.ts';
+import { STREAM_CHANNEL, streamHeads } from '../meetings/stream-store.ts';
 
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5000;
+/** F3: the shared poll looks at every followed meeting this often, for a notification lost… */
+const POLL_MS = 5_000;
+/** …and this often while notifications are not arriving (no LISTEN connection, or it is down). */
+const POLL_UNHEARD_MS = 1_000;
 
 /**
  * L23: one LISTEN connection per api process, shared by every stream it serves. A notification
@@ -14,7 +20,11 @@ const RECONNECT_MAX_MS = 5000;
  * every stream is woken, for what it may have missed in between.
  *
  * LISTEN needs a session of its own: behind a transaction-pooling proxy notifications do not
- * arrive, and streams fall back to their own polling (docs/live-meetings.md, "Following a meeting").
+ * arrive, and the shared poll finds the changes (docs/live-meetings.md, "Following a meeting").
+ *
+ * F3: the poll is shared too. One query every few seconds reads where each followed meeting's
+ * stream stands, and wakes a meeting's streams only when that moved (or rows wait for a position),
+ * so a thousand idle streams cost one query per poll, not a thousand.
  */
 export class StreamHub {
   private client: pg.Client | null = null;
@@ -23,9 +33,13 @@ export class StreamHub {
   private reconnectMs = RECONNECT_MIN_MS;
   private retryTimer: NodeJS.Timeout | null = null;
   private readonly subscribers = new Map<string, Set<() => void>>();
+  /** Where each followed meeting's stream stood at the last poll ('gone' when it was deleted). */
+  private readonly heads = new Map<string, string>();
+  private pollTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly connectionString: string,
+    private readonly db: Db,
     private readonly log: Logger,
   ) {}
 
@@ -35,6 +49,7 @@ export class StreamHub {
     if (!set) this.subscribers.set(meetingId, (set = new Set()));
     set.add(wake);
     this.ensureConnected();
+    this.schedulePoll();
     return () => {
       set.delete(wake);
       if (set.size === 0) this.subscribers.delete(meetingId);
@@ -49,9 +64,42 @@ export class StreamHub {
   async close(): Promise<void> {
     this.closed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.pollTimer) clearTimeout(this.pollTimer);
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);
+  }
+
+  private schedulePoll(): void {
+    if (this.closed || this.pollTimer || this.subscribers.size === 0) return;
+    this.pollTimer = setTimeout(
+      () => {
+        void this.poll().finally(() => {
+          this.pollTimer = null;
+          this.schedulePoll();
+        });
+      },
+      this.listening ? POLL_MS : POLL_UNHEARD_MS,
+    );
+    this.pollTimer.unref();
+  }
+
+  /** One read of every followed meeting's position; the streams of those that moved are woken. */
+  private async poll(): Promise<void> {
+    const ids = [...this.subscribers.keys()];
+    try {
+      const heads = await asSystem(() => streamHeads(this.db, ids));
+      for (const id of ids) {
+        const now = heads.get(id);
+        const key = now ? String(now.head) : 'gone';
+        if (this.heads.get(id) === key && !now?.unpositioned) continue;
+        this.heads.set(id, key);
+        for (const wake of this.subscribers.get(id) ?? []) wake();
+      }
+      for (const id of this.heads.keys()) if (!this.subscribers.has(id)) this.heads.delete(id);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'stream poll failed; trying again');
+    }
   }
 
   private ensureConnected(): void {

@@ -1,16 +1,19 @@
-import type { FastifyInstance } from 'fastify';
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { RequestLimits } from '../config.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import { asSystem, readAsTenant } from '../db/tenant.ts';
 import { readStream, type StreamEvent } from '../meetings/stream-store.ts';
 import { meetingViewIn } from './meeting-routes.ts';
+import type { Principal } from '../workspaces/sign-in.ts';
 import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
 import { stillAuthenticated } from './authorize.ts';
 import { StreamHub } from './stream-hub.ts';
-import { ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
+import { empty, ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
 
 const EVENTS_SCHEMA: RouteSchema = {
   summary:
-    'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive. A stream ends after VERBATIM_STREAM_MAX_SECONDS (30 minutes by default): open it again with the last id.',
+    'L22/L23: the meeting live, as Server-Sent Events: `draft` (a chunk’s provisional words), `window` (a window’s final words, or `superseded`: drop them), `meeting` (the meeting as GET shows it, closing every batch), `deleted`. Event ids are positions in the meeting’s stream: reconnect with `Last-Event-ID` (or `?lastEventId=`) to get exactly what came after; without one the whole meeting so far comes first. A comment line every 15 s keeps the connection alive. A stream ends after VERBATIM_STREAM_MAX_SECONDS (30 minutes by default): open it again with the last id. Once the meeting is settled the stream sends `end` and closes.',
   params: ID_PARAMS,
   headers: { type: 'object', properties: { 'last-event-id': { type: 'string', pattern: '^[0-9]+$' } } },
   querystring: { type: 'object', properties: { lastEventId: { type: 'string', pattern: '^[0-9]+$' } } },
@@ -19,17 +22,21 @@ const EVENTS_SCHEMA: RouteSchema = {
       description: 'text/event-stream',
       content: { 'text/event-stream': { schema: { type: 'string' } } },
     },
+    204: empty(
+      'F3: the meeting is settled (complete or failed, minutes and late audio done) and nothing came after the Last-Event-ID: stop reconnecting',
+    ),
     ...ERRORS,
     400: refusal('Last-Event-ID is not an id this stream sent (stream.bad_last_event_id)'),
+    429: refusal(
+      'F2: too many streams open for this key or session, this workspace or this server (stream.too_many, with Retry-After)',
+    ),
   },
 };
 
 /** A comment line this often keeps proxies and clients from taking a quiet meeting for a dead line. */
 const KEEP_ALIVE_MS = 15_000;
-/** A stream looks for changes this often even without a notification (one lost)… */
-const POLL_MS = 5_000;
-/** …and this often while notifications are not arriving (no LISTEN connection, or it is down). */
-const POLL_UNHEARD_MS = 1_000;
+/** A stream of a process with no shared poll (no connection string to LISTEN on) looks this often. */
+const POLL_ALONE_MS = 1_000;
 /** Unsent bytes a stream may hold for a client that does not read, before it is cut. */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** What a client's EventSource waits before it reconnects, sent as the stream's `retry:`. */
@@ -49,7 +56,9 @@ const RETRY_MS = 2_000;
  */
 export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
-  const hub = api.connectionString ? new StreamHub(api.connectionString, api.log) : null;
+  const hub = api.connectionString ? new StreamHub(api.connectionString, deps.db, api.log) : null;
+  const stillAllowed = sharedAuthCheck(api);
+  const counts = new StreamCounts(deps.config.requestLimits);
   // Open streams end when the server closes: before it waits for its connections to finish (a
   // stream never would), so a shutdown is not held up by a browser tab left open.
   const open = new Set<() => void>();
@@ -71,17 +80,19 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       );
       const meetingId = found.id;
       const principal = principalOf(req);
-
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      res.write(`retry: ${RETRY_MS}\n\n`);
-
+      // F2: streams per key (or session), per workspace and per process; the count is let go in
+      // the stream's finally, or below if it never opens.
+      const release = counts.take(principal.keyId ?? principal.sessionId ?? '', workspaceId);
+      const read = (first: boolean) =>
+        readStream(
+          deps.db,
+          workspaceId,
+          meetingId,
+          cursor,
+          (trx, m) => meetingViewIn(deps, trx, m),
+          (trx) => deps.meetings.get(workspaceId, meetingId, trx),
+          first,
+        );
       let closed = false;
       let wake: (() => void) | null = null;
       let woken = false;
@@ -93,8 +104,35 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
         closed = true;
         poke();
       };
-      open.add(end);
+      // Followed before the first read, so no change after it is missed.
       const unsubscribe = hub?.subscribe(meetingId, poke) ?? (() => undefined);
+      let opening: Awaited<ReturnType<typeof read>>;
+      try {
+        opening = await read(true);
+      } catch (err) {
+        unsubscribe();
+        release();
+        throw err;
+      }
+      // F3: a client back for a settled meeting with nothing new is told so: 204 ends an
+      // EventSource's reconnecting for good.
+      if (cursor > 0 && opening.events.every((e) => e.id === null) && settled(opening.events)) {
+        unsubscribe();
+        release();
+        return reply.code(204).send();
+      }
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      res.write(`retry: ${RETRY_MS}\n\n`);
+
+      open.add(end);
       req.raw.on('close', end);
       // A client that stops reading is cut off rather than buffered without end.
       const send = (text: string) => {
@@ -106,46 +144,44 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       let checkedAt = Date.now();
       // F3: a stream lives so long, then ends; its client comes back with its Last-Event-ID.
       const endsAt = Date.now() + deps.config.requestLimits.streamMaxMs;
-      let first = true;
+      let batch = opening;
       try {
-        while (!closed) {
-          woken = false;
-          // S9/U3: a key or session revoked, expired or demoted while its stream is open stops it
-          // within a keep-alive.
-          if (Date.now() - checkedAt >= KEEP_ALIVE_MS) {
-            checkedAt = Date.now();
-            // As the request's own authentication ran: on the system path, before any tenant.
-            if (!(await asSystem(() => stillAuthenticated(api, req, principal)))) break;
-          }
-          const batch = await readStream(
-            deps.db,
-            workspaceId,
-            meetingId,
-            cursor,
-            (trx, m) => meetingViewIn(deps, trx, m),
-            (trx) => deps.meetings.get(workspaceId, meetingId, trx),
-            first,
-          );
-          first = false;
+        for (;;) {
           for (const e of batch.events) send(frame(e));
           cursor = batch.last;
-          if (Date.now() >= endsAt) break;
-          if (batch.more || woken) continue;
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(
-              resolve,
-              Math.min(
-                KEEP_ALIVE_MS,
-                hub?.listening ? POLL_MS : POLL_UNHEARD_MS,
-                Math.max(0, endsAt - Date.now()),
-              ),
-            );
-            wake = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          });
-          wake = null;
+          if (closed || Date.now() >= endsAt) break;
+          // F3: a meeting that is settled (complete or failed, its minutes and late audio done)
+          // changes no more: its stream says so and ends.
+          if (!batch.more && settled(batch.events)) {
+            send(`event: end\ndata: ${JSON.stringify({ id: meetingId, reason: 'settled' })}\n\n`);
+            break;
+          }
+          if (!batch.more && !woken) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(
+                resolve,
+                Math.min(
+                  // The shared poll wakes this stream when its meeting moved; alone, it looks itself.
+                  hub ? KEEP_ALIVE_MS : POLL_ALONE_MS,
+                  Math.max(0, endsAt - Date.now()),
+                ),
+              );
+              wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            wake = null;
+          }
+          woken = false;
+          if (closed) break;
+          // S9/U3: a key or session revoked, expired or demoted while its stream is open stops it
+          // within a keep-alive. F3: one check per credential and keep-alive, shared by its streams.
+          if (Date.now() - checkedAt >= KEEP_ALIVE_MS) {
+            checkedAt = Date.now();
+            if (!(await stillAllowed(req, principal))) break;
+          }
+          batch = await read(false);
         }
       } catch (err) {
         if (err instanceof AppError && err.kind === ErrorKind.notFound) {
@@ -158,10 +194,97 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
         open.delete(end);
         clearInterval(keepAlive);
         unsubscribe();
+        release();
         res.end();
       }
     },
   );
+}
+
+/** F2: the event streams open on this process, by credential, by workspace and in all. */
+class StreamCounts {
+  private readonly byCredential = new Map<string, number>();
+  private readonly byWorkspace = new Map<string, number>();
+  private all = 0;
+
+  constructor(private readonly limits: RequestLimits) {}
+
+  /** Counts one more stream, or throws 429 naming the limit it would pass; returns its release. */
+  take(credential: string, workspaceId: string): () => void {
+    const refuse = (what: string, limit: number, setting: string) =>
+      new AppError(
+        ErrorKind.quotaExhausted,
+        'stream.too_many',
+        `${what} already has ${limit} event streams open here (${setting}); close one, or try again in ${STREAM_RETRY_S} s`,
+        { retryAfterSeconds: STREAM_RETRY_S },
+      );
+    if ((this.byCredential.get(credential) ?? 0) >= this.limits.streamsPerKey)
+      throw refuse('this API key or session', this.limits.streamsPerKey, 'VERBATIM_STREAMS_PER_KEY');
+    if ((this.byWorkspace.get(workspaceId) ?? 0) >= this.limits.streamsPerWorkspace)
+      throw refuse('this workspace', this.limits.streamsPerWorkspace, 'VERBATIM_STREAMS_PER_WORKSPACE');
+    if (this.all >= this.limits.streamsPerProcess)
+      throw refuse('this server', this.limits.streamsPerProcess, 'VERBATIM_STREAMS_PER_PROCESS');
+    const bump = (map: Map<string, number>, key: string, by: number) => {
+      const n = (map.get(key) ?? 0) + by;
+      if (n > 0) map.set(key, n);
+      else map.delete(key);
+    };
+    bump(this.byCredential, credential, 1);
+    bump(this.byWorkspace, workspaceId, 1);
+    this.all++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      bump(this.byCredential, credential, -1);
+      bump(this.byWorkspace, workspaceId, -1);
+      this.all--;
+    };
+  }
+}
+
+/** F2: what a refused stream is told to wait. */
+const STREAM_RETRY_S = 5;
+
+/** F3: whether the batch's meeting is settled: it will change no more, barring late audio. */
+function settled(events: StreamEvent[]): boolean {
+  const view = events.findLast((e) => e.event === 'meeting')?.data as
+    | {
+        status?: string;
+        minutes?: { status?: string };
+        lateAudio?: { lateChunks?: number; repairing?: boolean };
+      }
+    | undefined;
+  if (!view) return false;
+  return (
+    (view.status === 'complete' || view.status === 'failed') &&
+    view.minutes?.status !== 'pending' &&
+    view.lateAudio?.repairing !== true &&
+    (view.lateAudio?.lateChunks ?? 0) === 0
+  );
+}
+
+/**
+ * S9/U3/F3: whether a stream's credential still holds, asked at most once per keep-alive for all
+ * the streams one credential has open in this process (a browser with ten tabs asks once).
+ */
+function sharedAuthCheck(api: ApiDeps): (req: FastifyRequest, principal: Principal) => Promise<boolean> {
+  const checks = new Map<string, { at: number; ok: Promise<boolean> }>();
+  return (req, principal) => {
+    const key = createHash('sha256')
+      .update(`${String(req.headers.authorization ?? '')}\0${String(req.headers.cookie ?? '')}`)
+      .update(`\0${principal.workspaceId}\0${principal.role}`)
+      .digest('hex');
+    const now = Date.now();
+    const hit = checks.get(key);
+    if (hit && now - hit.at < KEEP_ALIVE_MS) return hit.ok;
+    for (const [k, v] of checks) if (now - v.at >= KEEP_ALIVE_MS) checks.delete(k);
+    // As the request's own authentication ran: on the system path, before any tenant.
+    const ok = asSystem(() => stillAuthenticated(api, req, principal));
+    checks.set(key, { at: now, ok });
+    ok.catch(() => checks.delete(key));
+    return ok;
+  };
 }
 
 function frame(e: StreamEvent): string {

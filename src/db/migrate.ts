@@ -55,6 +55,7 @@ import * as m0051 from './migrations/0051-playback-retention.ts';
 import * as m0052 from './migrations/0052-ask-budget.ts';
 import * as m0053 from './migrations/0053-fair-claiming.ts';
 import * as m0054 from './migrations/0054-webhook-fairness.ts';
+import * as m0055 from './migrations/0055-workspace-budgets.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -112,6 +113,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0052-ask-budget': m0052,
   '0053-fair-claiming': m0053,
   '0054-webhook-fairness': m0054,
+  '0055-workspace-budgets': m0055,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

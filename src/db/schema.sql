@@ -1309,6 +1309,24 @@ create table workers (
 );
 grant select, insert, update, delete on table workers to verbatim_all_workspaces;
 
+create table workspace_budgets (
+  workspace_id uuid not null,
+  name text not null,
+  tokens double precision not null,
+  at timestamp with time zone default now() not null,
+  constraint workspace_budgets_pkey PRIMARY KEY (workspace_id, name),
+  constraint workspace_budgets_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table workspace_budgets enable row level security;
+create policy all_workspaces on workspace_budgets as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on workspace_budgets as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table workspace_budgets to verbatim_all_workspaces;
+grant select, insert, update, delete on table workspace_budgets to verbatim_tenant;
+
 create table workspaces (
   id uuid not null,
   name text not null,

@@ -157,6 +157,14 @@ export interface FairClocksTable {
   rebased_at: Date | null;
 }
 
+/** F2: a workspace's request budgets (token buckets), shared by its keys and api processes. */
+export interface WorkspaceBudgetsTable {
+  workspace_id: string;
+  name: string;
+  tokens: number;
+  at: Generated<Date>;
+}
+
 export interface AskBudgetTable {
   workspace_id: string;
   tokens: number;
@@ -732,6 +740,7 @@ export interface Database {
   transcript_corrections: TranscriptCorrectionsTable;
   ask_budget: AskBudgetTable;
   fair_clocks: FairClocksTable;
+  workspace_budgets: WorkspaceBudgetsTable;
   audit_trail: AuditTrailTable;
   secret_key_checks: SecretKeyChecksTable;
   meetings: MeetingsTable;

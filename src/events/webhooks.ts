@@ -131,6 +131,17 @@ export async function createEndpoint(deps: WebhookDeps, workspaceId: string, inp
       `events must be a list drawn from ${WEBHOOK_EVENTS.join(', ')} (empty: all of them)`,
     );
   }
+  // F2: a workspace's endpoints are bounded: each one costs every worker deliveries.
+  const limit = deps.config.requestLimits.webhookEndpointsPerWorkspace;
+  const enabled = (await endpointsOf(deps.db, workspaceId)).filter((e) => e.disabled_at === null).length;
+  if (enabled >= limit) {
+    throw new AppError(
+      ErrorKind.quotaExhausted,
+      'webhook.too_many',
+      `this workspace already has ${limit} webhook endpoints (VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE); delete one first`,
+      { retryAfterSeconds: 3600 },
+    );
+  }
   const secret = newWebhookSecret();
   const row = await insertEndpoint(deps.db, {
     workspaceId,

@@ -54,6 +54,26 @@ export type StreamEvent =
   | { id: number | null; event: 'draft'; data: StreamDraft }
   | { id: number | null; event: 'meeting'; data: unknown };
 
+/**
+ * F3: where each meeting's stream stands, for every meeting an api process follows, in one query
+ * (the shared poll of src/api/stream-hub.ts): its last position, and whether rows wait for one. A
+ * meeting that is gone is missing from the answer. Read as the system: positions only.
+ */
+export async function streamHeads(
+  db: Db,
+  meetingIds: string[],
+): Promise<Map<string, { head: number; unpositioned: boolean }>> {
+  const heads = new Map<string, { head: number; unpositioned: boolean }>();
+  if (meetingIds.length === 0) return heads;
+  const { rows } = await sql<{ id: string; head: number; unpositioned: boolean }>`
+    select m.id::text as id,
+           coalesce((select max(s.seq) from meeting_stream s where s.meeting_id = m.id), 0)::float8 as head,
+           exists (select 1 from meeting_stream s where s.meeting_id = m.id and s.seq is null) as unpositioned
+      from meetings m where m.id = any(${meetingIds}::uuid[])`.execute(db);
+  for (const r of rows) heads.set(r.id, { head: r.head, unpositioned: r.unpositioned });
+  return heads;
+}
+
 /** Numbers the meeting's committed rows that have no position yet. Cheap when there are none. */
 export async function positionStream(db: Db, meetingId: string): Promise<void> {
   const waiting = await db

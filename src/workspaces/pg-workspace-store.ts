@@ -290,10 +290,18 @@ export class PgWorkspaceStore {
     if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return null;
     // A person's key acts with their role now; a service account's (no person) as an admin.
     if (row.user_id !== null && (row.role === null || row.disabled_at !== null)) return null;
+    // F3: when it was last used, to the minute: a key in steady use (a stream's re-checks, a busy
+    // client) writes once a minute, not on every request.
     await this.db
       .updateTable('api_keys')
       .set({ last_used_at: sql<Date>`now()` })
       .where('id', '=', row.id)
+      .where((eb) =>
+        eb.or([
+          eb('last_used_at', 'is', null),
+          eb('last_used_at', '<', sql<Date>`now() - interval '1 minute'`),
+        ]),
+      )
       .execute();
     return {
       keyId: row.id,

@@ -97,8 +97,9 @@ export function useMeetingStream(id: string): MeetingStream {
       current = conn;
       abort.signal.addEventListener('abort', () => conn.abort(), { once: true });
       const res = await fetch(`/v1/meetings/${id}/events`, { headers, signal: conn.signal });
-      // No such route (an older server) or no such meeting: the page polls instead.
-      if (res.status === 404 || res.status === 401 || res.status === 403) return 'off';
+      // No such route (an older server) or no such meeting: the page polls instead. F3: 204, the
+      // meeting is settled and nothing came since: it polls too (it stops once it has read it).
+      if (res.status === 404 || res.status === 401 || res.status === 403 || res.status === 204) return 'off';
       if (!res.ok || !res.body) return 'again';
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = '';
@@ -119,7 +120,11 @@ export function useMeetingStream(id: string): MeetingStream {
             else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
           }
           if (data.length === 0) continue;
-          if (event === 'deleted') return 'off';
+          // F3: `end`, the meeting is settled (everything before it was sent): the stream is done.
+          if (event === 'deleted' || event === 'end') {
+            if (changed && meeting) publish('live');
+            return 'off';
+          }
           onEvent(event, JSON.parse(data.join('\n')));
           changed = true;
         }

@@ -78,7 +78,8 @@ export function MeetingPage({ id, at = null }: { id: string; at?: number | null 
   } = useMeetingPoll(id, streamRef, [wake, acknowledged, stream.meeting?.revision ?? -1]);
 
   // The stream's view while it is live, and after a cut until a poll newer than the cut answers.
-  const streaming = stream.link === 'live' || (stream.link === 'connecting' && polledAt <= cutAt.current);
+  // (Cut, or ended because the meeting is settled (F3): the page polls, and reads it whole.)
+  const streaming = stream.link === 'live' || polledAt <= cutAt.current;
   const meetingShown = streaming && stream.meeting ? stream.meeting : meetingPolled;
   // L25: the stream follows the meeting's own track; a meeting with tracks shows the transcript
   // read whole (every track, the echo shown once), polled.

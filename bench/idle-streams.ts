@@ -1,0 +1,74 @@
+/**
+ * (p) Idle event streams (F3): one `verbatim api` process, ten live meetings with nothing
+ * happening, and the database's transactions per second (pg_stat_database, this database only)
+ * over a measured stretch with no stream open, then with `streams` streams open (spread over the
+ * ten meetings, one key), in the same run; the api process's resident memory before and after.
+ * Target: with the streams, transactions/s ≤ 2 × idle.
+ */
+import { sql } from 'kysely';
+import { markedChunk } from '../test/support/chunk-recognizer.ts';
+import { memoryOf, startHarness } from '../test/support/harness.ts';
+import { listen, spawnApi } from '../test/support/sse.ts';
+
+export interface IdleStreams {
+  streams: number;
+  open: number;
+  measuredS: number;
+  idleTps: number;
+  streamsTps: number;
+  rssIdleMb: number;
+  rssStreamsMb: number;
+}
+
+export async function idleStreams(streams = 1000, measureS = 30): Promise<IdleStreams> {
+  const h = await startHarness({ env: { VERBATIM_LOG_LEVEL: 'warn' } });
+  const { proc, base } = await spawnApi(h);
+  const owner = h.db.owner();
+  const listeners: Array<ReturnType<typeof listen>> = [];
+  try {
+    const meetings: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const created = await h.request('POST', '/v1/meetings', { source: 'live', title: `idle ${i}` });
+      const id = created.json.id as string;
+      await h.request('PUT', `/v1/meetings/${id}/chunks/0`, markedChunk(0), { 'content-type': 'audio/wav' });
+      meetings.push(id);
+    }
+    const transactions = async () => {
+      const { rows } = await sql<{ n: string }>`select (xact_commit + xact_rollback)::text as n
+          from pg_stat_database where datname = current_database()`.execute(owner);
+      return Number(rows[0]?.n ?? Number.NaN);
+    };
+    const rate = async () => {
+      // The statistics reach pg_stat_database within a second of a transaction (ten for an idle
+      // backend): the stretch is long enough for that to wash out, and both stretches are alike.
+      const before = await transactions();
+      await new Promise((r) => setTimeout(r, measureS * 1000));
+      return ((await transactions()) - before) / measureS;
+    };
+    await new Promise((r) => setTimeout(r, 2_000));
+    const rssIdle = memoryOf(proc.pid).rss;
+    const idleTps = await rate();
+    for (let i = 0; i < streams; i++) listeners.push(listen(base, h.apiKey, meetings[i % meetings.length]!));
+    const opened = async () => listeners.filter((l) => l.status() === 200 && l.events.length > 0).length;
+    const deadline = Date.now() + 120_000;
+    while ((await opened()) < streams && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    const open = await opened();
+    // Past the opening reads, into the streams' idle life.
+    await new Promise((r) => setTimeout(r, 5_000));
+    const streamsTps = await rate();
+    const rssStreams = memoryOf(proc.pid).rss;
+    return {
+      streams,
+      open,
+      measuredS: measureS,
+      idleTps,
+      streamsTps,
+      rssIdleMb: rssIdle / 2 ** 20,
+      rssStreamsMb: rssStreams / 2 ** 20,
+    };
+  } finally {
+    await Promise.allSettled(listeners.map((l) => l.close()));
+    await proc.stop();
+    await h.close();
+  }
+}

@@ -1,0 +1,127 @@
+// Issue 38 (F2): limits by workspace, each refusal a 429 with Retry-After naming its limit.
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { markedChunk } from './support/chunk-recognizer.ts';
+import { startHarness, waitFor } from './support/harness.ts';
+import { listen, spawnApi } from './support/sse.ts';
+
+void it('F2: a workspace’s call budget holds across its keys and api processes; live chunks and other workspaces are not held by it', async () => {
+  const h = await startHarness({
+    env: {
+      VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS: '10',
+      // Ten calls in ten minutes: nothing refills while the test runs.
+      VERBATIM_RATE_LIMIT_WINDOW_SECONDS: '600',
+      VERBATIM_RATE_LIMIT_REQUESTS: '1000',
+    },
+  });
+  const { proc, base } = await spawnApi(h);
+  try {
+    const { apiKey: second } = await h.app.workspaces.createApiKey(h.workspaceId, 'second key');
+    const otherWs = await h.app.workspaces.createWorkspace('other team');
+    const { apiKey: other } = await h.app.workspaces.createApiKey(otherWs, 'other');
+
+    const live = await h.request('POST', '/v1/meetings', { source: 'live', title: 'standup' });
+    assert.equal(live.status, 201, live.text);
+    const statuses: number[] = [];
+    const refusals: Array<{ retryAfter: string | null; body: { error: { code: string; message: string } } }> =
+      [];
+    for (let i = 0; i < 6; i++) {
+      // One key through this process…
+      const here = await h.request('GET', '/v1/meetings');
+      statuses.push(here.status);
+      if (here.status === 429)
+        refusals.push({ retryAfter: String(here.headers['retry-after'] ?? ''), body: here.json });
+      // …the other through a second api process.
+      const there = await fetch(`${base}/v1/meetings`, { headers: { authorization: `Bearer ${second}` } });
+      statuses.push(there.status);
+      if (there.status === 429)
+        refusals.push({
+          retryAfter: there.headers.get('retry-after'),
+          body: (await there.json()) as (typeof refusals)[number]['body'],
+        });
+      else await there.arrayBuffer();
+    }
+    assert.equal(
+      statuses.filter((s) => s === 200).length,
+      9,
+      `ten calls in all (the meeting's creation and nine reads), across both keys and both processes: ${statuses.join(' ')}`,
+    );
+    assert.equal(refusals.length, 3);
+    for (const r of refusals) {
+      assert.equal(r.body.error.code, 'request.workspace_rate_limited');
+      assert.match(r.body.error.message, /more than 10 calls .*VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS/);
+      assert.ok(Number(r.retryAfter) >= 1, `Retry-After ${r.retryAfter}`);
+    }
+    // A recording is never held back by its workspace's reads.
+    const chunk = await h.request('PUT', `/v1/meetings/${live.json.id}/chunks/0`, markedChunk(0), {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(chunk.status, 201, chunk.text);
+    // Another workspace has its own budget.
+    const theirs = await h.request('GET', '/v1/meetings', undefined, { authorization: `Bearer ${other}` });
+    assert.equal(theirs.status, 200);
+  } finally {
+    await proc.stop();
+    await h.close();
+  }
+});
+
+void it('F2: event streams are limited per key (429 stream.too_many with Retry-After); a closed stream frees its place', async () => {
+  const h = await startHarness({ env: { VERBATIM_STREAMS_PER_KEY: '2' } });
+  const { proc, base } = await spawnApi(h);
+  try {
+    const created = await h.request('POST', '/v1/meetings', { source: 'live', title: 'watched' });
+    const id = created.json.id as string;
+    const a = listen(base, h.apiKey, id);
+    const b = listen(base, h.apiKey, id);
+    await waitFor('two streams open', async () => a.events.length > 0 && b.events.length > 0);
+    const third = await fetch(`${base}/v1/meetings/${id}/events`, {
+      headers: { authorization: `Bearer ${h.apiKey}` },
+    });
+    assert.equal(third.status, 429);
+    assert.ok(Number(third.headers.get('retry-after')) >= 1);
+    const body = (await third.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'stream.too_many');
+    assert.match(body.error.message, /VERBATIM_STREAMS_PER_KEY/);
+    // Another key of the workspace is not held by this one's streams.
+    const { apiKey: second } = await h.app.workspaces.createApiKey(h.workspaceId, 'second');
+    const c = listen(base, second, id);
+    await waitFor('another key’s stream', async () => c.events.length > 0);
+    await a.close();
+    await waitFor('the place to be free again', async () => {
+      const d = listen(base, h.apiKey, id);
+      await waitFor('an answer', async () => d.status() !== 0);
+      const ok = d.status() === 200;
+      await d.close();
+      return ok;
+    });
+    await b.close();
+    await c.close();
+  } finally {
+    await proc.stop();
+    await h.close();
+  }
+});
+
+void it('F2: a workspace’s webhook endpoints are limited (429 webhook.too_many naming the setting); deleting one makes room', async () => {
+  const h = await startHarness({ env: { VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE: '2' } });
+  try {
+    const ids: string[] = [];
+    for (const n of [1, 2]) {
+      const res = await h.request('POST', '/v1/webhooks', { url: `http://127.0.0.1:9/hook/${n}` });
+      assert.equal(res.status, 201, res.text);
+      ids.push(res.json.id as string);
+    }
+    const third = await h.request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook/3' });
+    assert.equal(third.status, 429, third.text);
+    assert.equal(third.json.error.code, 'webhook.too_many');
+    assert.match(third.json.error.message, /VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE/);
+    assert.ok(Number(third.headers['retry-after']) >= 1);
+    const removed = await h.request('DELETE', `/v1/webhooks/${ids[0]}`);
+    assert.ok(removed.status < 300, removed.text);
+    const again = await h.request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook/3' });
+    assert.equal(again.status, 201, again.text);
+  } finally {
+    await h.close();
+  }
+});

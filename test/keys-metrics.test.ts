@@ -290,7 +290,7 @@ void describe('metrics and assets (issue 13 scope 7)', () => {
     // The operator's own view, from the database, still names the workspaces.
     const status = spawnVerbatim(['status'], h.env());
     assert.equal(await status.exited, 0, status.output());
-    assert.ok(status.output().includes(`workspace ${h.workspaceId}`), status.output());
+    assert.match(status.output(), new RegExp(`^${h.workspaceId}\\s+test\\s`, 'm'), status.output());
   });
 
   void it('S9: with VERBATIM_METRICS_TOKEN unset, /metrics is off and says which setting turns it on', async () => {

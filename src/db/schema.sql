@@ -1877,6 +1877,7 @@ begin
                              coalesce(v_floor, 0), coalesce(v_base, 0));
   return new;
 end $function$;
+revoke execute on function verbatim_fair_round() from public;
 
 CREATE OR REPLACE FUNCTION public.verbatim_fence(p_job uuid, p_attempt uuid, p_token uuid)
  RETURNS jobs

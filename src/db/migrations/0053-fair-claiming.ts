@@ -72,6 +72,7 @@ end $f$;
 
 create trigger jobs_fair_round before insert or update of status on jobs
   for each row execute function verbatim_fair_round();
+revoke all on function verbatim_fair_round() from public;
 
 create function verbatim_fair_priority(p_round double precision, p_class smallint, p_base double precision)
   returns int language sql immutable as $f$

@@ -238,21 +238,22 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
         .where('meeting_id', '=', id)
         .orderBy('seq')
         .execute();
-    // What a client resuming from `from` is sent, until it has caught up.
-    const resume = async (from: number, top: number) => {
+    // What a client resuming from `from` is sent: the meeting is settled, so its stream sends what
+    // came after `from`, then `end`, and closes (F3); from the top, nothing (204).
+    const resume = async (from: number) => {
       const s = listen(listener.base, h.apiKey, id, from === 0 ? undefined : from);
-      await waitFor(`the stream from ${from}`, async () =>
-        (s.lastId() ?? from) >= top && s.events.at(-1)?.event === 'meeting' ? true : null,
-      );
-      await s.close();
+      await s.done;
+      assert.equal(s.status(), from === top ? 204 : 200, `the stream from ${from}`);
+      if (from !== top) assert.equal(s.events.at(-1)?.event, 'end');
       return s.events;
     };
-    await resume(0, 0); // positions every row
+    let top = Number.NaN;
+    await resume(0); // positions every row
     const before = await rows();
-    const top = Number(before.at(-1)!.seq);
+    top = Number(before.at(-1)!.seq);
     const froms = [0, ...before.filter((_, i) => i % 7 === 3).map((r) => Number(r.seq)), top];
     const seen = new Map<number, unknown>();
-    for (const from of froms) seen.set(from, await resume(from, top));
+    for (const from of froms) seen.set(from, await resume(from));
 
     await compactStreams(db);
     const after = await rows();
@@ -261,15 +262,15 @@ void describe('meeting streams and draft captions (issue 15 scopes 1 and 2)', ()
     const subjects = after.map((r) => `${r.kind} ${r.ref ?? ''}`);
     assert.equal(new Set(subjects).size, subjects.length, 'one row per window, draft and the meeting');
     for (const from of froms)
-      assert.deepEqual(await resume(from, top), seen.get(from), `the same events from position ${from}`);
+      assert.deepEqual(await resume(from), seen.get(from), `the same events from position ${from}`);
 
-    // A change after the compaction is positioned after the last one, and reaches a client there.
-    const s = listen(listener.base, h.apiKey, id, top);
+    // A change after the compaction is positioned after the last one, and reaches a client back
+    // there (then `end`: the meeting is still settled).
     await db.updateTable('meetings').set({ title: 'renamed' }).where('id', '=', id).execute();
-    await waitFor('the change after compaction', async () =>
-      s.events.find((e) => e.event === 'meeting' && e.data.title === 'renamed'),
-    );
-    await s.close();
+    const s = listen(listener.base, h.apiKey, id, top);
+    await s.done;
+    assert.ok(s.events.find((e) => e.event === 'meeting' && e.data.title === 'renamed'));
+    assert.equal(s.events.at(-1)?.event, 'end');
     assert.ok(s.lastId()! > top, `positioned after ${top}: ${s.lastId()}`);
   });
 

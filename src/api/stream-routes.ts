@@ -173,6 +173,8 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
             });
             wake = null;
           }
+          // With the shared poll a stream reads only when woken: an idle stream costs nothing.
+          const look = batch.more || woken || hub === null;
           woken = false;
           if (closed) break;
           // S9/U3: a key or session revoked, expired or demoted while its stream is open stops it
@@ -181,7 +183,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
             checkedAt = Date.now();
             if (!(await stillAllowed(req, principal))) break;
           }
-          batch = await read(false);
+          batch = look ? await read(false) : { events: [], last: cursor, more: false };
         }
       } catch (err) {
         if (err instanceof AppError && err.kind === ErrorKind.notFound) {
@@ -246,19 +248,22 @@ class StreamCounts {
 /** F2: what a refused stream is told to wait. */
 const STREAM_RETRY_S = 5;
 
-/** F3: whether the batch's meeting is settled: it will change no more, barring late audio. */
+/** F3: whether the batch's meeting is settled: it will change no more (a rename aside). */
 function settled(events: StreamEvent[]): boolean {
   const view = events.findLast((e) => e.event === 'meeting')?.data as
     | {
         status?: string;
         minutes?: { status?: string };
         lateAudio?: { lateChunks?: number; repairing?: boolean };
+        missingChunks?: unknown[];
       }
     | undefined;
   if (!view) return false;
+  // A meeting still missing chunks may get them late (L19): its stream stays, for the repair.
   return (
     (view.status === 'complete' || view.status === 'failed') &&
     view.minutes?.status !== 'pending' &&
+    (view.missingChunks?.length ?? 0) === 0 &&
     view.lateAudio?.repairing !== true &&
     (view.lateAudio?.lateChunks ?? 0) === 0
   );

@@ -447,9 +447,12 @@ void describe('row-level security in the API', () => {
       assert.deepEqual([...new Set(byRequests.map((r) => r.ws))], [h.workspaceId]);
       // What else wrote these tables is the worker (the upload's processing), as the system role:
       // verbatim_all_workspaces, never the owner.
+      // (There may be none: a key's last use is written at most once a minute, F3.)
       const others = rows.filter((r) => r.role !== 'verbatim_tenant');
-      assert.deepEqual([...new Set(others.map((r) => r.ws))], ['']);
-      assert.deepEqual([...new Set(others.map((r) => r.role))], ['verbatim_all_workspaces']);
+      assert.ok(
+        others.every((r) => r.ws === '' && r.role === 'verbatim_all_workspaces'),
+        JSON.stringify(others),
+      );
     } finally {
       for (const t of tables) await sql`drop trigger s10_record on ${sql.table(t)}`.execute(db);
       await sql`drop function s10_record()`.execute(db);

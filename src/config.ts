@@ -987,6 +987,18 @@ export const SETTINGS = {
         kind: commaList('hosts', { lowercase: true }),
         help: 'hosts whose ICS feeds may be read over plain http (a calendar server inside your network); others must be https or webcal',
       }),
+      feedConcurrency: setting({
+        env: 'VERBATIM_FEED_CONCURRENCY',
+        kind: wholeNumber({ min: 1 }),
+        default: '8',
+        help: 'calendar feeds a worker process reads at once, in a loop of its own beside the sweeps (F6)',
+      }),
+      feedWorkspaceConcurrency: setting({
+        env: 'VERBATIM_FEED_WORKSPACE_CONCURRENCY',
+        kind: wholeNumber({ min: 1 }),
+        default: '2',
+        help: "calendar feeds of one workspace read at once across all workers; its others wait their turn, and other workspaces' feeds do not (F6)",
+      }),
       /** S8: a feed's parsing budget. */
       feedBudget: {
         maxOccurrences: setting({

@@ -1,36 +1,15 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { it } from 'node:test';
 import { sql } from 'kysely';
+import { startBlackHole } from './support/black-hole.ts';
 import { startChunkRecognizer } from './support/chunk-recognizer.ts';
+import { startFakeRecall } from './support/fake-recall.ts';
+import { vevent } from './support/ics.ts';
+import { addCalendarFeed } from '../src/bots/calendar-feeds.ts';
 import { METRICS_AUTH, SPEECH, spawnVerbatim, speechWav, startHarness, waitFor } from './support/harness.ts';
-
-/** A receiver that accepts connections and never answers: a black-holed endpoint. */
-async function startBlackHole() {
-  const sockets = new Set<net.Socket>();
-  let most = 0;
-  let ever = 0;
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    ever++;
-    most = Math.max(most, sockets.size);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: (n: number) => `http://127.0.0.1:${port}/hole/${n}`,
-    most: () => most,
-    ever: () => ever,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      return new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
 
 void it('F6: black-holed endpoints of one workspace delay neither another workspace’s delivery nor a lease reclaim', async () => {
   const hole = await startBlackHole();
@@ -171,5 +150,70 @@ void it('F6: an endpoint whose deliveries failed for the set time with no succes
     await h.close();
     failing.closeAllConnections();
     await new Promise<void>((r) => failing.close(() => r()));
+  }
+});
+
+void it('F6: calendar feeds of one workspace that never answer delay neither another workspace’s feed nor more than two of its own slots', async () => {
+  const hole = await startBlackHole();
+  const fake = await startFakeRecall();
+  const calendarServer = http.createServer((_req, res) => {
+    const start = new Date(Date.now() + 3 * 3_600_000);
+    res
+      .writeHead(200, { 'content-type': 'text/calendar' })
+      .end(
+        [
+          'BEGIN:VCALENDAR',
+          'VERSION:2.0',
+          'PRODID:-//verbatim-test//EN',
+          vevent('quiet-standup', start, ['LOCATION:https://acme.zoom.us/j/4242']),
+          'END:VCALENDAR',
+        ].join('\r\n'),
+      );
+  });
+  await new Promise<void>((r) => calendarServer.listen(0, '127.0.0.1', r));
+  const h = await startHarness({
+    env: {
+      VERBATIM_RECALL_URL: fake.url,
+      VERBATIM_RECALL_API_KEY: fake.apiKey,
+      VERBATIM_FEED_PLAIN_HTTP_HOSTS: '127.0.0.1',
+      VERBATIM_FEED_CONCURRENCY: '8',
+      VERBATIM_FEED_WORKSPACE_CONCURRENCY: '2',
+    },
+  });
+  const owner = h.db.owner();
+  try {
+    // The noisy workspace subscribes to twelve feeds whose server accepts and never answers: each
+    // read holds its slot until the fetch times out (15 s).
+    for (let n = 0; n < 12; n++) await addCalendarFeed(h.app.deps, h.workspaceId, { url: hole.url(n) });
+    const quietWs = await h.app.workspaces.createWorkspace('quiet');
+    const port = (calendarServer.address() as AddressInfo).port;
+    const quiet = await addCalendarFeed(h.app.deps, quietWs, { url: `http://127.0.0.1:${port}/quiet.ics` });
+    h.spawnWorker();
+    let heldWhenRead = -1;
+    await waitFor('the quiet workspace’s feed to be read', async () => {
+      const row = await sql<{ last_polled_at: Date | null }>`
+        select last_polled_at from calendar_feeds where id = ${quiet.id}::uuid`.execute(owner);
+      if (!row.rows[0]?.last_polled_at) return null;
+      heldWhenRead = hole.ever();
+      return true;
+    });
+    assert.ok(
+      heldWhenRead <= 2,
+      `the quiet feed was read while at most two of the noisy workspace's feeds had been tried (${heldWhenRead})`,
+    );
+    const made = await sql<{ n: number }>`select count(*)::int as n from bot_recordings
+        where workspace_id = ${quietWs}::uuid`.execute(owner);
+    assert.equal(made.rows[0]?.n, 1, 'the quiet feed’s meeting has its recording');
+    await waitFor(
+      'the noisy feeds to go on being tried, two at a time',
+      () => Promise.resolve(hole.ever() >= 4),
+      60_000,
+    );
+    assert.ok(hole.most() <= 2, `one workspace never had more than 2 feeds read at once (${hole.most()})`);
+  } finally {
+    await hole.close();
+    await h.close();
+    await fake.close();
+    await new Promise<void>((r) => calendarServer.close(() => r()));
   }
 });

@@ -10,7 +10,7 @@ import {
 } from '../domain/search.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { ask, QUESTION_MAX, type AskPassage } from '../search/ask.ts';
-import { takeAskCall } from '../search/ask-budget-store.ts';
+import { takeWorkspaceTokens } from '../workspaces/workspace-budget-store.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { ERRORS, json, jsonBody, refusal, type RouteSchema } from './contract.ts';
 import { AskSchema, SearchSchema } from './schemas.ts';
@@ -147,8 +147,11 @@ export function registerSearchRoutes(app: FastifyInstance, api: ApiDeps): void {
         );
       }
       const perMinute = deps.config.ask.perMinute;
-      const wait = perMinute === 0 ? null : await takeAskCall(deps.db, workspaceId, perMinute);
-      if (wait !== null) {
+      // F4: the workspace's ask bucket, one of its F2 budgets (workspace_budgets, name 'ask').
+      const taken =
+        perMinute === 0 ? null : await takeWorkspaceTokens(deps.db, workspaceId, 'ask', perMinute, 60_000, 1);
+      if (taken !== null && taken.granted === 0) {
+        const wait = taken.retryAfterSeconds;
         throw new AppError(
           ErrorKind.quotaExhausted,
           'ask.rate_limited',

@@ -9,6 +9,7 @@ import { cancelRecordingInTx, lockMeetingLinks, sameCallOverlap, upsertRecording
 import { parseIcsInThread } from './feed-parser.ts';
 import { botRecordingEnabled } from './bot-settings-store.ts';
 import { lockRecording } from './bot-recording-store.ts';
+import { startLeaseLoop, type LeaseLoop } from '../worker/lease-loop.ts';
 import {
   deleteFeed,
   eventsOfFeed,
@@ -127,11 +128,26 @@ export async function removeCalendarFeed(deps: MeetingDeps, workspaceId: string,
   });
 }
 
-/** Polls every due feed once (each worker's sweep runs this). */
-export async function pollDueFeeds(deps: MeetingDeps, limit = 5): Promise<number> {
-  const due = await leaseDueFeeds(deps.db, limit);
-  for (const id of due) await pollFeed(deps, id);
-  return due.length;
+/** How long a poll holds its feed: its fetch, its parse and its writes, with room to spare. */
+const FEED_LEASE_MS = 2 * 60_000;
+
+/**
+ * F6: calendar polling in a loop of its own beside the sweeps: up to `VERBATIM_FEED_CONCURRENCY`
+ * feeds read at once per worker, up to `VERBATIM_FEED_WORKSPACE_CONCURRENCY` of one workspace
+ * across workers, leased round-robin across workspaces (leaseDueFeeds). A workspace whose feeds
+ * hang until their timeout delays only its own.
+ */
+export function startCalendarLoop(deps: MeetingDeps, options: { tickMs: number }): LeaseLoop {
+  return startLeaseLoop<string>({
+    name: 'calendar-feeds',
+    tickMs: options.tickMs,
+    concurrency: deps.config.bots.feedConcurrency,
+    log: deps.log,
+    lease: (free) => leaseDueFeeds(deps.db, free, deps.config.bots.feedWorkspaceConcurrency, FEED_LEASE_MS),
+    run: async (id) => {
+      await pollFeed(deps, id);
+    },
+  });
 }
 
 export async function pollFeed(

@@ -63,13 +63,35 @@ export async function deleteFeed(trx: Tx, feedId: string): Promise<void> {
   await trx.deleteFrom('calendar_feeds').where('id', '=', feedId).execute();
 }
 
-/** Up to `limit` feeds due for a poll, leased for two minutes; none two pollers share. */
-export async function leaseDueFeeds(db: Db, limit: number): Promise<string[]> {
+/**
+ * F6: up to `limit` feeds due for a poll, leased for `leaseMs`, round-robin across workspaces: each
+ * workspace's due feeds ranked longest-due first, the first of every workspace before the second of
+ * any, and a workspace with `perWorkspace` polls already in flight (on any worker) gets none this
+ * time. The candidates are read without locks (a window function cannot lock); the update takes
+ * each row only while it is still free, so two pollers never share a feed.
+ */
+export async function leaseDueFeeds(
+  db: Db,
+  limit: number,
+  perWorkspace: number,
+  leaseMs: number,
+): Promise<string[]> {
   const due = await sql<{ id: string }>`
-    update calendar_feeds f set lease_expires_at = now() + interval '2 minutes'
-     where f.id in (select id from calendar_feeds
-                     where next_poll_at <= now() and (lease_expires_at is null or lease_expires_at < now())
-                     order by next_poll_at limit ${limit} for update skip locked)
+    with candidates as (
+      select c.id, c.next_poll_at,
+             row_number() over (partition by c.workspace_id order by c.next_poll_at, c.id) as rank,
+             (select count(*) from calendar_feeds f
+               where f.workspace_id = c.workspace_id and f.lease_expires_at > now()) as busy
+        from calendar_feeds c
+       where c.next_poll_at <= now() and (c.lease_expires_at is null or c.lease_expires_at < now())
+    ), chosen as (
+      select id from candidates where rank + busy <= ${perWorkspace}
+       order by rank, next_poll_at limit ${limit}
+    )
+    update calendar_feeds f set lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+      from chosen
+     where f.id = chosen.id and f.next_poll_at <= now()
+       and (f.lease_expires_at is null or f.lease_expires_at < now())
     returning f.id`.execute(db);
   return due.rows.map((r) => r.id);
 }

@@ -165,6 +165,11 @@ export interface WorkspaceBudgetsTable {
   at: Generated<Date>;
 }
 
+/**
+ * F4's first ask bucket (migration 0052). No longer written: the ask budget is the `ask` row of
+ * `workspace_budgets` (F2). Kept while a release that still writes it may run beside this one
+ * (expand, then contract); a later migration drops it.
+ */
 export interface AskBudgetTable {
   workspace_id: string;
   tokens: number;

@@ -4,6 +4,7 @@ import type { Db, Tx } from '../db/schema.ts';
 import { secretBoxOf } from '../secrets/secret-box.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
+import { startLeaseLoop, type LeaseLoop } from '../worker/lease-loop.ts';
 import { egressFailureText, egressGuardOf, httpStatusCategory } from '../net/egress.ts';
 import { insertAudit } from '../workspaces/audit-store.ts';
 import type { OutboxEvent } from './dispatcher.ts';
@@ -202,58 +203,36 @@ async function auditDisabled(trx: Tx, disabled: DisabledEndpoint[], reason: stri
 /** F6: how often a worker looks for endpoints to disable. */
 const DISABLE_CHECK_MS = 5_000;
 
-export interface WebhookLoop {
-  /** Leases what is due into the free slots now (the timer does this every tick). */
-  tick(): Promise<void>;
-  /** Deliveries being sent by this process. */
-  inFlight(): number;
-  /** Stops leasing; waits for the deliveries in flight (each ends by its timeout). */
-  stop(): Promise<void>;
-}
-
 /**
- * F6: webhook delivery in a loop of its own, beside the recovery sweeps, so a receiver that never
- * answers holds a delivery slot for its timeout and nothing else: not a lease reclaim, not another
- * workspace's delivery. Up to `VERBATIM_WEBHOOK_CONCURRENCY` deliveries in flight per process, up
- * to `VERBATIM_WEBHOOK_WORKSPACE_CONCURRENCY` of one workspace across processes, leased
- * round-robin across workspaces (leaseDueDeliveries). A slot that frees leases again at once.
- * Every few seconds, endpoints that failed for `VERBATIM_WEBHOOK_DISABLE_AFTER_DAYS` with no
- * success are disabled, with an audit entry (`webhook.disabled`).
+ * F6: webhook delivery in a loop of its own, beside the recovery sweeps (startLeaseLoop), so a
+ * receiver that never answers holds a delivery slot for its timeout and nothing else. Up to
+ * `VERBATIM_WEBHOOK_CONCURRENCY` deliveries in flight per process, up to
+ * `VERBATIM_WEBHOOK_WORKSPACE_CONCURRENCY` of one workspace across processes, leased round-robin
+ * across workspaces (leaseDueDeliveries). Every few seconds, endpoints that failed for
+ * `VERBATIM_WEBHOOK_DISABLE_AFTER_DAYS` with no success are disabled, with an audit entry
+ * (`webhook.disabled`).
  */
-export function startWebhookLoop(deps: WebhookDeps, owner: string, options: { tickMs: number }): WebhookLoop {
+export function startWebhookLoop(deps: WebhookDeps, owner: string, options: { tickMs: number }): LeaseLoop {
   // A worker that dies holding deliveries delays them by no more than their lease (they go again
   // under the same id): twice the timeout and five seconds.
   const leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
-  const sending = new Set<Promise<void>>();
-  let stopped = false;
-  let leasing: Promise<void> | null = null;
   let lastDisableCheck = 0;
-  const fill = async (): Promise<void> => {
-    const free = deps.config.webhookConcurrency - sending.size;
-    if (free > 0) {
-      const due = await leaseDueDeliveries(
-        deps.db,
-        owner,
-        leaseMs,
-        free,
-        deps.config.webhookWorkspaceConcurrency,
-      );
-      for (const d of due) {
-        const sent: Promise<void> = attempt(deps, owner, d)
-          .catch((err: unknown) =>
-            deps.log.warn(
-              { deliveryId: d.id, err: String(err) },
-              'webhook attempt not recorded; its lease will expire',
-            ),
-          )
-          .finally(() => {
-            sending.delete(sent);
-            if (!stopped) void tick();
-          });
-        sending.add(sent);
-      }
-    }
-    if (Date.now() - lastDisableCheck >= DISABLE_CHECK_MS) {
+  return startLeaseLoop<DueDelivery>({
+    name: 'webhooks',
+    tickMs: options.tickMs,
+    concurrency: deps.config.webhookConcurrency,
+    log: deps.log,
+    lease: (free) =>
+      leaseDueDeliveries(deps.db, owner, leaseMs, free, deps.config.webhookWorkspaceConcurrency),
+    run: (d) =>
+      attempt(deps, owner, d).catch((err: unknown) =>
+        deps.log.warn(
+          { deliveryId: d.id, err: String(err) },
+          'webhook attempt not recorded; its lease will expire',
+        ),
+      ),
+    afterLease: async () => {
+      if (Date.now() - lastDisableCheck < DISABLE_CHECK_MS) return;
       lastDisableCheck = Date.now();
       const disabled = await disableFailingEndpoints(
         deps.db,
@@ -266,29 +245,8 @@ export function startWebhookLoop(deps: WebhookDeps, owner: string, options: { ti
           'webhook endpoint disabled: its deliveries failed for days with no success',
         );
       }
-    }
-  };
-  // One lease at a time in a process; a tick that finds one running is folded into it.
-  const tick = (): Promise<void> => {
-    if (stopped) return Promise.resolve();
-    leasing ??= fill()
-      .catch((err: unknown) => deps.log.warn({ err: String(err) }, 'webhook loop tick failed'))
-      .finally(() => {
-        leasing = null;
-      });
-    return leasing;
-  };
-  const timer = setInterval(() => void tick(), options.tickMs);
-  return {
-    tick,
-    inFlight: () => sending.size,
-    stop: async () => {
-      stopped = true;
-      clearInterval(timer);
-      await leasing;
-      await Promise.allSettled([...sending]);
     },
-  };
+  });
 }
 
 /**

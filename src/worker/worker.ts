@@ -25,7 +25,7 @@ import { cleanupPass } from '../storage/objects.ts';
 import { startWebhookLoop } from '../events/webhooks.ts';
 import { runBotBackstops } from '../bots/resume.ts';
 import { compactStreams } from '../meetings/stream-store.ts';
-import { pollDueFeeds } from '../bots/calendar-feeds.ts';
+import { startCalendarLoop } from '../bots/calendar-feeds.ts';
 import type { MeetingDeps } from '../meetings/deps.ts';
 import { DRAFT_TASK, makeDraft, type DraftPayload } from '../meetings/drafts.ts';
 import { declareWorkersWithFreeLocks } from './death-watch-store.ts';
@@ -118,7 +118,6 @@ export async function startWorker(
   const providerSweep = async (): Promise<void> => {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['bot-backstops', () => runBotBackstops(deps, deps.bots, workerId)],
-      ['calendar-feeds', () => (deps.bots ? pollDueFeeds(deps) : Promise.resolve(0))],
     ];
     await runSteps(steps, wlog);
   };
@@ -190,6 +189,8 @@ export async function startWorker(
       });
   }, config.deathCheckMs);
   const webhooks = startWebhookLoop(deps, workerId, { tickMs: config.sweepMs });
+  // F6: calendar feeds are read in a loop of their own too, beside the provider's steps.
+  const feeds = deps.bots ? startCalendarLoop(deps, { tickMs: config.sweepMs }) : null;
   const providerTimer = deps.bots
     ? setInterval(() => {
         if (!providerSweeps.running()) void providerSweepOnce();
@@ -205,7 +206,7 @@ export async function startWorker(
       clearInterval(deathWatch);
       if (providerTimer) clearInterval(providerTimer);
       wlog.info({ drainMs }, 'worker stopping: no new claims, draining running jobs');
-      const drained = Promise.all([...runners.map((r) => r.stop()), webhooks.stop()]);
+      const drained = Promise.all([...runners.map((r) => r.stop()), webhooks.stop(), feeds?.stop()]);
       const timer = setTimeout(() => shutdown.abort(), drainMs);
       await drained;
       clearTimeout(timer);

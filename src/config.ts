@@ -403,6 +403,12 @@ export const SETTINGS = {
         default: '5000',
         help: 'event streams an api process holds open at most, all workspaces together (F2)',
       }),
+      uploadsPerWorkspace: setting({
+        env: 'VERBATIM_UPLOADS_PER_WORKSPACE',
+        kind: wholeNumber({ min: 1 }),
+        default: '8',
+        help: "recordings one workspace may be uploading at once, across api processes; more get 429 `upload.too_many` with `Retry-After` before any byte is kept (a bot's recording is never refused) (F2)",
+      }),
       webhookEndpointsPerWorkspace: setting({
         env: 'VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE',
         kind: wholeNumber({ min: 1 }),

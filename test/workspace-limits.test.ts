@@ -1,8 +1,10 @@
 // Issue 38 (F2): limits by workspace, each refusal a 429 with Retry-After naming its limit.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { it } from 'node:test';
+import { sql } from 'kysely';
 import { markedChunk } from './support/chunk-recognizer.ts';
-import { startHarness, waitFor } from './support/harness.ts';
+import { SPEECH, speechWav, startHarness, waitFor } from './support/harness.ts';
 import { listen, spawnApi } from './support/sse.ts';
 
 void it('F2: a workspace’s call budget holds across its keys and api processes; live chunks and other workspaces are not held by it', async () => {
@@ -122,6 +124,113 @@ void it('F2: a workspace’s webhook endpoints are limited (429 webhook.too_many
     const again = await h.request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook/3' });
     assert.equal(again.status, 201, again.text);
   } finally {
+    await h.close();
+  }
+});
+
+/** Starts a PUT of `body` to `url` that sends its first `held` bytes and waits; `finish()` sends the rest. */
+function heldUpload(url: string, apiKey: string, body: Buffer, held: number) {
+  let finished = false;
+  const req = http.request(url, {
+    method: 'PUT',
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      'content-type': 'audio/wav',
+      'content-length': String(body.length),
+    },
+  });
+  const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+  });
+  req.write(body.subarray(0, held));
+  return {
+    answer,
+    finish: () => {
+      if (finished) return;
+      finished = true;
+      req.end(body.subarray(held));
+    },
+  };
+}
+
+void it('F2: a workspace’s uploads in flight are limited across api processes (429 upload.too_many with Retry-After, nothing kept); other workspaces and a finished upload make room', async () => {
+  const h = await startHarness({ env: { VERBATIM_UPLOADS_PER_WORKSPACE: '2' } });
+  const one = await spawnApi(h);
+  const two = await spawnApi(h);
+  const owner = h.db.owner();
+  const staged = async () =>
+    Number(
+      (
+        await sql<{ n: number }>`select count(*)::int as n from object_cleanups
+          where workspace_id = ${h.workspaceId}::uuid and state = 'staged'`.execute(owner)
+      ).rows[0]?.n,
+    );
+  const newMeeting = async (auth: Record<string, string> = {}) => {
+    const res = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'upload' }, auth);
+    assert.equal(res.status, 201, res.text);
+    return res.json.id as string;
+  };
+  const wav = speechWav(SPEECH);
+  const holds: Array<ReturnType<typeof heldUpload>> = [];
+  try {
+    // Two uploads of the workspace streaming in, one through each api process.
+    for (const api of [one, two]) {
+      const id = await newMeeting();
+      holds.push(heldUpload(`${api.base}/v1/meetings/${id}/recording`, h.apiKey, wav, 8192));
+    }
+    await waitFor('both uploads to be staged', async () => ((await staged()) === 2 ? true : null));
+
+    // A third, through either process, is refused before any byte of it is kept.
+    const third = await newMeeting();
+    const refused = await fetch(`${one.base}/v1/meetings/${third}/recording`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${h.apiKey}`, 'content-type': 'audio/wav' },
+      body: wav,
+    });
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    assert.equal(refused.status, 429, JSON.stringify(body));
+    assert.equal(body.error.code, 'upload.too_many');
+    assert.match(body.error.message, /2 recordings at once \(VERBATIM_UPLOADS_PER_WORKSPACE\)/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1, 'Retry-After');
+    assert.equal(await staged(), 2, 'the refused upload left nothing staged');
+    assert.equal(
+      (await h.request('GET', `/v1/meetings/${third}`)).json.status,
+      'created',
+      'its meeting waits for it',
+    );
+
+    // Another workspace uploads meanwhile.
+    const otherWs = await h.app.workspaces.createWorkspace('other team');
+    const { apiKey: other } = await h.app.workspaces.createApiKey(otherWs, 'other');
+    const theirs = await newMeeting({ authorization: `Bearer ${other}` });
+    const res = await fetch(`${two.base}/v1/meetings/${theirs}/recording`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${other}`, 'content-type': 'audio/wav' },
+      body: wav,
+    });
+    assert.equal(res.status, 202, await res.text());
+
+    // One upload arrives whole: the refused one now goes in.
+    holds[0]!.finish();
+    assert.equal((await holds[0]!.answer).status, 202);
+    const again = await fetch(`${two.base}/v1/meetings/${third}/recording`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${h.apiKey}`, 'content-type': 'audio/wav' },
+      body: wav,
+    });
+    assert.equal(again.status, 202, await again.text());
+    holds[1]!.finish();
+    assert.equal((await holds[1]!.answer).status, 202);
+  } finally {
+    for (const u of holds) u.finish();
+    one.proc.proc.kill('SIGTERM');
+    two.proc.proc.kill('SIGTERM');
+    await Promise.all([one.proc.exited, two.proc.exited]);
     await h.close();
   }
 });

@@ -301,7 +301,12 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
           deps,
           workspaceId,
           req.params.id,
-          { stream: req.body as Readable, declaredBytes: declared, tooLarge },
+          {
+            stream: req.body as Readable,
+            declaredBytes: declared,
+            tooLarge,
+            uploadsPerWorkspace: deps.config.requestLimits.uploadsPerWorkspace,
+          },
           contentType ?? '',
         );
         return reply.status(202).send(await viewOf(meeting));

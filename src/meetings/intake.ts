@@ -114,11 +114,16 @@ export function blobKey(
 }
 
 /** B10: an upload's body as it arrives, with the size its client announced (Content-Length). */
+/** F2: what a refused upload is told to wait before it tries again. */
+const UPLOAD_BUSY_RETRY_SECONDS = 5;
+
 export interface UploadBody {
   stream: Readable;
   declaredBytes: number | null;
   /** The error for a body past the upload limit (413, worded by the API). */
   tooLarge: () => AppError;
+  /** F2: at most this many of the workspace's uploads stream in at once (API uploads; not a bot's import). */
+  uploadsPerWorkspace?: number;
 }
 
 /**
@@ -173,6 +178,19 @@ export async function storeRecording(
           bytes: SNIFF_BYTES,
           check: async (head) => refuseNonAudio(head) ?? (await overQuota(head, data.declaredBytes)),
         },
+        inFlight:
+          data.uploadsPerWorkspace === undefined
+            ? undefined
+            : {
+                max: data.uploadsPerWorkspace,
+                refused: () =>
+                  new AppError(
+                    ErrorKind.quotaExhausted,
+                    'upload.too_many',
+                    `this workspace is already uploading ${data.uploadsPerWorkspace} recordings at once (VERBATIM_UPLOADS_PER_WORKSPACE); send this one when one of them has arrived`,
+                    { retryAfterSeconds: UPLOAD_BUSY_RETRY_SECONDS },
+                  ),
+              },
       });
   try {
     await deps.checkpoints.hit('recording.processing', {});

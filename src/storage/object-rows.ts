@@ -34,6 +34,19 @@ export async function takeGuards(trx: Tx, workspaceId: string, mode: GuardMode):
   await lock();
 }
 
+/** F2: the workspace's objects of `kind` being written now (staged, their reservation not yet run out). */
+export async function stagedInFlight(trx: Tx, workspaceId: string, kind: string): Promise<number> {
+  const row = await trx
+    .selectFrom('object_cleanups')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('workspace_id', '=', workspaceId)
+    .where('state', '=', 'staged')
+    .where('object_key', 'like', `${workspaceId}/%/${kind}-%`)
+    .where(sql<boolean>`reserve_until > now()`)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
 /** Bytes held for a workspace (or, with null, the whole installation): live blobs plus pending cleanups. */
 export async function storedBytes(db: Db | Tx, workspaceId: string | null): Promise<number> {
   const row = await sql<{ bytes: string }>`

@@ -17,6 +17,7 @@ import {
   releaseCleanupLeases,
   releaseStrayCleanupLeases,
   removeCleanupRow,
+  stagedInFlight,
   storedBytes,
   takeGuards,
   updateStagedRow,
@@ -128,6 +129,11 @@ export async function stageAndPutStream(
      * an error refuses it there.
      */
     head?: { bytes: number; check: (head: Buffer) => AppError | null | Promise<AppError | null> };
+    /**
+     * F2: at most `max` bodies of this kind streaming in at once for the workspace, across api
+     * processes (its staged rows count them); over it, `refused` is thrown before any byte is kept.
+     */
+    inFlight?: { max: number; refused: () => AppError };
   },
 ): Promise<StagedObject> {
   let reserved = spec.declaredBytes ?? Math.min(spec.maxBytes, STREAM_RESERVE_STEP);
@@ -138,7 +144,7 @@ export async function stageAndPutStream(
     sha256: '',
     bytes: reserved,
   };
-  await stage(deps, staged, spec.admit);
+  await stage(deps, staged, spec.admit, spec.inFlight && { ...spec.inFlight, kind: spec.kind });
   const db = deps.stagingDb ?? deps.db;
   const hash = createHash('sha256');
   let bytes = 0;
@@ -274,8 +280,20 @@ export async function stageAndPutStream(
 }
 
 /** B2, B6: commits the object's staged cleanup row, admitting its bytes against the quotas when `admit`. */
-async function stage(deps: StorageDeps, staged: StagedObject, admitIt: boolean): Promise<void> {
+async function stage(
+  deps: StorageDeps,
+  staged: StagedObject,
+  admitIt: boolean,
+  inFlight?: { max: number; kind: string; refused: () => AppError },
+): Promise<void> {
   await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
+    if (inFlight) {
+      // Serialized with every other admission of the workspace by its guard, so two api
+      // processes cannot both take the last place.
+      await takeGuards(trx, staged.workspaceId, 'admit');
+      if ((await stagedInFlight(trx, staged.workspaceId, inFlight.kind)) >= inFlight.max)
+        throw inFlight.refused();
+    }
     if (admitIt) await admit(deps.config, trx, staged.workspaceId, staged.bytes);
     await insertStagedRow(trx, staged, deps.config.stageDeadlineMs);
   });

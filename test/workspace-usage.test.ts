@@ -10,7 +10,7 @@ import {
   waitForMeeting,
 } from './support/harness.ts';
 
-void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show each workspace’s stored bytes, queued windows, running jobs and hours this month', async () => {
+void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show each workspace’s stored bytes, queued windows, running jobs and hours this month; a monthly cap holds new meetings and uploads', async () => {
   const h = await startHarness();
   try {
     const other = await h.app.workspaces.createWorkspace('idle team');
@@ -41,12 +41,12 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
       .split('\n')
       .find((l) => l.startsWith(h.workspaceId));
     assert.ok(line, `status has a line for the workspace:\n${status.output()}`);
-    assert.match(line, new RegExp(`\\s${hours.toFixed(2)}$`));
+    assert.match(line, new RegExp(`\\s${hours.toFixed(2)}\\s+none$`));
     assert.ok(
       status
         .output()
         .split('\n')
-        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\.00$/.test(l)),
+        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\.00\s+none$/.test(l)),
       'the idle workspace has its line, all zero',
     );
 
@@ -65,6 +65,43 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
     const bad = spawnVerbatim(['workspaces', 'weight', other, '1000'], h.env());
     assert.equal(await bad.exited, 2, bad.output());
     assert.match(bad.output(), /N from 0\.1 to 100/);
+
+    // F7: a monthly cap below what it transcribed: new meetings and uploads wait for the month to
+    // turn; another workspace goes on; lifting the cap lets them start again.
+    const waiting = await h.request('POST', '/v1/meetings', {
+      source: 'upload',
+      title: 'made before the cap',
+    });
+    assert.equal(waiting.status, 201, waiting.text);
+    const capped = spawnVerbatim(['workspaces', 'hours-cap', h.workspaceId, String(hours / 2)], h.env());
+    assert.equal(await capped.exited, 0, capped.output());
+    const refused = await h.request('POST', '/v1/meetings', { source: 'live', title: 'over the cap' });
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'quota.hours_exceeded');
+    assert.match(
+      refused.json.error.message,
+      /its cap of .* verbatim workspaces hours-cap.* can start on \d{4}-\d{2}-01/,
+    );
+    assert.ok(Number(refused.headers['retry-after']) >= 1, 'Retry-After until the month turns');
+    const upload = await h.request('PUT', `/v1/meetings/${waiting.json.id}/recording`, speechWav(SPEECH), {
+      'content-type': 'audio/wav',
+    });
+    assert.equal(upload.status, 429, upload.text);
+    assert.equal(upload.json.error.code, 'quota.hours_exceeded');
+    assert.equal((await h.request('GET', `/v1/meetings/${waiting.json.id}`)).json.status, 'created');
+    assert.equal((await h.request('GET', '/v1/operator/overview')).json.usage.monthlyHoursCap, hours / 2);
+    const { apiKey: otherKey } = await h.app.workspaces.createApiKey(other, 'idle');
+    const theirs = await h.request(
+      'POST',
+      '/v1/meetings',
+      { source: 'upload', title: 'theirs' },
+      { authorization: `Bearer ${otherKey}` },
+    );
+    assert.equal(theirs.status, 201, theirs.text);
+    const lifted = spawnVerbatim(['workspaces', 'hours-cap', h.workspaceId, 'none'], h.env());
+    assert.equal(await lifted.exited, 0, lifted.output());
+    const again = await h.request('POST', '/v1/meetings', { source: 'live', title: 'cap lifted' });
+    assert.equal(again.status, 201, again.text);
   } finally {
     await h.close();
   }

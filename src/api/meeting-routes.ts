@@ -3,6 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Executor, MeetingRow } from '../db/schema.ts';
 import { readAsTenant, withTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
+import type { Db } from '../db/schema.ts';
+import { monthlyCapReached } from '../ops/queue-stats-store.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { heldStretchesMessage, meetingProgress, plainReason } from '../domain/meeting-progress.ts';
 import { formatTranscript } from '../domain/transcript-format.ts';
@@ -51,6 +53,24 @@ import {
   SegmentSchema,
   TranscriptSchema,
 } from './schemas.ts';
+
+/**
+ * F7: past its monthly cap of transcribed hours (an operator's `verbatim workspaces hours-cap`), a
+ * workspace starts no new meeting or upload until the month turns (UTC); what it is already
+ * recording or processing goes on, so no word already sent is refused.
+ */
+async function refuseOverMonthlyCap(deps: { db: Db }, workspaceId: string): Promise<void> {
+  const reached = await monthlyCapReached(deps.db, workspaceId);
+  if (!reached) return;
+  const now = new Date();
+  const turn = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+  throw new AppError(
+    ErrorKind.quotaExhausted,
+    'quota.hours_exceeded',
+    `this workspace has transcribed ${reached.used.toFixed(2)} hours this month, its cap of ${reached.cap} (set by an operator with verbatim workspaces hours-cap); new meetings and uploads can start on ${turn.toISOString().slice(0, 10)}`,
+    { retryAfterSeconds: Math.max(1, Math.ceil((turn.getTime() - now.getTime()) / 1000)) },
+  );
+}
 
 const MAX_TITLE = 300;
 const MEETING = ref('Meeting');
@@ -148,6 +168,9 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
       ...ERRORS,
       409: refusal('meeting.idempotency_key_reused, or batch.canceled'),
       410: refusal('meeting.deleted: the meeting this Idempotency-Key made was deleted'),
+      429: refusal(
+        '`quota.hours_exceeded`: the workspace reached its monthly cap of transcribed hours, with Retry-After',
+      ),
     },
   };
   app.post('/v1/meetings', { schema }, async (req, reply) => {
@@ -180,6 +203,7 @@ function registerMeetingCreate(app: FastifyInstance, kit: MeetingRouteKit): void
     // A repeat is answered before the batch is looked at: its batch may have been canceled since
     // the first try made the meeting, and the client still needs to learn that meeting's id.
     const earlier = key !== null ? await deps.meetings.madeWithKey(workspaceOf(req), key) : undefined;
+    if (!earlier) await refuseOverMonthlyCap(deps, workspaceOf(req));
     if (batchId !== null && !earlier) {
       if (source !== MeetingSource.upload)
         throw invalid('meeting.batch_id', 'only upload meetings belong to batches');
@@ -271,6 +295,9 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
             409: refusal('The meeting already has a recording or is not an upload meeting'),
             413: refusal('Too large, or `storage.quota_exceeded`'),
             415: refusal('Not an accepted audio type'),
+            429: refusal(
+              '`upload.too_many` (the workspace is uploading its most at once) or `quota.hours_exceeded` (its monthly cap), with Retry-After',
+            ),
           },
         } satisfies RouteSchema,
       },
@@ -297,6 +324,7 @@ function registerMeetingAudio(app: FastifyInstance, kit: MeetingRouteKit): void 
             `the request body is larger than this route's limit of ${formatBytes(deps.config.maxUploadBytes)}`,
           );
         if (declared !== null && declared > deps.config.maxUploadBytes) throw tooLarge();
+        await refuseOverMonthlyCap(deps, workspaceId);
         const meeting = await storeRecording(
           deps,
           workspaceId,

@@ -511,12 +511,15 @@ export const OverviewSchema = Type.Object(
           queuedWindows: Type.Integer(),
           runningJobs: Type.Integer(),
           hoursThisMonth: Type.Number(),
+          monthlyHoursCap: Type.Union([Type.Number(), Type.Null()], {
+            description: 'the cap on those hours an operator set; past it, new meetings and uploads get 429',
+          }),
         }),
         Type.Null(),
       ],
       {
         description:
-          'F7: this workspace’s weight, stored bytes, queued windows, running jobs and hours transcribed this month',
+          'F7: this workspace’s weight, stored bytes, queued windows, running jobs, hours transcribed this month and its monthly cap',
       },
     ),
   },

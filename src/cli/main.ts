@@ -21,10 +21,12 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim migrate            apply database migrations and exit
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
   verbatim status             per queue: pending, running, age of the oldest due job; per workspace:
-                              stored bytes, queued windows, running jobs, hours this month
+                              stored bytes, queued windows, running jobs, hours this month and cap
   verbatim workspaces [list]  each workspace's usage and weight
   verbatim workspaces weight WORKSPACE_ID N
                               its share of each queue, N times the others' (0.1 to 100; 1 by default)
+  verbatim workspaces hours-cap WORKSPACE_ID HOURS|none
+                              audio hours it may transcribe a month (UTC); past it, new meetings wait
   verbatim inspect ID         a meeting, job or bot recording: windows, jobs, ordered attempts, audit trail
   verbatim search "WORDS" [--workspace NAME]
                               meetings that said it: title, date, id, each hit's time and words

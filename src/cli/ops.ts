@@ -57,18 +57,19 @@ export async function status(app: App): Promise<number> {
 /** F7: one line per workspace: what it stores, waits for, runs and transcribed this month. */
 function printUsage(rows: WorkspaceUsage[]): void {
   out(
-    'workspace                             name                  weight  stored bytes  queued windows  running  hours this month',
+    'workspace                             name                  weight  stored bytes  queued windows  running  hours this month  monthly cap',
   );
   for (const w of rows) {
     out(
-      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}`,
+      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
     );
   }
 }
 
 /**
  * F5/F7: `verbatim workspaces` lists every workspace's usage; `verbatim workspaces weight ID N`
- * gives one a share of each queue N times the others' (1 by default; 0.1 to 100).
+ * gives one a share of each queue N times the others' (1 by default; 0.1 to 100);
+ * `verbatim workspaces hours-cap ID HOURS|none` caps the audio hours it may transcribe a month.
  */
 export async function workspacesCommand(app: App, args: string[]): Promise<number> {
   const [sub, id, value] = args;
@@ -88,7 +89,27 @@ export async function workspacesCommand(app: App, args: string[]): Promise<numbe
     out(`workspace ${id}: weight ${weight} (its jobs queued from now on)`);
     return 0;
   }
-  throw new UsageError('usage: verbatim workspaces [list] | verbatim workspaces weight WORKSPACE_ID N');
+  if (sub === 'hours-cap') {
+    const cap = value === 'none' ? null : Number(value);
+    if (!id || !isUuid(id) || (cap !== null && (!Number.isFinite(cap) || cap < 0))) {
+      throw new UsageError(
+        'usage: verbatim workspaces hours-cap WORKSPACE_ID HOURS|none (HOURS of audio a month, 0 or more)',
+      );
+    }
+    if (!(await app.workspaces.setMonthlyHoursCap(id, cap))) {
+      out(`no workspace ${id}`);
+      return 1;
+    }
+    out(
+      cap === null
+        ? `workspace ${id}: no monthly cap`
+        : `workspace ${id}: at most ${cap} hours of audio transcribed a month (UTC); past it, new meetings and uploads get 429 quota.hours_exceeded until the month turns`,
+    );
+    return 0;
+  }
+  throw new UsageError(
+    'usage: verbatim workspaces [list] | verbatim workspaces weight WORKSPACE_ID N | verbatim workspaces hours-cap WORKSPACE_ID HOURS|none',
+  );
 }
 
 /**

@@ -56,6 +56,7 @@ import * as m0052 from './migrations/0052-ask-budget.ts';
 import * as m0053 from './migrations/0053-fair-claiming.ts';
 import * as m0054 from './migrations/0054-webhook-fairness.ts';
 import * as m0055 from './migrations/0055-workspace-budgets.ts';
+import * as m0056 from './migrations/0056-workspace-hours-cap.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -114,6 +115,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0053-fair-claiming': m0053,
   '0054-webhook-fairness': m0054,
   '0055-workspace-budgets': m0055,
+  '0056-workspace-hours-cap': m0056,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -1335,8 +1335,10 @@ create table workspaces (
   vocabulary text[] default '{}'::text[] not null,
   playback_days integer default 0 not null,
   fair_weight real default 1 not null,
+  monthly_hours_cap double precision,
   constraint workspaces_pkey PRIMARY KEY (id),
   constraint workspaces_fair_weight_check CHECK (fair_weight >= 0.1::double precision AND fair_weight <= 100::double precision),
+  constraint workspaces_monthly_hours_cap_check CHECK (monthly_hours_cap IS NULL OR monthly_hours_cap >= 0::double precision),
   constraint workspaces_playback_days_check CHECK (playback_days >= 0 AND playback_days <= 365)
 );
 alter table workspaces enable row level security;

@@ -24,6 +24,8 @@ export interface WorkspacesTable {
   playback_days: ColumnType<number, number | undefined, number>;
   /** F5: the workspace's share of each queue beside the others' (1: an equal share). */
   fair_weight: ColumnType<number, number | undefined, number>;
+  /** F7: audio hours it may have transcribed each month (UTC); null: no cap. */
+  monthly_hours_cap: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {

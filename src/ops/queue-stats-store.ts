@@ -1,5 +1,5 @@
 import { SearchStore } from '../search/search-store.ts';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { POISON } from '../jobs/pg-job-store.ts';
 import { failedWithAudioKept } from '../meetings/pg-meeting-store.ts';
@@ -91,6 +91,8 @@ export interface WorkspaceUsage {
   runningJobs: number;
   /** Audio transcribed since the first of this month (UTC), in hours. */
   hoursThisMonth: number;
+  /** Its cap on those hours, when an operator set one. */
+  monthlyHoursCap: number | null;
 }
 
 /** F7: every workspace's usage (or one's), for `verbatim status`, `verbatim workspaces` and the operator page. */
@@ -104,12 +106,35 @@ export async function workspaceUsage(db: Db, workspaceId?: string): Promise<Work
       (select count(*) from jobs j where j.workspace_id = w.id and j.kind = 'transcribe-window'
           and j.status = 'pending')::int as "queuedWindows",
       (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",
-      coalesce((select sum(x.end_ms - x.start_ms) from windows x
-          where x.workspace_id = w.id
-            and x.transcribed_at >= date_trunc('month', now() at time zone 'utc') at time zone 'utc'), 0)::float8
-        / 3600000 as "hoursThisMonth"
+      ${hoursThisMonth(sql`w.id`)} as "hoursThisMonth",
+      w.monthly_hours_cap::float8 as "monthlyHoursCap"
     from workspaces w where ${only} order by w.name, w.id`.execute(db);
   return result.rows;
+}
+
+/** F7: the audio hours a workspace (`id`, an SQL expression) had transcribed since the month began (UTC). */
+function hoursThisMonth(id: RawBuilder<unknown>) {
+  return sql<number>`(coalesce((select sum(x.end_ms - x.start_ms) from windows x
+          where x.workspace_id = ${id}
+            and x.transcribed_at >= date_trunc('month', now() at time zone 'utc') at time zone 'utc'), 0)::float8
+        / 3600000)`;
+}
+
+/**
+ * F7: the workspace's monthly cap and the hours it transcribed this month, when it has a cap and
+ * has reached it; null otherwise (no cap, or hours left).
+ */
+export async function monthlyCapReached(
+  db: Db,
+  workspaceId: string,
+): Promise<{ used: number; cap: number } | null> {
+  const row = await sql<{ cap: number | null; used: number | null }>`
+    select w.monthly_hours_cap::float8 as cap,
+           case when w.monthly_hours_cap is null then null else ${hoursThisMonth(sql`w.id`)} end as used
+      from workspaces w where w.id = ${workspaceId}::uuid`.execute(db);
+  const r = row.rows[0];
+  if (!r || r.cap === null || r.used === null || r.used < r.cap) return null;
+  return { used: r.used, cap: r.cap };
 }
 
 export async function healthFigures(db: Db): Promise<HealthFigures> {

@@ -68,6 +68,16 @@ export class PgWorkspaceStore {
     return Number(updated.numUpdatedRows) > 0;
   }
 
+  /** F7: its cap on audio hours transcribed a month (null: none). False when there is no such workspace. */
+  async setMonthlyHoursCap(workspaceId: string, cap: number | null): Promise<boolean> {
+    const updated = await this.db
+      .updateTable('workspaces')
+      .set({ monthly_hours_cap: cap })
+      .where('id', '=', workspaceId)
+      .executeTakeFirst();
+    return Number(updated.numUpdatedRows) > 0;
+  }
+
   async nameOf(workspaceId: string): Promise<string | null> {
     const row = await this.db
       .selectFrom('workspaces')

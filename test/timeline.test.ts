@@ -223,7 +223,15 @@ void describe('timeline rules (pure)', () => {
     assert.deepEqual(repairRegions(input), [{ from: 60 * S, to: 120 * S, kind: 'splice' }]);
     const plan = planRepair(input, [...speech(60, 60), chunk(70 * S, 12)], OPTS);
     assert.deepEqual(plan.supersede, ['retrying']);
-    assert.deepEqual(plan.create, [{ start: 60 * S, end: 122 * S, kind: 'transcribe' }]);
+    // The whole stretch is transcribed, cut as any stretch is (a window of at most a slot and its
+    // tail), with no gap and no piece kept.
+    assert.deepEqual(
+      plan.create.map((w) => w.kind),
+      plan.create.map(() => 'transcribe'),
+    );
+    assert.equal(plan.create[0]?.start, 60 * S);
+    assert.equal(plan.create.at(-1)?.end, 122 * S);
+    for (let i = 1; i < plan.create.length; i++) assert.equal(plan.create[i]!.start, plan.create[i - 1]!.end);
     assert.ok(!plan.create.some((w) => w.kind === 'keep'), 'no piece of a pending window is kept');
     // Two late chunks in one pending window make one region.
     const two = {
@@ -231,6 +239,34 @@ void describe('timeline rules (pure)', () => {
       resizes: [...input.resizes, { seq: 20, start: 100 * S, oldLength: 5 * S, newLength: 5 * S }],
     };
     assert.deepEqual(repairRegions(two), [{ from: 60 * S, to: 120 * S, kind: 'splice' }]);
+  });
+
+  void it('L19: a long gap of missing chunks spliced in late is cut into windows of the usual length, not sent as one recognition (found by the simulation: 60 s in one request never beat the recogniser’s timeout)', () => {
+    // The meeting's first minute never arrived; its window is one missing stretch. Its twelve
+    // chunks arrive after the close-out deleted the audio.
+    const input: RepairInput = {
+      mode: 'splice',
+      closed: true,
+      resizes: Array.from({ length: 12 }, (_, i) => ({
+        seq: i,
+        start: i * 5 * S,
+        oldLength: 5 * S,
+        newLength: 5 * S,
+      })),
+      windows: [{ id: 'gap', start: 0, end: 60 * S, status: 'missing' }],
+      cut: 60 * S,
+      placed: 60 * S,
+    };
+    const short: CutOptions = { ...OPTS, slot: 8 * S };
+    const plan = planRepair(input, speech(60), short);
+    assert.deepEqual(plan.supersede, ['gap']);
+    assert.ok(plan.create.length >= 6, `cut into windows (${plan.create.length})`);
+    for (const w of plan.create) {
+      assert.equal(w.kind, 'transcribe');
+      assert.ok(w.end - w.start <= short.slot + short.search + short.minTail, `${(w.end - w.start) / S} s`);
+    }
+    assert.equal(plan.create[0]?.start, 0);
+    assert.equal(plan.create.at(-1)?.end, 60 * S);
   });
 
   void it('L19: new audio after a closed timeline is cut with the last window while the audio is stored', () => {

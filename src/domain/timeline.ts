@@ -477,8 +477,11 @@ export function planRepair(input: RepairInput, spans: readonly Span[], options: 
       cutEnd = to;
     }
     if (region.kind === 'splice') {
-      if (to > from)
-        create.push({ start: from, end: to, kind: hasAudio(spans, from, to) ? 'transcribe' : 'silent' });
+      // Cut like any stretch: a long spliced stretch (a gap of missing chunks that arrived late)
+      // becomes windows of the usual length, each one recognition a recogniser can answer within
+      // its timeout, not one request for the whole gap.
+      for (const w of cutStretch(spans, from, to, options, true).windows)
+        create.push({ start: w.start, end: w.end, kind: w.audio ? 'transcribe' : 'silent' });
       continue;
     }
     if (region.kind === 'recut') {

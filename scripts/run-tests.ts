@@ -38,6 +38,10 @@ const LONG = [
   'test/live.test.ts',
   'test/bot-webhooks.test.ts', // 102 s
   'test/chunk-cost.test.ts', // 101 s
+  'test/webhook-fairness.test.ts', // 190 s in a full run (2026-12-07)
+  'test/webhooks.test.ts', // 120 s in a full run
+  'test/people.test.ts', // 115 s in a full run
+  'test/playback.test.ts', // 110 s in a full run
   'test/web-outbox-end.test.ts', // 86 s
   'test/late-audio.test.ts', // 84 s
   'test/storage.test.ts', // 65 s

@@ -39,6 +39,7 @@ void it('X2: each figure of /metrics follows the state it counts: reclaimed leas
       'verbatim_leases_reclaimed_total',
       'verbatim_jobs_quarantined_total',
       'verbatim_minutes_outages_in_progress',
+      'verbatim_jobs_waiting_out_outage',
       'verbatim_outbox_pending',
       'verbatim_cleanup_backlog_blobs',
     ])
@@ -117,6 +118,7 @@ void it('X2: each figure of /metrics follows the state it counts: reclaimed leas
     assert.equal(after.get('verbatim_leases_reclaimed_total'), 2, 'both expired leases');
     assert.equal(after.get('verbatim_jobs_quarantined_total'), 1, 'the one with no reclaims left');
     assert.equal(after.get('verbatim_minutes_outages_in_progress'), 1);
+    assert.equal(after.get('verbatim_jobs_waiting_out_outage'), 1, 'the same job, counted among every kind');
     assert.equal(
       after.get('verbatim_outbox_pending'),
       outboxBefore + CONSUMERS_OF[EventType.meetingTranscribed].length,

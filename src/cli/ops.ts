@@ -34,7 +34,9 @@ export async function status(app: App): Promise<number> {
   out(
     `held stretches ${h.heldStretches} (oldest ${h.heldStretchOldestSeconds.toFixed(1)} s): audio kept for windows with no transcript; verbatim inspect MEETING, resubmit JOB or release MEETING`,
   );
-  out(`minutes outages in progress ${h.minutesOutagesInProgress}, workers alive ${h.workersAlive}`);
+  out(
+    `minutes outages in progress ${h.minutesOutagesInProgress}, jobs waiting out an outage ${h.jobsWaitingOutOutages}, workers alive ${h.workersAlive}`,
+  );
   out(
     `events pending ${h.outboxPending} (oldest ${h.oldestOutboxPendingAgeSeconds.toFixed(1)} s), failed ${h.outboxFailed}`,
   );

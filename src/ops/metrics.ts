@@ -36,6 +36,11 @@ const HEALTH_FIGURES: Array<[keyof Awaited<ReturnType<typeof healthFigures>>, st
     'verbatim_minutes_outages_in_progress',
     'Minutes jobs waiting out a model outage',
   ],
+  [
+    'jobsWaitingOutOutages',
+    'verbatim_jobs_waiting_out_outage',
+    'Jobs of any kind that have waited out a provider outage and not yet finished (a window whose recognition always times out shows here)',
+  ],
   ['outboxPending', 'verbatim_outbox_pending', 'Events not yet delivered'],
   ['outboxFailed', 'verbatim_outbox_failed', 'Events whose delivery failed for good'],
   [

@@ -44,6 +44,11 @@ export interface HealthFigures {
   heldStretchOldestSeconds: number;
   jobsFailed: number;
   minutesOutagesInProgress: number;
+  /**
+   * Jobs of any kind (windows, repairs, imports, minutes) that have waited out a provider outage
+   * and have not finished: a window whose recognition times out on every try shows here.
+   */
+  jobsWaitingOutOutages: number;
   outboxPending: number;
   outboxFailed: number;
   workersAlive: number;
@@ -155,6 +160,8 @@ export async function healthFigures(db: Db): Promise<HealthFigures> {
       (select count(*) from jobs where status = 'failed')::int as "jobsFailed",
       (select count(*) from jobs where kind = 'write-minutes' and status = 'pending' and wait_count > 0)::int
         as "minutesOutagesInProgress",
+      (select count(*) from jobs where status in ('pending', 'running') and outage_waits > 0)::int
+        as "jobsWaitingOutOutages",
       (select count(*) from outbox where status = 'pending')::int as "outboxPending",
       (select count(*) from outbox where status = 'failed')::int as "outboxFailed",
       (select count(*) from workers where stopped_at is null and declared_dead_at is null)::int as "workersAlive",

@@ -1,9 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { Executor, MeetingRow } from '../db/schema.ts';
+import type { Db, Executor, MeetingRow } from '../db/schema.ts';
 import { readAsTenant, withTenant } from '../db/tenant.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
-import type { Db } from '../db/schema.ts';
 import { monthlyCapReached } from '../ops/queue-stats-store.ts';
 import { MeetingSource, MeetingStatus } from '../domain/status.ts';
 import { heldStretchesMessage, meetingProgress, plainReason } from '../domain/meeting-progress.ts';

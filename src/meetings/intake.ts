@@ -113,10 +113,10 @@ export function blobKey(
   return { key: `${workspaceId}/${meetingId}/${kind}-${sha256}-${randomUUID()}`, sha256 };
 }
 
-/** B10: an upload's body as it arrives, with the size its client announced (Content-Length). */
 /** F2: what a refused upload is told to wait before it tries again. */
 const UPLOAD_BUSY_RETRY_SECONDS = 5;
 
+/** B10: an upload's body as it arrives, with the size its client announced (Content-Length). */
 export interface UploadBody {
   stream: Readable;
   declaredBytes: number | null;

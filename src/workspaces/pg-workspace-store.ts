@@ -57,27 +57,29 @@ export class PgWorkspaceStore {
       .execute();
   }
 
-  /** A workspace's name (U9: an invite email names it), or null when there is none. */
   /** F5: the workspace's share of each queue; false when there is no such workspace. */
-  async setFairWeight(workspaceId: string, weight: number): Promise<boolean> {
-    const updated = await this.db
-      .updateTable('workspaces')
-      .set({ fair_weight: weight })
-      .where('id', '=', workspaceId)
-      .executeTakeFirst();
-    return Number(updated.numUpdatedRows) > 0;
+  setFairWeight(workspaceId: string, weight: number): Promise<boolean> {
+    return this.setOperatorFields(workspaceId, { fair_weight: weight });
   }
 
   /** F7: its cap on audio hours transcribed a month (null: none). False when there is no such workspace. */
-  async setMonthlyHoursCap(workspaceId: string, cap: number | null): Promise<boolean> {
+  setMonthlyHoursCap(workspaceId: string, cap: number | null): Promise<boolean> {
+    return this.setOperatorFields(workspaceId, { monthly_hours_cap: cap });
+  }
+
+  private async setOperatorFields(
+    workspaceId: string,
+    fields: { fair_weight?: number; monthly_hours_cap?: number | null },
+  ): Promise<boolean> {
     const updated = await this.db
       .updateTable('workspaces')
-      .set({ monthly_hours_cap: cap })
+      .set(fields)
       .where('id', '=', workspaceId)
       .executeTakeFirst();
     return Number(updated.numUpdatedRows) > 0;
   }
 
+  /** A workspace's name (U9: an invite email names it), or null when there is none. */
   async nameOf(workspaceId: string): Promise<string | null> {
     const row = await this.db
       .selectFrom('workspaces')

@@ -9,13 +9,13 @@ import { silenceFile, startHarness, waitFor, type Harness } from './support/harn
 // sent: while it is held the rest of the backlog waits in graphile-worker's queue, and the order
 // in which they are claimed once it is let go is the order under test.
 
-async function world(): Promise<{ h: Harness; recognizer: ChunkRecognizer }> {
+async function world(slots = 1): Promise<{ h: Harness; recognizer: ChunkRecognizer }> {
   const recognizer = await startChunkRecognizer();
   const h = await startHarness({
     env: {
       VERBATIM_ASR: 'whisper',
       VERBATIM_WHISPER_URL: recognizer.url,
-      VERBATIM_TRANSCRIPTION_CONCURRENCY: '1',
+      VERBATIM_TRANSCRIPTION_CONCURRENCY: String(slots),
       VERBATIM_GAP_PATIENCE_SECONDS: '0',
     },
   });
@@ -141,6 +141,70 @@ void it('F5: a live window is claimed before a batch window of the same workspac
     );
     const claims = await claimsSince(h, since);
     assert.equal(claims[0]?.meeting, live, 'the first window claimed after the slot freed was the live one');
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});
+
+async function running(h: Harness, meetingId: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from jobs
+      where meeting_id = ${meetingId}::uuid and queue = 'transcription' and status = 'running'`.execute(
+    h.app.database.db,
+  );
+  return rows[0]?.n ?? 0;
+}
+
+void it('F5: a workspace’s running cap holds its batch jobs to the cap, and another workspace takes the free slots', async () => {
+  const { h, recognizer } = await world(4);
+  try {
+    assert.ok(await h.app.workspaces.setMaxRunningJobs(h.workspaceId, 1));
+    recognizer.hold();
+    h.spawnWorker();
+    // The capped workspace: a minute of audio, twenty windows, on four transcription slots.
+    const noisy = await backlog(h, h.apiKey, 60, 'capped');
+    await waitFor('the capped workspace’s first window to reach the recogniser', () =>
+      Promise.resolve(recognizer.calls() >= 1),
+    );
+    const quietWorkspace = await h.app.workspaces.createWorkspace('quiet');
+    const { apiKey: quietKey } = await h.app.workspaces.createApiKey(quietWorkspace, 'quiet');
+    const quiet = await backlog(h, quietKey, 6, 'quiet');
+    // Without the cap the capped workspace would hold all four slots and the quiet windows would wait.
+    await waitFor(
+      'both quiet windows to reach the recogniser beside the capped one',
+      async () => (await running(h, quiet)) === 2 && recognizer.calls() >= 3,
+    );
+    assert.equal(await running(h, noisy), 1, 'the capped workspace runs one window, its cap');
+    assert.ok((await pendingWindows(h, noisy)) >= 15, 'the rest of its windows wait their turn');
+    recognizer.release();
+    for (const id of [quiet, noisy]) {
+      await waitFor(`meeting ${id} to complete`, async () => {
+        const row = await h.app.database.db
+          .selectFrom('meetings')
+          .select('status')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return row.status === 'complete';
+      });
+    }
+    // Across the whole run, no two of the capped workspace's batch attempts overlapped.
+    const attempts = await h.app.database.db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select(['job_attempts.started_at as start', 'job_attempts.ended_at as end'])
+      .where('jobs.workspace_id', '=', h.workspaceId)
+      .where('jobs.queue', 'in', ['intake', 'transcription'])
+      .orderBy('job_attempts.started_at')
+      .execute();
+    assert.ok(attempts.length >= 21, `the split and every window ran (${attempts.length} attempts)`);
+    for (let i = 1; i < attempts.length; i++) {
+      const prev = attempts[i - 1]!;
+      const next = attempts[i]!;
+      assert.ok(
+        prev.end !== null && prev.end <= next.start,
+        `attempt ${i} started before attempt ${i - 1} ended`,
+      );
+    }
   } finally {
     await h.close();
     await recognizer.close();

@@ -28,6 +28,7 @@ import * as m0053 from '../src/db/migrations/0053-fair-claiming.ts';
 import * as m0054 from '../src/db/migrations/0054-webhook-fairness.ts';
 import * as m0055 from '../src/db/migrations/0055-workspace-budgets.ts';
 import * as m0056 from '../src/db/migrations/0056-workspace-hours-cap.ts';
+import * as m0057 from '../src/db/migrations/0057-workspace-running-cap.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -189,6 +190,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0054,
       m0055,
       m0056,
+      m0057,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

@@ -46,7 +46,7 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
       status
         .output()
         .split('\n')
-        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\.00\s+none$/.test(l)),
+        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+none\s+0\.00\s+none$/.test(l)),
       'the idle workspace has its line, all zero',
     );
 
@@ -65,6 +65,17 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
     const bad = spawnVerbatim(['workspaces', 'weight', other, '1000'], h.env());
     assert.equal(await bad.exited, 2, bad.output());
     assert.match(bad.output(), /N from 0\.1 to 100/);
+
+    // F5: a running cap is set, shown and lifted (test/fair-claiming.test.ts proves it holds).
+    const runningCap = spawnVerbatim(['workspaces', 'running-cap', h.workspaceId, '3'], h.env());
+    assert.equal(await runningCap.exited, 0, runningCap.output());
+    assert.equal((await h.request('GET', '/v1/operator/overview')).json.usage.maxRunningJobs, 3);
+    const badCap = spawnVerbatim(['workspaces', 'running-cap', h.workspaceId, '0'], h.env());
+    assert.equal(await badCap.exited, 2, badCap.output());
+    assert.match(badCap.output(), /N batch jobs at once, 1 or more/);
+    const uncapped = spawnVerbatim(['workspaces', 'running-cap', h.workspaceId, 'none'], h.env());
+    assert.equal(await uncapped.exited, 0, uncapped.output());
+    assert.equal((await h.request('GET', '/v1/operator/overview')).json.usage.maxRunningJobs, null);
 
     // F7: a monthly cap below what it transcribed: new meetings and uploads wait for the month to
     // turn; another workspace goes on; lifting the cap lets them start again.

@@ -514,12 +514,16 @@ export const OverviewSchema = Type.Object(
           monthlyHoursCap: Type.Union([Type.Number(), Type.Null()], {
             description: 'the cap on those hours an operator set; past it, new meetings and uploads get 429',
           }),
+          maxRunningJobs: Type.Union([Type.Integer(), Type.Null()], {
+            description:
+              'F5: the cap an operator set on its batch jobs running at once (uploads, their windows, repairs); live work is never capped',
+          }),
         }),
         Type.Null(),
       ],
       {
         description:
-          'F7: this workspace’s weight, stored bytes, queued windows, running jobs, hours transcribed this month and its monthly cap',
+          'F7: this workspace’s weight, stored bytes, queued windows, running jobs, hours transcribed this month, its monthly cap and its running cap',
       },
     ),
   },

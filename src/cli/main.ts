@@ -27,6 +27,8 @@ const USAGE = `verbatim — meeting transcription that never loses a word
                               its share of each queue, N times the others' (0.1 to 100; 1 by default)
   verbatim workspaces hours-cap WORKSPACE_ID HOURS|none
                               audio hours it may transcribe a month (UTC); past it, new meetings wait
+  verbatim workspaces running-cap WORKSPACE_ID N|none
+                              at most N of its batch jobs (uploads, their windows) run at once
   verbatim inspect ID         a meeting, job or bot recording: windows, jobs, ordered attempts, audit trail
   verbatim search "WORDS" [--workspace NAME]
                               meetings that said it: title, date, id, each hit's time and words

@@ -59,11 +59,11 @@ export async function status(app: App): Promise<number> {
 /** F7: one line per workspace: what it stores, waits for, runs and transcribed this month. */
 function printUsage(rows: WorkspaceUsage[]): void {
   out(
-    'workspace                             name                  weight  stored bytes  queued windows  running  hours this month  monthly cap',
+    'workspace                             name                  weight  stored bytes  queued windows  running  running cap  hours this month  monthly cap',
   );
   for (const w of rows) {
     out(
-      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
+      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${(w.maxRunningJobs === null ? 'none' : String(w.maxRunningJobs)).padStart(11)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
     );
   }
 }
@@ -71,7 +71,8 @@ function printUsage(rows: WorkspaceUsage[]): void {
 /**
  * F5/F7: `verbatim workspaces` lists every workspace's usage; `verbatim workspaces weight ID N`
  * gives one a share of each queue N times the others' (1 by default; 0.1 to 100);
- * `verbatim workspaces hours-cap ID HOURS|none` caps the audio hours it may transcribe a month.
+ * `verbatim workspaces hours-cap ID HOURS|none` caps the audio hours it may transcribe a month;
+ * `verbatim workspaces running-cap ID N|none` caps how many of its batch jobs run at once.
  */
 export async function workspacesCommand(app: App, args: string[]): Promise<number> {
   const [sub, id, value] = args;
@@ -109,8 +110,26 @@ export async function workspacesCommand(app: App, args: string[]): Promise<numbe
     );
     return 0;
   }
+  if (sub === 'running-cap') {
+    const cap = value === 'none' ? null : Number(value);
+    if (!id || !isUuid(id) || (cap !== null && (!Number.isInteger(cap) || cap < 1))) {
+      throw new UsageError(
+        'usage: verbatim workspaces running-cap WORKSPACE_ID N|none (N batch jobs at once, 1 or more)',
+      );
+    }
+    if (!(await app.workspaces.setMaxRunningJobs(id, cap))) {
+      out(`no workspace ${id}`);
+      return 1;
+    }
+    out(
+      cap === null
+        ? `workspace ${id}: no running cap`
+        : `workspace ${id}: at most ${cap} of its batch jobs (uploads, their windows, repairs) run at once; its live meetings are not capped`,
+    );
+    return 0;
+  }
   throw new UsageError(
-    'usage: verbatim workspaces [list] | verbatim workspaces weight WORKSPACE_ID N | verbatim workspaces hours-cap WORKSPACE_ID HOURS|none',
+    'usage: verbatim workspaces [list] | verbatim workspaces weight WORKSPACE_ID N | verbatim workspaces hours-cap WORKSPACE_ID HOURS|none | verbatim workspaces running-cap WORKSPACE_ID N|none',
   );
 }
 

@@ -57,6 +57,7 @@ import * as m0053 from './migrations/0053-fair-claiming.ts';
 import * as m0054 from './migrations/0054-webhook-fairness.ts';
 import * as m0055 from './migrations/0055-workspace-budgets.ts';
 import * as m0056 from './migrations/0056-workspace-hours-cap.ts';
+import * as m0057 from './migrations/0057-workspace-running-cap.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -116,6 +117,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0054-webhook-fairness': m0054,
   '0055-workspace-budgets': m0055,
   '0056-workspace-hours-cap': m0056,
+  '0057-workspace-running-cap': m0057,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -481,6 +481,7 @@ CREATE INDEX jobs_fair_floor ON jobs USING btree (queue, fair_class, fair_round)
 CREATE INDEX jobs_fair_lane ON jobs USING btree (workspace_id, queue, fair_class, fair_round) WHERE status = 'pending'::text;
 CREATE INDEX jobs_isolated_active ON jobs USING btree (run_after) WHERE isolated_at IS NOT NULL AND (status = ANY (ARRAY['pending'::text, 'running'::text]));
 CREATE INDEX jobs_meeting ON jobs USING btree (meeting_id);
+CREATE INDEX jobs_running_workspace ON jobs USING btree (workspace_id, queue) WHERE status = 'running'::text;
 CREATE INDEX jobs_status_queue ON jobs USING btree (status, queue, run_after);
 CREATE INDEX jobs_subject ON jobs USING btree (subject_id, kind);
 CREATE TRIGGER jobs_fair_round BEFORE INSERT OR UPDATE OF status ON jobs FOR EACH ROW EXECUTE FUNCTION verbatim_fair_round();
@@ -1336,8 +1337,10 @@ create table workspaces (
   playback_days integer default 0 not null,
   fair_weight real default 1 not null,
   monthly_hours_cap double precision,
+  max_running_jobs integer,
   constraint workspaces_pkey PRIMARY KEY (id),
   constraint workspaces_fair_weight_check CHECK (fair_weight >= 0.1::double precision AND fair_weight <= 100::double precision),
+  constraint workspaces_max_running_jobs_check CHECK (max_running_jobs IS NULL OR max_running_jobs >= 1),
   constraint workspaces_monthly_hours_cap_check CHECK (monthly_hours_cap IS NULL OR monthly_hours_cap >= 0::double precision),
   constraint workspaces_playback_days_check CHECK (playback_days >= 0 AND playback_days <= 365)
 );

@@ -26,6 +26,8 @@ export interface WorkspacesTable {
   fair_weight: ColumnType<number, number | undefined, number>;
   /** F7: audio hours it may have transcribed each month (UTC); null: no cap. */
   monthly_hours_cap: ColumnType<number | null, number | null | undefined, number | null>;
+  /** F5: at most this many of its batch jobs run at once; null: no cap. */
+  max_running_jobs: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {

@@ -20,6 +20,7 @@ import {
   QUEUE_OF,
   JobKind,
 } from '../domain/status.ts';
+import { BATCH_CLASS, CAPPED_QUEUES, cappedDeferMs, isCappedWork } from '../domain/running-cap.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
 import { flushAudit, withAuditBuffer } from './audit-store.ts';
@@ -148,7 +149,11 @@ export class PgJobStore {
     /** J20: true in an isolated runner, which claims only isolated jobs; ordinary workers never do. */
     isolated = false,
   ): Promise<ClaimedJob | null> {
-    const fast = await this.openAttempt(this.db, jobId, owner, context, { dueOnly: true, isolated });
+    const fast = await this.openAttempt(this.db, jobId, owner, context, {
+      dueOnly: true,
+      isolated,
+      capChecked: false,
+    });
     if (fast) return fast;
     return this.db.transaction().execute(async (trx) => {
       const job = await trx
@@ -159,8 +164,16 @@ export class PgJobStore {
         .executeTakeFirst();
       if (!job) return null;
       if (job.status === JobStatus.pending) {
+        if (isCappedWork(job)) {
+          // F5: a workspace with a running cap has its batch claims taken one at a time.
+          const cap = await this.runningCap(trx, job);
+          if (cap !== null && cap.running >= cap.max) {
+            await this.deferCapped(trx, job, cap.max);
+            return null;
+          }
+        }
         // Claimed meanwhile and back again, or not due yet: the one statement decides.
-        return this.openAttempt(trx, jobId, owner, context, { dueOnly: true, isolated });
+        return this.openAttempt(trx, jobId, owner, context, { dueOnly: true, isolated, capChecked: true });
       }
       if (job.status !== JobStatus.running) return null;
       // Each lane takes over only its own jobs (J20).
@@ -170,8 +183,59 @@ export class PgJobStore {
       const expired = await this.rows.closeExpiredAttempt(trx, job, `worker:${owner}`);
       if (!expired || expired.status !== JobStatus.pending) return null;
       // Taken over from a dead owner: claimed now, whatever its run_after.
-      return this.openAttempt(trx, jobId, owner, context, { dueOnly: false, isolated });
+      return this.openAttempt(trx, jobId, owner, context, { dueOnly: false, isolated, capChecked: true });
     });
+  }
+
+  /**
+   * F5: the workspace's cap on running batch jobs and how many run now, taken under the
+   * workspace's lock (held to the end of the claim's transaction, so two workers cannot both
+   * take its last place). Null when the workspace has no cap.
+   */
+  private async runningCap(trx: Tx, job: JobRow): Promise<{ max: number; running: number } | null> {
+    const ws = await trx
+      .selectFrom('workspaces')
+      .select('max_running_jobs')
+      .where('id', '=', job.workspace_id)
+      .executeTakeFirst();
+    const max = ws?.max_running_jobs ?? null;
+    if (max === null) return null;
+    await sql`select pg_advisory_xact_lock(hashtextextended(${'verbatim.running-cap:' + job.workspace_id}, 0))`.execute(
+      trx,
+    );
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from jobs
+        where workspace_id = ${job.workspace_id}::uuid and status = 'running'
+          and queue in (${sql.join([...CAPPED_QUEUES])}) and fair_class = ${BATCH_CLASS}
+          and isolated_at is null`.execute(trx);
+    return { max, running: rows[0]?.n ?? 0 };
+  }
+
+  /**
+   * F5: a claim refused by the running cap: the job keeps its place in its lane (its round is
+   * unchanged, so its message keeps its priority) and is delivered again a little later, sooner
+   * the nearer it is to the head of the lane (cappedDeferMs). No attempt is opened, and nothing is
+   * audited: the job's status does not change.
+   */
+  private async deferCapped(trx: Tx, job: JobRow, max: number): Promise<void> {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from (
+        select 1 from jobs where workspace_id = ${job.workspace_id}::uuid and queue = ${job.queue}
+          and fair_class = ${job.fair_class} and status = 'pending' and fair_round < ${job.fair_round}
+        limit 100000) ahead`.execute(trx);
+    const deferMs = cappedDeferMs(rows[0]?.n ?? 0, max);
+    const moved = await trx
+      .updateTable('jobs')
+      .set({
+        run_after: sql<Date>`now() + ${deferMs} * interval '1 millisecond'`,
+        delivery_id: newDeliveryId(),
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', job.id)
+      .where('status', '=', JobStatus.pending)
+      // Only a due job is put off: one not due yet keeps its own later delivery.
+      .where('run_after', '<=', sql<Date>`now()`)
+      .returningAll()
+      .executeTakeFirst();
+    if (moved) await enqueueDelivery(trx, moved, this.deps);
   }
 
   /**
@@ -184,7 +248,8 @@ export class PgJobStore {
     jobId: string,
     owner: string,
     context: Record<string, unknown>,
-    opts: { dueOnly: boolean; isolated: boolean },
+    /** capChecked: false when no running cap was checked, so a capped workspace's batch job is left to the locked path. */
+    opts: { dueOnly: boolean; isolated: boolean; capChecked: boolean },
   ): Promise<ClaimedJob | null> {
     const token = randomUUID();
     const attemptId = randomUUID();
@@ -196,6 +261,9 @@ export class PgJobStore {
           running_at = now(), updated_at = now()
         where id = ${jobId}::uuid and status = 'pending' and (not ${opts.dueOnly}::boolean or run_after <= now())
           and (isolated_at is not null) = ${opts.isolated}::boolean
+          and (${opts.capChecked}::boolean or isolated_at is not null or fair_class <> ${BATCH_CLASS}
+               or queue not in (${sql.join([...CAPPED_QUEUES])})
+               or not exists (select 1 from workspaces w where w.id = jobs.workspace_id and w.max_running_jobs is not null))
         returning *
       ), a as (
         insert into job_attempts

@@ -98,6 +98,8 @@ export interface WorkspaceUsage {
   hoursThisMonth: number;
   /** Its cap on those hours, when an operator set one. */
   monthlyHoursCap: number | null;
+  /** F5: at most this many of its batch jobs run at once, when an operator set it. */
+  maxRunningJobs: number | null;
 }
 
 /** F7: every workspace's usage (or one's), for `verbatim status`, `verbatim workspaces` and the operator page. */
@@ -112,7 +114,8 @@ export async function workspaceUsage(db: Db, workspaceId?: string): Promise<Work
           and j.status = 'pending')::int as "queuedWindows",
       (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",
       ${hoursThisMonth(sql`w.id`)} as "hoursThisMonth",
-      w.monthly_hours_cap::float8 as "monthlyHoursCap"
+      w.monthly_hours_cap::float8 as "monthlyHoursCap",
+      w.max_running_jobs as "maxRunningJobs"
     from workspaces w where ${only} order by w.name, w.id`.execute(db);
   return result.rows;
 }

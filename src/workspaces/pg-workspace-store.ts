@@ -67,9 +67,14 @@ export class PgWorkspaceStore {
     return this.setOperatorFields(workspaceId, { monthly_hours_cap: cap });
   }
 
+  /** F5: at most `cap` of its batch jobs run at once (null: no cap). False when there is no such workspace. */
+  setMaxRunningJobs(workspaceId: string, cap: number | null): Promise<boolean> {
+    return this.setOperatorFields(workspaceId, { max_running_jobs: cap });
+  }
+
   private async setOperatorFields(
     workspaceId: string,
-    fields: { fair_weight?: number; monthly_hours_cap?: number | null },
+    fields: { fair_weight?: number; monthly_hours_cap?: number | null; max_running_jobs?: number | null },
   ): Promise<boolean> {
     const updated = await this.db
       .updateTable('workspaces')

@@ -105,6 +105,8 @@ export async function runFaults(ctx: {
   say: (line: string) => void;
   /** Called with the moment a process is killed or stopped (V6 forgives a retry it made too soon). */
   disrupted: (at: number) => void;
+  /** Called with the span of every fault (V13 judges only the waits no fault touched). */
+  faulted: (from: number, to: number) => void;
   until: number;
 }): Promise<void> {
   const { faults, rng, members, cluster, count, note } = ctx;
@@ -129,6 +131,7 @@ export async function runFaults(ctx: {
     if (!m) return;
     m.killedBySim = true;
     ctx.disrupted(Date.now());
+    ctx.faulted(Date.now(), Date.now());
     process.kill(m.proc.pid, 'SIGCONT');
     m.proc.proc.kill('SIGKILL');
     note(`SIGKILL ${m.name}${kind}`);
@@ -139,6 +142,7 @@ export async function runFaults(ctx: {
     if (!m) return;
     m.stoppedUntil = Date.now() + ms;
     ctx.disrupted(Date.now());
+    ctx.faulted(Date.now(), Date.now() + ms);
     process.kill(m.proc.pid, 'SIGSTOP');
     note(`SIGSTOP ${m.name} for ${ms} ms${kind}`);
     count(`process stop${kind}`);
@@ -167,6 +171,7 @@ export async function runFaults(ctx: {
       const t = Date.now();
       try {
         await cluster.restartAsync();
+        ctx.faulted(t, Date.now());
         note(`postgres back after ${Date.now() - t} ms`);
         ctx.say(`  postgres restart: back after ${((Date.now() - t) / 1000).toFixed(1)} s`);
       } catch (err) {
@@ -194,6 +199,7 @@ export async function runFaults(ctx: {
         );
         const n = r.rows[0]?.n ?? 0;
         if (n > 0) {
+          ctx.faulted(now, Date.now());
           count('backend terminated', n);
           note(`pg_terminate_backend ×${n}`);
         }
@@ -206,6 +212,7 @@ export async function runFaults(ctx: {
               order by random() limit 1 for update skip locked)`,
         );
         if (r.rowCount) {
+          ctx.faulted(now, Date.now());
           count('queue message lost');
           note('queue message lost');
         }

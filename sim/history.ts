@@ -117,6 +117,18 @@ export interface History {
    * 429's Retry-After is retried by another that never heard it (V6 forgives that retry).
    */
   disruptions?: number[];
+  /**
+   * F5 (V13): the sim workspace's windows claimed once, each with how
+   * many of the noisy workspace's windows were claimed between its falling due and its claim, and
+   * the spans of every fault (a wait a fault touched is not judged).
+   */
+  fairWaits?: {
+    slots: number;
+    /** The noisy workspace's windows that ran (its backlog, for reading). */
+    noisyWindows: number;
+    waits: FairWait[];
+    faultSpans: Array<[number, number]>;
+  };
   /** What the run achieved, and the floors it must reach (V10). */
   work?: { done: Work; floors: Floors };
   /** Unsettled bot recordings with their audit rows, webhooks and provider statuses (for reading). */
@@ -125,6 +137,16 @@ export interface History {
   windowTrails?: string[];
   /** Jobs still waiting or running after quiescence, with their last failures (for reading). */
   jobTrails?: string[];
+}
+
+/** One window of the tenant under test: when it fell due, when it was claimed, and who went first. */
+export interface FairWait {
+  job: string;
+  live: boolean;
+  dueAt: number;
+  claimedAt: number;
+  /** The noisy workspace's windows claimed in between. */
+  noisyAhead: number;
 }
 
 /** One try of a request and what it was answered: a status, or null for no answer at all. */

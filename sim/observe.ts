@@ -9,7 +9,7 @@
 import pg from 'pg';
 import type { BotWorld } from './bots.ts';
 import type { ClientMeeting } from './clients.ts';
-import type { History, MeetingObservation, RequestRecord } from './history.ts';
+import type { FairWait, History, MeetingObservation, RequestRecord } from './history.ts';
 import type { FakeProvider } from './providers.ts';
 import type { StoreWatcher } from './store.ts';
 
@@ -26,6 +26,8 @@ export async function observe(ctx: {
   speech: FakeProvider;
   chat: FakeProvider;
   store: StoreWatcher;
+  /** F5 (V13): the tenant under test and the noisy one, by workspace id. */
+  fair?: { quiet: string; noisy: string };
 }): Promise<History> {
   const api = apiReader(ctx.apiPorts, ctx.apiKey);
 
@@ -112,7 +114,9 @@ export async function observe(ctx: {
                              order by a.attempt_no desc limit 1) l on true
         where j.status in ('pending', 'running') order by j.created_at limit 20`,
     );
+    const fairWaits = ctx.fair ? await observeFairWaits(q, ctx.fair) : null;
     return {
+      ...(fairWaits ? { fairWaits: { slots: 0, ...fairWaits, faultSpans: [] } } : {}),
       jobTrails: jobTrails.map((j) => j.line),
       botTrails,
       windowTrails: windowTrails.map(
@@ -325,4 +329,47 @@ async function readBotTrails(q: Query, bots: BotWorld): Promise<string[]> {
     if (backstop.length === 0) botTrails.push('    backstop: none for its workspace');
   }
   return botTrails;
+}
+
+/**
+ * F5 (V13): the quiet workspace's windows claimed once, each with the noisy workspace's window
+ * claims (isolated runs aside) between its falling due and its claim. It fell due at its last
+ * delivery (a rescued or woken job's wait before that is not one of fairness) or its run_after,
+ * whichever is later.
+ */
+async function observeFairWaits(
+  q: <T extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<T[]>,
+  fair: { quiet: string; noisy: string },
+): Promise<{ waits: FairWait[]; noisyWindows: number }> {
+  const [noisy] = await q<{ n: number }>(
+    `select count(*)::int as n from jobs where workspace_id = $1::uuid and kind = 'transcribe-window'`,
+    [fair.noisy],
+  );
+  const rows = await q<{
+    id: string;
+    live: boolean;
+    due_at: number;
+    claimed_at: number;
+    noisy_ahead: number;
+  }>(
+    `select j.id, j.fair_class = 0 as live,
+            extract(epoch from greatest(j.delivered_at, j.run_after)) * 1000 as due_at,
+            extract(epoch from a.started_at) * 1000 as claimed_at,
+            (select count(*) from job_attempts na join jobs nj on nj.id = na.job_id
+              where nj.workspace_id = $2::uuid and nj.kind = 'transcribe-window' and nj.isolated_at is null
+                and na.started_at > greatest(j.delivered_at, j.run_after) and na.started_at < a.started_at)::int
+              as noisy_ahead
+       from jobs j join job_attempts a on a.job_id = j.id and a.attempt_no = 1
+      where j.workspace_id = $1::uuid and j.kind = 'transcribe-window' and j.attempt_count = 1
+        and j.isolated_at is null and j.delivered_at is not null`,
+    [fair.quiet, fair.noisy],
+  );
+  const waits = rows.map((r) => ({
+    job: r.id,
+    live: r.live,
+    dueAt: Number(r.due_at),
+    claimedAt: Number(r.claimed_at),
+    noisyAhead: r.noisy_ahead,
+  }));
+  return { waits, noisyWindows: noisy?.n ?? 0 };
 }

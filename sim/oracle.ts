@@ -1,5 +1,5 @@
 /**
- * The simulation's oracle (V1–V11; V12 is sim/plants.ts): given what was observed of a run — what
+ * The simulation's oracle (V1–V11 and V13; V12 is sim/plants.ts): given what was observed of a run — what
  * each client was answered, the final transcripts and statuses as the API gives them, what the
  * provider fakes and the webhook receiver saw, what is physically in the store, the processes'
  * exits, and the few rows only the service's own tables can show (V3's queues, V5's attempts) —
@@ -11,7 +11,8 @@ import { TAB_MARK } from './clients.ts';
 import { accepted, type History, type Work } from './history.ts';
 import type { ProviderCall } from './providers.ts';
 
-export type Invariant = 'V1' | 'V2' | 'V3' | 'V4' | 'V5' | 'V6' | 'V7' | 'V8' | 'V9' | 'V10' | 'V11' | 'W8';
+export type Invariant =
+  'V1' | 'V2' | 'V3' | 'V4' | 'V5' | 'V6' | 'V7' | 'V8' | 'V9' | 'V10' | 'V11' | 'V13' | 'W8';
 
 export const INVARIANTS: Record<Invariant, string> = {
   V1: 'every accepted sample is in the final transcript exactly once, in order',
@@ -25,8 +26,28 @@ export const INVARIANTS: Record<Invariant, string> = {
   V9: 'a request the promise accepts ends up accepted',
   V10: 'the run did real work: completed meetings, accepted audio and bot recordings above their floors',
   V11: 'every meeting a client made and did not delete is still there, its transcript readable',
+  V13: 'a due window of one workspace waits behind at most two rounds of another’s (F5): no more of the noisy workspace’s windows are claimed between its falling due and its claim than twice the transcription slots, and two',
   W8: 'every attributed word’s speaker is its source’s truth, and no speaker is given to audio no source attributed',
 };
+
+/**
+ * F5 (V13): how many of another workspace's windows may be claimed while one of ours waits, due,
+ * on its one delivery. With fair rounds ours is in the round being served, so each slot takes at
+ * most one of theirs before ours (their window of this round, then ours); claims racing on every
+ * slot at once and the round just begun give a second; two for the clock's edges.
+ */
+export function fairWaitBound(slots: number): number {
+  return 2 * slots + 2;
+}
+
+/** F5 (V13): the waits no fault touched (from 2 s before the window fell due to its claim). */
+export function judgedWaits(
+  f: NonNullable<History['fairWaits']>,
+): NonNullable<History['fairWaits']>['waits'] {
+  return f.waits.filter(
+    (w) => !f.faultSpans.some(([from, to]) => to >= w.dueAt - 2_000 && from <= w.claimedAt),
+  );
+}
 
 export interface Violation {
   invariant: Invariant;
@@ -205,6 +226,18 @@ export function checkHistory(h: History): Violation[] {
         `${r.promised}: never accepted (${r.answers.length} tries, the last ${describe(last)})`,
       );
     else add('V9', subject, `${r.promised}: refused with ${describe(last)}`);
+  }
+
+  // V13
+  if (h.fairWaits) {
+    const bound = fairWaitBound(h.fairWaits.slots);
+    for (const w of judgedWaits(h.fairWaits))
+      if (w.noisyAhead > bound)
+        add(
+          'V13',
+          `window job ${w.job}`,
+          `${w.noisyAhead} of the noisy workspace’s windows were claimed while it waited ${round((w.claimedAt - w.dueAt) / 1000)} s, due (at most ${bound})`,
+        );
   }
 
   // V10

@@ -39,9 +39,9 @@ export function parsePlant(name: string, text: string): Omit<Plant, 'file'> {
   const header = text.split(/^diff --git /m)[0] ?? '';
   const field = (key: string) => new RegExp(`^${key}:\\s*(.+)$`, 'm').exec(header)?.[1]?.trim();
   const invariant = field('Invariant');
-  if (!invariant || !/^V([1-9]|1[01])$/.test(invariant))
+  if (!invariant || !/^V([1-9]|1[013])$/.test(invariant))
     throw new Error(
-      `plant ${name}: its header must name the invariant that catches it (Invariant: V1 … V11)`,
+      `plant ${name}: its header must name the invariant that catches it (Invariant: V1 … V11, V13)`,
     );
   if (!/^diff --git /m.test(text)) throw new Error(`plant ${name}: no patch in it`);
   return {

@@ -24,7 +24,16 @@ import { ALL_FAULTS, CHECKPOINTS, HARSH_PHASE, Member, runFaults, type FaultKind
 import { MAX_MEETING_NUMBERS } from './marks.ts';
 import { observe } from './observe.ts';
 import { type Floors, type History, type Work } from './history.ts';
-import { checkHistory, INVARIANTS, workOf, type Invariant, type Violation } from './oracle.ts';
+import { startNoisyTenant } from './noisy.ts';
+import {
+  checkHistory,
+  fairWaitBound,
+  INVARIANTS,
+  judgedWaits,
+  workOf,
+  type Invariant,
+  type Violation,
+} from './oracle.ts';
 import { listPlants, plantCaught, runPlant } from './plants.ts';
 import { startChat, startRecognizer, type FakeProvider, type ProviderReply } from './providers.ts';
 import { startReceiver, type Receiver, type ReceiverReply } from './receiver.ts';
@@ -42,6 +51,10 @@ export const FLOORS: Floors = { completedMeetings: 10, acceptedAudioSeconds: 300
 const SPEECH_LIMIT = { limit: 10, windowMs: 2_000 };
 const CHAT_LIMIT = { limit: 4, windowMs: 2_000 };
 /** The lease the service is given (VERBATIM_LEASE_SECONDS): the harsh stretch stops processes past it. */
+/** Transcription runners per worker process. */
+const SIM_TRANSCRIPTION_SLOTS = 2;
+/** F5: the noisy tenant's backlog: uploads of this many seconds of tone, one after another. */
+const NOISY = { uploads: 4, seconds: 150 };
 const LEASE_MS = 2_000;
 const METRICS_TOKEN = 'sim-metrics-token-0123456789';
 
@@ -169,6 +182,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
   const unexpected: Array<{ name: string; code: number | null; signal: string | null; tail: string }> = [];
   /** When a process of the service was killed, stopped or died: V6 forgives a retry it made too soon. */
   const disruptions: number[] = [];
+  /** Every fault's span (V13 judges only the waits none touched). */
+  const faultSpans: Array<[number, number]> = [];
   try {
     const { ownerUrl: dbUrl, appUrl } = await createSimDatabase(cluster.url);
     dbUrlOfRun = appUrl;
@@ -185,6 +200,10 @@ export async function simulate(opts: Options): Promise<RunResult> {
     env.VERBATIM_FAULT_STATE_DIR = faultDir;
     const workspaceId = await app.workspaces.createWorkspace('sim');
     const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
+    // F5: a second tenant with a backlog of long uploads, so the sim workspace's windows are
+    // claimed beside another's (V13).
+    const noisyWorkspaceId = await app.workspaces.createWorkspace('noisy');
+    const { apiKey: noisyKey } = await app.workspaces.createApiKey(noisyWorkspaceId, 'noisy');
 
     members.push(...makeMembers(opts, env, apiPorts, exitHandler({ count, note, unexpected, disruptions })));
     for (const m of members) m.start();
@@ -192,6 +211,8 @@ export async function simulate(opts: Options): Promise<RunResult> {
     bots.run();
 
     const client = new SimClient(apiPorts, apiKey, rng.fork(), nextNumber);
+    const noisyClient = new SimClient(apiPorts, noisyKey, rng.fork(), nextNumber);
+    const noisy = startNoisyTenant(noisyClient, NOISY.uploads, NOISY.seconds);
     store = new StoreWatcher(path.join(dataDir, 'blobs'), client.sent);
     store.start();
     await registerWebhooks(client, receiver, webhookEndpoints);
@@ -208,6 +229,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
       note,
       say,
       disrupted: (at) => disruptions.push(at),
+      faulted: (from, to) => faultSpans.push([from, to]),
       until: Date.now() + faultMs,
     });
     let clientsLeft = opts.meetings;
@@ -221,9 +243,11 @@ export async function simulate(opts: Options): Promise<RunResult> {
     for (const m of members) m.resume();
     const healAt = Date.now();
     client.healedAt = healAt;
+    noisyClient.healedAt = healAt;
     // Clients still at work count as busy: the heal ends when they are done and the system is quiet.
     const quiet = await quiesce(dbUrl, 240_000, () => clientsLeft);
     await Promise.all(scenarios);
+    await noisy.done;
     const healS = (Date.now() - healAt) / 1000;
     say(`heal → quiescence: ${healS.toFixed(1)} s${quiet ? '' : ' (NOT reached within 240 s)'}`);
 
@@ -241,8 +265,13 @@ export async function simulate(opts: Options): Promise<RunResult> {
       speech: recognizer,
       chat,
       store,
+      fair: { quiet: workspaceId, noisy: noisyWorkspaceId },
     });
     history.disruptions = disruptions;
+    if (history.fairWaits) {
+      history.fairWaits.slots = opts.workers * SIM_TRANSCRIPTION_SLOTS;
+      history.fairWaits.faultSpans = faultSpans;
+    }
     const work = workOf(history, opts.minutes);
     history.work = { done: work, floors: FLOORS };
     const violations = checkHistory(history);
@@ -394,7 +423,7 @@ function serviceEnv(o: {
     // A window takes the recogniser about 3 s (sim/providers.ts), up to about 9 s in its tail.
     VERBATIM_ASR_TIMEOUT_SECONDS: '12',
     // PocketSphinx on this machine runs one recognition per CPU at once (2 per worker).
-    VERBATIM_TRANSCRIPTION_CONCURRENCY: '2',
+    VERBATIM_TRANSCRIPTION_CONCURRENCY: String(SIM_TRANSCRIPTION_SLOTS),
     VERBATIM_MINUTES: 'openai',
     VERBATIM_LLM_URL: o.chatUrl,
     VERBATIM_LLM_TIMEOUT_SECONDS: '4',
@@ -514,6 +543,16 @@ async function report(r: {
     `speakers (W8): ${named((m) => m.tracks === true)} segments of two-track meetings and ` +
       `${named((m) => m.speakerOf !== undefined)} of bot meetings with a speaker timeline named a speaker`,
   );
+  // V13: how much the fairness check had to look at.
+  if (history.fairWaits) {
+    const judged = judgedWaits(history.fairWaits);
+    const worst = judged.reduce((n, w) => Math.max(n, w.noisyAhead), 0);
+    say(
+      `fair share (V13): the noisy workspace's ${history.fairWaits.noisyWindows} windows ran; ${judged.length} of ${history.fairWaits.waits.length} windows claimed once ` +
+        `waited untouched by a fault; at most ${worst} of the noisy workspace’s windows went ` +
+        `first (bound ${fairWaitBound(history.fairWaits.slots)})`,
+    );
+  }
   say('invariants');
   for (const inv of Object.keys(INVARIANTS) as Invariant[]) {
     const n = violations.filter((v) => v.invariant === inv).length;

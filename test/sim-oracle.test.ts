@@ -525,6 +525,38 @@ void describe('the simulation oracle on crafted histories', () => {
     assert.equal(accepted(r({ at: 0, status: 202 })), true);
   });
 
+  void it('V13: a window that waited, due, behind more of another workspace’s windows than the bound is reported; a wait a fault touched is not judged', () => {
+    const wait = (job: string, dueAt: number, claimedAt: number, noisyAhead: number) => ({
+      job,
+      live: false,
+      dueAt,
+      claimedAt,
+      noisyAhead,
+    });
+    const fair = (faultSpans: Array<[number, number]>) => ({
+      ...emptyHistory(),
+      fairWaits: {
+        slots: 6,
+        noisyWindows: 80,
+        faultSpans,
+        waits: [wait('fair', 1_000, 9_000, 14), wait('behind', 10_000, 60_000, 40)],
+      },
+    });
+    const found = checkHistory(fair([]));
+    assert.deepEqual(
+      found.map((v) => [v.invariant, v.subject]),
+      [['V13', 'window job behind']],
+      'the wait behind 40 windows, past the bound of 14 for six slots; 14 is within it',
+    );
+    assert.match(found[0]!.detail, /40 of the noisy workspace’s windows .* 50 s, due \(at most 14\)/);
+    // A kill in the middle of the long wait, or one just before it fell due, takes it out of judgement.
+    assert.deepEqual(invariantsOf(fair([[30_000, 30_000]])), []);
+    assert.deepEqual(invariantsOf(fair([[8_500, 8_500]])), []);
+    // A fault long before (or after) it does not.
+    assert.deepEqual(invariantsOf(fair([[2_000, 2_000]])), ['V13']);
+    assert.deepEqual(invariantsOf(fair([[61_000, 70_000]])), ['V13']);
+  });
+
   void it('V10: a run below any of its floors is reported, per minute of faults', () => {
     const h = emptyHistory();
     const floors = { completedMeetings: 10, acceptedAudioSeconds: 300, botRecordings: 1 };
@@ -630,7 +662,9 @@ void describe('the simulation oracle on crafted histories', () => {
       () => parsePlant('x', 'What: no invariant\ndiff --git a/a b/a\n'),
       /must name the invariant/,
     );
-    assert.throws(() => parsePlant('x', 'Invariant: V13\ndiff --git a/a b/a\n'), /must name the invariant/);
+    assert.throws(() => parsePlant('x', 'Invariant: V14\ndiff --git a/a b/a\n'), /must name the invariant/);
+    assert.throws(() => parsePlant('x', 'Invariant: V12\ndiff --git a/a b/a\n'), /must name the invariant/);
+    assert.equal(parsePlant('x', 'Invariant: V13\ndiff --git a/a b/a\n').invariant, 'V13');
     assert.throws(() => parsePlant('x', 'Invariant: V1\n'), /no patch/);
     assert.equal(plantCaught('V9', [{ invariant: 'V1' }, { invariant: 'V9' }]), true);
     assert.equal(

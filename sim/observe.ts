@@ -27,7 +27,7 @@ export async function observe(ctx: {
   chat: FakeProvider;
   store: StoreWatcher;
   /** F5 (V13): the tenant under test and the noisy one, by workspace id. */
-  fair?: { quiet: string; noisy: string };
+  fair?: { quiet: string; noisy: string; slots: number; faultSpans: Array<[number, number]> };
 }): Promise<History> {
   const api = apiReader(ctx.apiPorts, ctx.apiKey);
 
@@ -116,7 +116,9 @@ export async function observe(ctx: {
     );
     const fairWaits = ctx.fair ? await observeFairWaits(q, ctx.fair) : null;
     return {
-      ...(fairWaits ? { fairWaits: { slots: 0, ...fairWaits, faultSpans: [] } } : {}),
+      ...(ctx.fair && fairWaits
+        ? { fairWaits: { slots: ctx.fair.slots, ...fairWaits, faultSpans: ctx.fair.faultSpans } }
+        : {}),
       jobTrails: jobTrails.map((j) => j.line),
       botTrails,
       windowTrails: windowTrails.map(

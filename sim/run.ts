@@ -150,11 +150,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     schedule.push(`${((Date.now() - t0) / 1000).toFixed(2)}s ${what}`);
   };
 
-  say(
-    `verbatim simulation: seed ${opts.seed}, ${opts.minutes} min of faults (${[...opts.faults].join(', ')}), ` +
-      `${opts.apis} api + ${opts.workers} worker processes, ${opts.meetings} meetings`,
-  );
-  say(machineLoad());
+  sayRun(opts);
   const cluster: Cluster = startCluster(opts.port);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-sim-'));
   const faultDir = path.join(dataDir, 'checkpoint-faults');
@@ -163,8 +159,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
   const { recognizer, chat, receiver } = await startProviders(opts.faults, rng, () => faultsOn);
   const apiPorts: number[] = [];
   // Every meeting's audio (and every bot's recording) is marked with a number of its own.
-  let numbers = 0;
-  const nextNumber = () => numbers++;
+  const nextNumber = counter();
   const bots = await BotWorld.start(
     () => apiPorts,
     rng.fork(),
@@ -185,25 +180,14 @@ export async function simulate(opts: Options): Promise<RunResult> {
   /** Every fault's span (V13 judges only the waits none touched). */
   const faultSpans: Array<[number, number]> = [];
   try {
-    const { ownerUrl: dbUrl, appUrl } = await createSimDatabase(cluster.url);
-    dbUrlOfRun = appUrl;
-    const env = serviceEnv({
-      urls: { ownerUrl: dbUrl, appUrl },
-      dataDir,
-      speechUrl: recognizer.url,
-      chatUrl: chat.url,
-      bots: bots.env(),
-    });
+    const urls = await createSimDatabase(cluster.url);
+    const dbUrl = urls.ownerUrl;
+    dbUrlOfRun = urls.appUrl;
+    const env = serviceEnv({ urls, dataDir, speechUrl: recognizer.url, chatUrl: chat.url, bots: bots.env() });
     // The driver's own handle on the service (to make the workspace) is never killed at a checkpoint.
     app = await openApp(loadConfig(env), { logger: createLogger('silent') });
-    env.VERBATIM_FAULTS = JSON.stringify(armed);
-    env.VERBATIM_FAULT_STATE_DIR = faultDir;
-    const workspaceId = await app.workspaces.createWorkspace('sim');
-    const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
-    // F5: a second tenant with a backlog of long uploads, so the sim workspace's windows are
-    // claimed beside another's (V13).
-    const noisyWorkspaceId = await app.workspaces.createWorkspace('noisy');
-    const { apiKey: noisyKey } = await app.workspaces.createApiKey(noisyWorkspaceId, 'noisy');
+    Object.assign(env, { VERBATIM_FAULTS: JSON.stringify(armed), VERBATIM_FAULT_STATE_DIR: faultDir });
+    const { workspaceId, apiKey, noisyWorkspaceId, noisyKey } = await makeTenants(app);
 
     members.push(...makeMembers(opts, env, apiPorts, exitHandler({ count, note, unexpected, disruptions })));
     for (const m of members) m.start();
@@ -242,8 +226,7 @@ export async function simulate(opts: Options): Promise<RunResult> {
     bots.heal();
     for (const m of members) m.resume();
     const healAt = Date.now();
-    client.healedAt = healAt;
-    noisyClient.healedAt = healAt;
+    client.healedAt = noisyClient.healedAt = healAt;
     // Clients still at work count as busy: the heal ends when they are done and the system is quiet.
     const quiet = await quiesce(dbUrl, 240_000, () => clientsLeft);
     await Promise.all(scenarios);
@@ -265,13 +248,14 @@ export async function simulate(opts: Options): Promise<RunResult> {
       speech: recognizer,
       chat,
       store,
-      fair: { quiet: workspaceId, noisy: noisyWorkspaceId },
+      fair: {
+        quiet: workspaceId,
+        noisy: noisyWorkspaceId,
+        slots: opts.workers * SIM_TRANSCRIPTION_SLOTS,
+        faultSpans,
+      },
     });
     history.disruptions = disruptions;
-    if (history.fairWaits) {
-      history.fairWaits.slots = opts.workers * SIM_TRANSCRIPTION_SLOTS;
-      history.fairWaits.faultSpans = faultSpans;
-    }
     const work = workOf(history, opts.minutes);
     history.work = { done: work, floors: FLOORS };
     const violations = checkHistory(history);
@@ -314,6 +298,34 @@ export async function simulate(opts: Options): Promise<RunResult> {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   }
+}
+
+function sayRun(opts: Options): void {
+  say(
+    `verbatim simulation: seed ${opts.seed}, ${opts.minutes} min of faults (${[...opts.faults].join(', ')}), ` +
+      `${opts.apis} api + ${opts.workers} worker processes, ${opts.meetings} meetings`,
+  );
+  say(machineLoad());
+}
+
+/** Numbers from 0 up, one per call. */
+function counter(): () => number {
+  let n = 0;
+  return () => n++;
+}
+
+/**
+ * The tenant under test (the sim workspace) and, F5, a second one with a backlog of long uploads,
+ * so the sim workspace's windows are claimed beside another's (V13).
+ */
+async function makeTenants(
+  app: App,
+): Promise<{ workspaceId: string; apiKey: string; noisyWorkspaceId: string; noisyKey: string }> {
+  const workspaceId = await app.workspaces.createWorkspace('sim');
+  const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'sim');
+  const noisyWorkspaceId = await app.workspaces.createWorkspace('noisy');
+  const { apiKey: noisyKey } = await app.workspaces.createApiKey(noisyWorkspaceId, 'noisy');
+  return { workspaceId, apiKey, noisyWorkspaceId, noisyKey };
 }
 
 async function isolationFigures(

@@ -5,10 +5,11 @@
  *   30 s (six 5 s chunks sent at once), End → complete;
  * - loaded: a noisy workspace uploads `noisyHours` of audio (silent FLACs of five hours at most,
  *   which its split turns into 60 s windows); once every window is cut and queued, the same two
- *   quiet measurements again, with how many of the noisy windows were still waiting.
+ *   quiet measurements again, with how many of the noisy windows were still waiting;
+ * - capped: the noisy workspace's running cap set one below the transcription slots, the same two
+ *   measurements again under the same backlog.
  * The target: the loaded upload within 1.5 × alone, End → complete within 2 × alone.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,6 +20,7 @@ import { encodeWav } from '../src/domain/wav.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase } from '../test/support/db.ts';
 import { sentenceAudio } from './live-captions.ts';
+import { queueNoisyBacklog } from './noisy-backlog.ts';
 
 const RATE = 16_000;
 
@@ -27,6 +29,8 @@ export interface FairShare {
   noisyWindows: number;
   alone: Quiet;
   loaded: Quiet & { noisyWaitingBefore: number; noisyWaitingAfter: number };
+  /** The same under the same backlog, with the noisy workspace capped at `cap` running jobs. */
+  capped: Quiet & { cap: number };
 }
 
 /** The quiet upload's time, and its window's: due → claimed (a slot freed), and claimed → done. */
@@ -133,59 +137,39 @@ export async function fairShare(noisyHours = 20): Promise<FairShare> {
     await complete(id);
     return (performance.now() - t) / 1000;
   };
-  const waitingNoisy = async (ws: string) => {
+  const runningOf = async (ws: string) => {
     const row = await app.database.db
       .selectFrom('jobs')
       .select((eb) => eb.fn.countAll<string>().as('n'))
       .where('workspace_id', '=', ws)
-      .where('kind', '=', 'transcribe-window')
-      .where('status', '=', 'pending')
+      .where('queue', 'in', ['intake', 'transcription'])
+      .where('status', '=', 'running')
       .executeTakeFirstOrThrow();
     return Number(row.n);
   };
   try {
     const alone = { ...(await quietUpload()), liveEndS: await quietLive() };
 
-    const noisyWs = await app.workspaces.createWorkspace('noisy');
-    const noisy = (await app.workspaces.createApiKey(noisyWs, 'noisy')).apiKey;
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-noisy-'));
-    const ids: string[] = [];
-    for (let left = noisyHours; left > 0; left -= 5) {
-      const file = path.join(tmp, `noisy-${left}.flac`);
-      execFileSync('ffmpeg', [
-        '-loglevel',
-        'error',
-        '-f',
-        'lavfi',
-        '-i',
-        `anullsrc=r=16000:cl=mono:d=${Math.min(5, left) * 3600}`,
-        '-c:a',
-        'flac',
-        file,
-      ]);
-      ids.push(await upload(noisy, fs.readFileSync(file), 'audio/flac', `noisy ${left}`));
-    }
-    fs.rmSync(tmp, { recursive: true, force: true });
-    for (const id of ids)
-      await until('the noisy splits', async () => (await statusOf(id)).windows_cut_at !== null);
-    const noisyWindows = Number(
-      (
-        await app.database.db
-          .selectFrom('windows')
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .where('meeting_id', 'in', ids)
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
-    const noisyWaitingBefore = await waitingNoisy(noisyWs);
+    const noisy = await queueNoisyBacklog(app, base, noisyHours);
+    const noisyWaitingBefore = await noisy.waiting();
     const loadedUpload = await quietUpload();
     const liveEndS = await quietLive();
-    const noisyWaitingAfter = await waitingNoisy(noisyWs);
+    const noisyWaitingAfter = await noisy.waiting();
+    // The same again with the noisy workspace's running cap one below the transcription slots
+    // (verbatim workspaces running-cap): a slot is always free for another workspace.
+    const cap = Math.max(1, config.concurrency.transcription - 1);
+    await app.workspaces.setMaxRunningJobs(noisy.workspaceId, cap);
+    await until(
+      'the noisy workspace to run within its cap',
+      async () => (await runningOf(noisy.workspaceId)) <= cap,
+    );
+    const capped = { ...(await quietUpload()), liveEndS: await quietLive(), cap };
     return {
       noisyHours,
-      noisyWindows,
+      noisyWindows: noisy.windows,
       alone,
       loaded: { ...loadedUpload, liveEndS, noisyWaitingBefore, noisyWaitingAfter },
+      capped,
     };
   } finally {
     await api.close();

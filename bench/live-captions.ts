@@ -20,6 +20,7 @@ import { loadConfig } from '../src/config.ts';
 import { encodeWav, parseWav } from '../src/domain/wav.ts';
 import { createLogger } from '../src/log.ts';
 import { createTestDatabase } from '../test/support/db.ts';
+import { queueNoisyBacklog } from './noisy-backlog.ts';
 
 const RATE = 16_000;
 const CHUNK_S = 5;
@@ -66,6 +67,14 @@ export interface CaptionRun {
   draftPipeline: number[];
   endToComplete: number;
   shed: number;
+  /** Another workspace's backlog beside the meeting (bench (o)): its windows, waiting before and after. */
+  noisy?: { hours: number; windows: number; waitingBefore: number; waitingAfter: number };
+}
+
+/** BENCH_CAPTION_RUNS=on (or off) runs one of the two, when tuning. */
+function defaultPlan(): Array<{ drafts: boolean }> {
+  const which = process.env.BENCH_CAPTION_RUNS ?? 'off,on';
+  return [false, true].filter((d) => which.includes(d ? 'on' : 'off')).map((drafts) => ({ drafts }));
 }
 
 export interface CaptionResult {
@@ -120,16 +129,20 @@ function holds(text: string, words: string[]): boolean {
   return found >= Math.max(1, Math.ceil(words.length * 0.5));
 }
 
-export async function liveCaptions(): Promise<CaptionResult> {
+/**
+ * The runs to make: drafts off and on by default; `noisyHours` puts another workspace's backlog of
+ * that many hours of windows in the queue before the meeting starts (F5's bench (o)).
+ */
+export async function liveCaptions(
+  plan: Array<{ drafts: boolean; noisyHours?: number }> = defaultPlan(),
+): Promise<CaptionResult> {
   const { samples, starts, ends, words } = sentenceAudio();
   const chunks: Buffer[] = [];
   for (let i = 0; i < samples.length; i += CHUNK_S * RATE)
     chunks.push(encodeWav(samples.subarray(i, i + CHUNK_S * RATE), RATE));
   const runs: CaptionRun[] = [];
   let lastStretchRecognitionS = 0;
-  // BENCH_CAPTION_RUNS=on (or off) runs one of the two, when tuning.
-  const which = process.env.BENCH_CAPTION_RUNS ?? 'off,on';
-  for (const drafts of [false, true].filter((d) => which.includes(d ? 'on' : 'off'))) {
+  for (const { drafts, noisyHours } of plan) {
     const db = await createTestDatabase();
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-captions-'));
     const config = loadConfig({
@@ -153,6 +166,8 @@ export async function liveCaptions(): Promise<CaptionResult> {
         await app.deps.transcriber.transcribe({ wav, language: null });
         lastStretchRecognitionS = (performance.now() - t) / 1000;
       }
+      const noisy = noisyHours ? await queueNoisyBacklog(app, base, noisyHours) : null;
+      const noisyWaitingBefore = noisy ? await noisy.waiting() : 0;
       const workspaceId = await app.workspaces.createWorkspace('bench');
       const { apiKey } = await app.workspaces.createApiKey(workspaceId, 'bench');
       const auth = { authorization: `Bearer ${apiKey}` };
@@ -278,6 +293,16 @@ export async function liveCaptions(): Promise<CaptionResult> {
         oneEvent,
         endToComplete: (completeAt - endedAt) / 1000,
         shed: row.drafts_shed,
+        ...(noisy
+          ? {
+              noisy: {
+                hours: noisyHours ?? 0,
+                windows: noisy.windows,
+                waitingBefore: noisyWaitingBefore,
+                waitingAfter: await noisy.waiting(),
+              },
+            }
+          : {}),
       });
     } finally {
       await api.close();

@@ -84,3 +84,44 @@ void it('F1: a six-hour compressed recording (22 MB) whose windows (691 MB) woul
     await h.close();
   }
 });
+
+void it('F1: a recording accepted reserves its windows: the next upload is admitted against them before the split has stored any, and the reservation ends with the split', async () => {
+  const h = await startHarness({ env: { VERBATIM_WORKSPACE_QUOTA_BYTES: String(QUOTA) } });
+  try {
+    // 40 s of silence: about 7 KB as FLAC, 1,280,000 bytes of windows. One fits the 2 MB quota, two do not.
+    const flac = silenceFile('forty.flac', 40, []);
+    const upload = async () => {
+      const created = await h.request('POST', '/v1/meetings', { source: 'upload', title: 'forty' });
+      const id = created.json.id as string;
+      const res = await h.request('PUT', `/v1/meetings/${id}/recording`, flac, {
+        'content-type': 'audio/flac',
+      });
+      return { id, res };
+    };
+    const reserved = async () => (await h.request('GET', '/v1/operator/overview')).json.usage.reservedBytes;
+    // No worker yet: the first recording waits for its split with its windows reserved.
+    const first = await upload();
+    assert.equal(first.res.status, 202, first.res.text);
+    assert.equal(await reserved(), 1_280_000, 'its windows are reserved');
+    const second = await upload();
+    assert.equal(second.res.status, 413, second.res.text);
+    assert.equal(second.res.json.error.code, 'storage.quota_exceeded');
+    assert.match(second.res.json.error.message, /1280000 more are reserved for recordings being split/);
+    assert.equal((await h.request('GET', `/v1/meetings/${second.id}`)).json.status, 'created');
+
+    h.spawnWorker();
+    await waitForMeeting(h, first.id, 'complete');
+    assert.equal(await reserved(), 0, 'the split spent its reservation');
+    await waitFor(
+      'its audio to be deleted',
+      async () => (await storedBytes(h.app.database.db, h.workspaceId)) === 0,
+    );
+    const again = await h.request('PUT', `/v1/meetings/${second.id}/recording`, flac, {
+      'content-type': 'audio/flac',
+    });
+    assert.equal(again.status, 202, again.text);
+    await waitForMeeting(h, second.id, 'complete');
+  } finally {
+    await h.close();
+  }
+});

@@ -46,7 +46,7 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
       status
         .output()
         .split('\n')
-        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+none\s+0\.00\s+none$/.test(l)),
+        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\s+none\s+0\.00\s+none$/.test(l)),
       'the idle workspace has its line, all zero',
     );
 

@@ -508,6 +508,9 @@ export const OverviewSchema = Type.Object(
           name: Type.String(),
           weight: Type.Number(),
           storedBytes: Type.Number(),
+          reservedBytes: Type.Number({
+            description: 'F1: bytes set aside for the windows of recordings being split, not stored yet',
+          }),
           queuedWindows: Type.Integer(),
           runningJobs: Type.Integer(),
           hoursThisMonth: Type.Number(),

@@ -21,7 +21,7 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim migrate            apply database migrations and exit
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
   verbatim status             per queue: pending, running, age of the oldest due job; per workspace:
-                              stored bytes, queued windows, running jobs, hours this month and cap
+                              stored and reserved bytes, queued windows, running jobs and cap, hours and cap
   verbatim workspaces [list]  each workspace's usage and weight
   verbatim workspaces weight WORKSPACE_ID N
                               its share of each queue, N times the others' (0.1 to 100; 1 by default)

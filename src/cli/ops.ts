@@ -59,11 +59,11 @@ export async function status(app: App): Promise<number> {
 /** F7: one line per workspace: what it stores, waits for, runs and transcribed this month. */
 function printUsage(rows: WorkspaceUsage[]): void {
   out(
-    'workspace                             name                  weight  stored bytes  queued windows  running  running cap  hours this month  monthly cap',
+    'workspace                             name                  weight  stored bytes  reserved bytes  queued windows  running  running cap  hours this month  monthly cap',
   );
   for (const w of rows) {
     out(
-      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${(w.maxRunningJobs === null ? 'none' : String(w.maxRunningJobs)).padStart(11)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
+      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.reservedBytes).padStart(14)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${(w.maxRunningJobs === null ? 'none' : String(w.maxRunningJobs)).padStart(11)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
     );
   }
 }

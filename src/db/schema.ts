@@ -221,6 +221,8 @@ export interface MeetingsTable {
   transcript_completed_at: NullableTimestamp;
   /** J19: when the split cut an upload's last window (null until then, and for live meetings). */
   windows_cut_at: NullableTimestamp;
+  /** F1: the bytes of windows its split has yet to store, reserved against the quotas while it is processed. */
+  quota_reserved_bytes: ColumnType<number, number | undefined, number>;
   closeout_wait_started_at: NullableTimestamp;
   untranscribed_in_flight: number | null;
   untranscribed_exhausted: number | null;

@@ -26,6 +26,7 @@ import { liveBlobOf } from '../storage/blob-rows.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 import {
   assertRoom,
+  reserveRoom,
   compensate,
   referenceStaged,
   stageAndPut,
@@ -77,19 +78,19 @@ async function refuseOverQuota(
   head: Buffer,
   totalBytes: number | null,
   perChannel: boolean,
+  plan: { windows: { bytes: number; what: string } | null },
 ): Promise<AppError | null> {
   if (deps.config.workspaceQuotaBytes === 0 && deps.config.globalQuotaBytes === 0) return null;
   const duration = durationFromHead(head, totalBytes);
   if (!duration) return null;
   const bytes = windowBytesFor(duration, perChannel);
   const minutes = Math.max(1, Math.round(duration.seconds / 60));
+  const what = `this recording holds about ${minutes} minute${minutes === 1 ? '' : 's'} of audio, which becomes ${bytes} bytes of windows to transcribe (kept, like the recording itself, until its transcript is complete); that`;
   try {
-    await assertRoom(
-      deps,
-      workspaceId,
-      bytes,
-      `this recording holds about ${minutes} minute${minutes === 1 ? '' : 's'} of audio, which becomes ${bytes} bytes of windows to transcribe (kept, like the recording itself, until its transcript is complete); that`,
-    );
+    await assertRoom(deps, workspaceId, bytes, what);
+    // Reserved when the recording is accepted (storeRecording), so that uploads after it are
+    // admitted against its windows before the split has stored them.
+    plan.windows = { bytes, what };
     return null;
   } catch (err) {
     if (err instanceof AppError && err.code === ClientCode.storageQuotaExceeded) return err;
@@ -156,8 +157,9 @@ export async function storeRecording(
   }
   // F1: a recording whose windows would not fit the quota is refused before it is kept.
   const perChannel = meeting.channels === 'speakers';
+  const plan: { windows: { bytes: number; what: string } | null } = { windows: null };
   const overQuota = (head: Buffer, totalBytes: number | null) =>
-    refuseOverQuota(deps, workspaceId, head, totalBytes, perChannel);
+    refuseOverQuota(deps, workspaceId, head, totalBytes, perChannel, plan);
   if (Buffer.isBuffer(data)) {
     const refused = await overQuota(data.subarray(0, SNIFF_BYTES), data.length);
     if (refused) throw refused;
@@ -204,6 +206,10 @@ export async function storeRecording(
         );
       }
       await referenceStaged(trx, staged, { kind: 'recording', contentType });
+      // F1: its windows' bytes are set aside now, admitted against everything stored and reserved
+      // since its head was judged (two uploads at once cannot both take the last room).
+      if (plan.windows)
+        await reserveRoom(deps.config, trx, workspaceId, meetingId, plan.windows.bytes, plan.windows.what);
       await deps.checkpoints.hit('recording.referenced', {});
       const updated = await deps.meetings.transition(
         trx,
@@ -399,10 +405,11 @@ function splitWindows(
             meetingId,
             kind: keep ? `window-${w.index}-channel-${c + 1}` : `window-${w.index}`,
             data: encodeWav(samples, SAMPLE_RATE),
-            // F1: each window is admitted against the quotas: one that does not fit fails the
-            // split (and the meeting, with the quota's reason), so a workspace never holds more
-            // than its quota and one window.
-            admit: true,
+            // F1: each window is admitted against the quotas, spending the meeting's reservation
+            // (made when its recording was accepted, when its head said how long it is): one that
+            // does not fit fails the split (and the meeting, with the quota's reason), so a
+            // workspace never holds more than its quota and one window.
+            admit: { meetingId, mode: 'spend' },
           }),
         );
     } catch (err) {

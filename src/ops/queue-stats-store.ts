@@ -91,6 +91,8 @@ export interface WorkspaceUsage {
   /** F5: its share of each queue beside the others'. */
   weight: number;
   storedBytes: number;
+  /** F1: bytes set aside for the windows of recordings being split (not stored yet). */
+  reservedBytes: number;
   /** Transcription windows waiting to be claimed, and its jobs running now. */
   queuedWindows: number;
   runningJobs: number;
@@ -110,6 +112,8 @@ export async function workspaceUsage(db: Db, workspaceId?: string): Promise<Work
       coalesce((select sum(size_bytes) from blobs b where b.workspace_id = w.id and b.deleted_at is null), 0)::float8
         + coalesce((select sum(bytes) from object_cleanups c where c.workspace_id = w.id), 0)::float8
         as "storedBytes",
+      coalesce((select sum(m.quota_reserved_bytes) from meetings m where m.workspace_id = w.id
+          and m.quota_reserved_bytes > 0 and m.status = 'processing'), 0)::float8 as "reservedBytes",
       (select count(*) from jobs j where j.workspace_id = w.id and j.kind = 'transcribe-window'
           and j.status = 'pending')::int as "queuedWindows",
       (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",

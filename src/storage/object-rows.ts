@@ -59,6 +59,44 @@ export async function storedBytes(db: Db | Tx, workspaceId: string | null): Prom
 }
 
 /**
+ * F1: the bytes reserved for windows not yet stored (a workspace's, or with null every workspace's),
+ * less `exceptMeeting`'s own. Only a meeting being processed holds a reservation: one that ended,
+ * however, holds none, so a reservation never outlives its split.
+ */
+export async function reservedBytes(
+  db: Db | Tx,
+  workspaceId: string | null,
+  exceptMeeting: string | null = null,
+): Promise<number> {
+  const row = await sql<{ bytes: string }>`
+    select coalesce(sum(quota_reserved_bytes), 0) as bytes from meetings
+     where quota_reserved_bytes > 0 and status = 'processing'
+       and (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid)
+       and (${exceptMeeting}::uuid is null or id <> ${exceptMeeting}::uuid)`.execute(db);
+  return Number(row.rows[0]!.bytes);
+}
+
+/** F1: the meeting's reservation, when it is being processed (0 otherwise). */
+export async function reservationOf(trx: Tx, meetingId: string): Promise<number> {
+  const row = await trx
+    .selectFrom('meetings')
+    .select('quota_reserved_bytes')
+    .where('id', '=', meetingId)
+    .where('status', '=', 'processing')
+    .executeTakeFirst();
+  return Number(row?.quota_reserved_bytes ?? 0);
+}
+
+/** F1: sets what the meeting holds in reserve (its windows' bytes still to store). */
+export async function setReservation(trx: Tx, meetingId: string, bytes: number): Promise<void> {
+  await trx
+    .updateTable('meetings')
+    .set({ quota_reserved_bytes: Math.max(0, Math.round(bytes)) })
+    .where('id', '=', meetingId)
+    .execute();
+}
+
+/**
  * B2, B4: inside the transaction that uses a staged object: takes the guards, refuses an object
  * already claimed for deletion, inserts its `blobs` row and retires the staged cleanup row.
  * Returns the blob's id.

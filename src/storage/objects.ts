@@ -17,6 +17,9 @@ import {
   releaseCleanupLeases,
   releaseStrayCleanupLeases,
   removeCleanupRow,
+  reservationOf,
+  reservedBytes,
+  setReservation,
   stagedInFlight,
   storedBytes,
   takeGuards,
@@ -73,7 +76,8 @@ const CLEANUP_LEASE_MS = 60_000;
  */
 export async function stageAndPut(
   deps: StorageDeps,
-  spec: { workspaceId: string; meetingId: string; kind: string; data: Buffer; admit: boolean },
+  /** admit: against the quotas (true), or spending the meeting's reservation (F1, a split's window). */
+  spec: { workspaceId: string; meetingId: string; kind: string; data: Buffer; admit: boolean | Reservation },
 ): Promise<StagedObject> {
   const sha256 = createHash('sha256').update(spec.data).digest('hex');
   const staged: StagedObject = {
@@ -283,7 +287,7 @@ export async function stageAndPutStream(
 async function stage(
   deps: StorageDeps,
   staged: StagedObject,
-  admitIt: boolean,
+  admitIt: boolean | Reservation,
   inFlight?: { max: number; kind: string; refused: () => AppError },
 ): Promise<void> {
   await (deps.stagingDb ?? deps.db).transaction().execute(async (trx) => {
@@ -294,7 +298,15 @@ async function stage(
       if ((await stagedInFlight(trx, staged.workspaceId, inFlight.kind)) >= inFlight.max)
         throw inFlight.refused();
     }
-    if (admitIt) await admit(deps.config, trx, staged.workspaceId, staged.bytes);
+    if (admitIt)
+      await admit(
+        deps.config,
+        trx,
+        staged.workspaceId,
+        staged.bytes,
+        undefined,
+        admitIt === true ? undefined : admitIt,
+      );
     await insertStagedRow(trx, staged, deps.config.stageDeadlineMs);
   });
 }
@@ -314,15 +326,27 @@ export async function assertRoom(
     .execute((trx) => admit(deps.config, trx, workspaceId, bytes, what));
 }
 
+/**
+ * F1: how an admission touches a meeting's reservation: `reserve` sets aside `bytes` for the
+ * windows its split will store (admitted as if stored); `spend` stores a window of it, taken from
+ * what it holds in reserve (a window within the reservation always fits).
+ */
+export type Reservation = { meetingId: string; mode: 'reserve' | 'spend' };
+
 async function admit(
   config: Config,
   trx: Tx,
   workspaceId: string,
   bytes: number,
   what = `storing ${bytes} bytes`,
+  reservation?: Reservation,
 ): Promise<void> {
   if (config.workspaceQuotaBytes === 0 && config.globalQuotaBytes === 0) return;
   await takeGuards(trx, workspaceId, 'admit');
+  const meetingId = reservation?.meetingId ?? null;
+  const own = reservation?.mode === 'spend' ? await reservationOf(trx, reservation.meetingId) : 0;
+  // What stays reserved after this admission, beside what it stores.
+  const left = reservation?.mode === 'spend' ? Math.max(own - bytes, 0) : 0;
   const checks: Array<[number, string | null, string]> = [
     [config.workspaceQuotaBytes, workspaceId, 'the workspace'],
     [config.globalQuotaBytes, null, 'this installation'],
@@ -330,16 +354,37 @@ async function admit(
   for (const [quota, scope, where] of checks) {
     if (quota === 0) continue;
     // The installation's total is read as the system role (S10): a tenant sees only its own bytes.
-    const used =
-      scope === null ? await systemInTx(trx, () => storedBytes(trx, null)) : await storedBytes(trx, scope);
-    if (used + bytes > quota) {
+    const read = async () => ({
+      stored: await storedBytes(trx, scope),
+      reserved: await reservedBytes(trx, scope, meetingId),
+    });
+    const { stored, reserved } = scope === null ? await systemInTx(trx, read) : await read();
+    if (stored + reserved + bytes + left > quota) {
       throw new AppError(
         ErrorKind.tooLarge,
         ClientCode.storageQuotaExceeded,
-        `${what} would exceed the storage quota of ${where}: ${used} of ${quota} bytes are in use`,
+        `${what} would exceed the storage quota of ${where}: ${stored} of ${quota} bytes are in use` +
+          (reserved > 0 ? ` and ${reserved} more are reserved for recordings being split` : ''),
       );
     }
   }
+  if (reservation?.mode === 'reserve') await setReservation(trx, reservation.meetingId, bytes);
+  else if (reservation && own > 0) await setReservation(trx, reservation.meetingId, left);
+}
+
+/**
+ * F1: inside the transaction that accepts a recording whose windows come to `bytes`: admits them
+ * against the quotas and reserves them for the meeting (its split spends the reservation).
+ */
+export async function reserveRoom(
+  config: Config,
+  trx: Tx,
+  workspaceId: string,
+  meetingId: string,
+  bytes: number,
+  what: string,
+): Promise<void> {
+  await admit(config, trx, workspaceId, bytes, what, { meetingId, mode: 'reserve' });
 }
 
 /**

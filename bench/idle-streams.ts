@@ -1,6 +1,6 @@
 /**
- * (p) Idle event streams (F3): one `verbatim api` process, ten live meetings with nothing
- * happening, and the database's transactions per second (pg_stat_database, this database only)
+ * (p) Idle event streams (F3): one `verbatim api` process and one worker, ten live meetings with
+ * nothing happening, and the database's transactions per second (pg_stat_database, this database only)
  * over a measured stretch with no stream open, then with `streams` streams open (spread over the
  * ten meetings, one key), in the same run; the api process's resident memory before and after.
  * Target: with the streams, transactions/s ≤ 2 × idle.
@@ -13,6 +13,10 @@ import { listen, spawnApi } from '../test/support/sse.ts';
 export interface IdleStreams {
   streams: number;
   open: number;
+  /** How the streams that did not open were answered (status: count; 0 is no answer yet). */
+  notOpen: Record<string, number>;
+  /** What one more stream was answered, when it was refused. */
+  refusal: string | null;
   measuredS: number;
   idleTps: number;
   streamsTps: number;
@@ -30,6 +34,8 @@ export async function idleStreams(streams = 1000, measureS = 30): Promise<IdleSt
     },
   });
   const { proc, base } = await spawnApi(h);
+  // The service as the README starts it has a worker beside its api: its sweeps are part of idle.
+  h.spawnWorker();
   const owner = h.db.owner();
   const listeners: Array<ReturnType<typeof listen>> = [];
   try {
@@ -61,6 +67,17 @@ export async function idleStreams(streams = 1000, measureS = 30): Promise<IdleSt
     const deadline = Date.now() + 120_000;
     while ((await opened()) < streams && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
     const open = await opened();
+    let refusal: string | null = null;
+    if (open < streams) {
+      const res = await fetch(`${base}/v1/meetings/${meetings[0]}/events`, {
+        headers: { authorization: `Bearer ${h.apiKey}` },
+      });
+      if (res.status !== 200) refusal = `${res.status} ${(await res.text()).slice(0, 300)}`;
+      else await res.body?.cancel();
+    }
+    const notOpen: Record<string, number> = {};
+    for (const l of listeners)
+      if (!(l.status() === 200 && l.events.length > 0)) notOpen[l.status()] = (notOpen[l.status()] ?? 0) + 1;
     // Past the opening reads, into the streams' idle life.
     await new Promise((r) => setTimeout(r, 5_000));
     const streamsTps = await rate();
@@ -68,6 +85,8 @@ export async function idleStreams(streams = 1000, measureS = 30): Promise<IdleSt
     return {
       streams,
       open,
+      notOpen,
+      refusal,
       measuredS: measureS,
       idleTps,
       streamsTps,

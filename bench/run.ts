@@ -620,7 +620,13 @@ async function main(): Promise<number> {
       const ok = r.open === r.streams && r.streamsTps <= 2 * Math.max(r.idleTps, 0.1);
       rows.push(
         `(p) ${r.streams} idle event streams`.padEnd(43) +
-          `${r.open} open; database ${fmt(r.streamsTps, 2)} transactions/s with them, ${fmt(r.idleTps, 2)} without ` +
+          `${r.open} open${
+            r.open < r.streams
+              ? ` (the rest: ${Object.entries(r.notOpen)
+                  .map(([status, n]) => `${n} × ${status === '0' ? 'no answer' : status}`)
+                  .join(', ')}${r.refusal ? `; one more: ${r.refusal}` : ''})`
+              : ''
+          }; database ${fmt(r.streamsTps, 2)} transactions/s with them, ${fmt(r.idleTps, 2)} without ` +
           `(${fmt(r.streamsTps / r.idleTps, 2)} ×, target ≤ 2 ×) ${verdict(ok)}   api memory ${fmt(r.rssIdleMb, 0)} MB → ` +
           `${fmt(r.rssStreamsMb, 0)} MB (+${fmt(r.rssStreamsMb - r.rssIdleMb, 0)} MB, ${fmt(((r.rssStreamsMb - r.rssIdleMb) * 1024) / r.streams, 1)} KB a stream)`,
       );

@@ -7,6 +7,37 @@ import { markedChunk } from './support/chunk-recognizer.ts';
 import { SPEECH, speechWav, startHarness, waitFor } from './support/harness.ts';
 import { listen, spawnApi } from './support/sse.ts';
 
+void it('F2: a burst of concurrent calls within the workspace’s budget is answered in full, and the budget still holds past it', async () => {
+  // 600 calls a window: blocks of 6 tokens. Before refills were shared, each of the 300 calls that
+  // found no token took a block of its own and kept only its own, and most of them got 429.
+  const h = await startHarness({
+    env: {
+      VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS: '600',
+      VERBATIM_RATE_LIMIT_WINDOW_SECONDS: '600',
+      VERBATIM_RATE_LIMIT_REQUESTS: '10000',
+    },
+  });
+  try {
+    const burst = await Promise.all(Array.from({ length: 300 }, () => h.request('GET', '/v1/meetings')));
+    const statuses = burst.map((r) => r.status);
+    assert.equal(
+      statuses.filter((s) => s === 200).length,
+      300,
+      `every call of the burst answered: ${[...new Set(statuses)].join(' ')}`,
+    );
+    // The rest of the budget, and not much more: the limit still holds.
+    const more = await Promise.all(Array.from({ length: 400 }, () => h.request('GET', '/v1/meetings')));
+    const granted = more.filter((r) => r.status === 200).length;
+    assert.ok(
+      granted >= 290 && granted <= 310,
+      `about the 300 calls left of 600 (and the few refilled meanwhile) were granted (${granted})`,
+    );
+    assert.ok(more.some((r) => r.status === 429 && r.json.error.code === 'request.workspace_rate_limited'));
+  } finally {
+    await h.close();
+  }
+});
+
 void it('F2: a workspace’s call budget holds across its keys and api processes; live chunks and other workspaces are not held by it', async () => {
   const h = await startHarness({
     env: {

@@ -197,6 +197,13 @@ export class ApiRateLimits {
  */
 export class WorkspaceRateLimits {
   private readonly held = new Map<string, { tokens: number; until: number }>();
+  /**
+   * One refill at a time per workspace: calls that find no token wait for it and share what it
+   * brings. Without this a burst of concurrent calls each took a block from the budget and each
+   * overwrote the last one's, spending the budget 25 times over (1,000 event streams opened at
+   * once, well inside 6,000 calls a minute, got 429 for more than half).
+   */
+  private readonly refilling = new Map<string, Promise<{ granted: number; retryAfterSeconds: number }>>();
   private readonly block: number;
 
   constructor(
@@ -210,14 +217,32 @@ export class WorkspaceRateLimits {
   async check(workspaceId: string, req: FastifyRequest): Promise<void> {
     const limit = this.limits.workspaceRateLimitRequests;
     if (limit === 0 || isChunk(req)) return;
-    const now = Date.now();
-    const local = this.held.get(workspaceId);
-    if (local && local.tokens >= 1 && now < local.until) {
-      local.tokens -= 1;
-      return;
+    for (;;) {
+      const local = this.held.get(workspaceId);
+      if (local && local.tokens >= 1 && Date.now() < local.until) {
+        local.tokens -= 1;
+        return;
+      }
+      let refill = this.refilling.get(workspaceId);
+      if (!refill) {
+        refill = this.refill(workspaceId, limit).finally(() => this.refilling.delete(workspaceId));
+        this.refilling.set(workspaceId, refill);
+      }
+      const { granted, retryAfterSeconds } = await refill;
+      // Granted: the tokens are in the pool, taken at the top (by this call or one beside it).
+      if (granted > 0) continue;
+      throw this.refused(limit, retryAfterSeconds);
     }
+  }
+
+  /** Takes a block from the workspace's budget and adds it to what this process holds. */
+  private async refill(
+    workspaceId: string,
+    limit: number,
+  ): Promise<{ granted: number; retryAfterSeconds: number }> {
+    const now = Date.now();
     if (this.held.size > 10_000) for (const [k, v] of this.held) if (v.until <= now) this.held.delete(k);
-    const { granted, retryAfterSeconds } = await takeWorkspaceTokens(
+    const taken = await takeWorkspaceTokens(
       this.db,
       workspaceId,
       'requests',
@@ -225,11 +250,16 @@ export class WorkspaceRateLimits {
       this.limits.rateWindowMs,
       this.block,
     );
-    if (granted > 0) {
-      this.held.set(workspaceId, { tokens: granted - 1, until: now + HELD_TOKENS_MS });
-      return;
+    if (taken.granted > 0) {
+      const local = this.held.get(workspaceId);
+      const left = local && Date.now() < local.until ? local.tokens : 0;
+      this.held.set(workspaceId, { tokens: left + taken.granted, until: Date.now() + HELD_TOKENS_MS });
     }
-    throw new AppError(
+    return taken;
+  }
+
+  private refused(limit: number, retryAfterSeconds: number): AppError {
+    return new AppError(
       ErrorKind.quotaExhausted,
       'request.workspace_rate_limited',
       `this workspace made more than ${limit} calls in ${seconds(this.limits.rateWindowMs)} (all its keys and people together, VERBATIM_WORKSPACE_RATE_LIMIT_REQUESTS); try again in ${retryAfterSeconds} s`,

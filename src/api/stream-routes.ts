@@ -58,6 +58,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   const { deps } = api;
   const hub = api.connectionString ? new StreamHub(api.connectionString, deps.db, api.log) : null;
   const stillAllowed = sharedAuthCheck(api);
+  const sharedRead = sharedReads<Awaited<ReturnType<typeof readStream>>>();
   const counts = new StreamCounts(deps.config.requestLimits);
   // Open streams end when the server closes: before it waits for its connections to finish (a
   // stream never would), so a shutdown is not held up by a browser tab left open.
@@ -84,14 +85,16 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       // the stream's finally, or below if it never opens.
       const release = counts.take(principal.keyId ?? principal.sessionId ?? '', workspaceId);
       const read = (first: boolean) =>
-        readStream(
-          deps.db,
-          workspaceId,
-          meetingId,
-          cursor,
-          (trx, m) => meetingViewIn(deps, trx, m),
-          (trx) => deps.meetings.get(workspaceId, meetingId, trx),
-          first,
+        sharedRead(`${workspaceId}\0${meetingId}\0${cursor}\0${first}`, () =>
+          readStream(
+            deps.db,
+            workspaceId,
+            meetingId,
+            cursor,
+            (trx, m) => meetingViewIn(deps, trx, m),
+            (trx) => deps.meetings.get(workspaceId, meetingId, trx),
+            first,
+          ),
         );
       let closed = false;
       let wake: (() => void) | null = null;
@@ -289,6 +292,23 @@ function sharedAuthCheck(api: ApiDeps): (req: FastifyRequest, principal: Princip
     checks.set(key, { at: now, ok });
     ok.catch(() => checks.delete(key));
     return ok;
+  };
+}
+
+/**
+ * F3: reads of the same meeting from the same place, in flight at once, are one read. The shared
+ * poll wakes every stream of a meeting that moved at the same moment, each at the cursor the
+ * others have: a meeting followed by a hundred streams is read once per change, not a hundred
+ * times. Nothing is kept once the read has answered.
+ */
+function sharedReads<T>(): (key: string, read: () => Promise<T>) => Promise<T> {
+  const inFlight = new Map<string, Promise<T>>();
+  return (key, read) => {
+    const running = inFlight.get(key);
+    if (running) return running;
+    const started = read().finally(() => inFlight.delete(key));
+    inFlight.set(key, started);
+    return started;
   };
 }
 

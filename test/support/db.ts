@@ -90,13 +90,17 @@ export async function createTestDatabase(adminUrl = ADMIN_URL): Promise<TestData
     const name = `vt_${randomBytes(5).toString('hex')}`;
     await admin.query(`create database ${name} template ${template}`);
     let owner: Kysely<Database> | null = null;
+    const ownerPool = () => {
+      const pool = new pg.Pool({ connectionString: urlFor(name, adminUrl), max: 2 });
+      // drop() ends this pool, then drops the database with (force): a connection the pool has
+      // let go but whose socket is still open is terminated by the drop, and that error, unheard,
+      // was an uncaught exception failing whichever test ran next.
+      pool.on('error', () => undefined);
+      pool.on('connect', (client) => client.on('error', () => undefined));
+      return pool;
+    };
     return {
-      owner: () =>
-        (owner ??= new Kysely<Database>({
-          dialect: new PostgresDialect({
-            pool: new pg.Pool({ connectionString: urlFor(name, adminUrl), max: 2 }),
-          }),
-        })),
+      owner: () => (owner ??= new Kysely<Database>({ dialect: new PostgresDialect({ pool: ownerPool() }) })),
       url: urlFor(name, adminUrl),
       appUrl: appUrlFor(name, adminUrl),
       name,

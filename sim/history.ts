@@ -147,6 +147,8 @@ export interface FairWait {
   claimedAt: number;
   /** The noisy workspace's windows claimed in between. */
   noisyAhead: number;
+  /** Its own workspace's other windows claimed in between (each round holds one of theirs too). */
+  ownAhead: number;
 }
 
 /** One try of a request and what it was answered: a status, or null for no answer at all. */

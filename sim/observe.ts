@@ -353,6 +353,7 @@ async function observeFairWaits(
     due_at: number;
     claimed_at: number;
     noisy_ahead: number;
+    own_ahead: number;
   }>(
     `select j.id, j.fair_class = 0 as live,
             extract(epoch from greatest(j.delivered_at, j.run_after)) * 1000 as due_at,
@@ -360,7 +361,11 @@ async function observeFairWaits(
             (select count(*) from job_attempts na join jobs nj on nj.id = na.job_id
               where nj.workspace_id = $2::uuid and nj.kind = 'transcribe-window' and nj.isolated_at is null
                 and na.started_at > greatest(j.delivered_at, j.run_after) and na.started_at < a.started_at)::int
-              as noisy_ahead
+              as noisy_ahead,
+            (select count(*) from job_attempts oa join jobs oj on oj.id = oa.job_id
+              where oj.workspace_id = $1::uuid and oj.kind = 'transcribe-window' and oj.id <> j.id
+                and oa.started_at > greatest(j.delivered_at, j.run_after) and oa.started_at < a.started_at)::int
+              as own_ahead
        from jobs j join job_attempts a on a.job_id = j.id and a.attempt_no = 1
       where j.workspace_id = $1::uuid and j.kind = 'transcribe-window' and j.attempt_count = 1
         and j.isolated_at is null and j.delivered_at is not null`,
@@ -372,6 +377,7 @@ async function observeFairWaits(
     dueAt: Number(r.due_at),
     claimedAt: Number(r.claimed_at),
     noisyAhead: r.noisy_ahead,
+    ownAhead: r.own_ahead,
   }));
   return { waits, noisyWindows: noisy?.n ?? 0 };
 }

@@ -26,18 +26,19 @@ export const INVARIANTS: Record<Invariant, string> = {
   V9: 'a request the promise accepts ends up accepted',
   V10: 'the run did real work: completed meetings, accepted audio and bot recordings above their floors',
   V11: 'every meeting a client made and did not delete is still there, its transcript readable',
-  V13: 'a due window of one workspace waits behind at most two rounds of another’s (F5): no more of the noisy workspace’s windows are claimed between its falling due and its claim than twice the transcription slots, and two',
+  V13: 'a due window of one workspace waits its turn, not another’s backlog (F5): no more of the noisy workspace’s windows are claimed between its falling due and its claim than of its own, plus twice the transcription slots and two; and the noisy backlog ran',
   W8: 'every attributed word’s speaker is its source’s truth, and no speaker is given to audio no source attributed',
 };
 
 /**
- * F5 (V13): how many of another workspace's windows may be claimed while one of ours waits, due,
- * on its one delivery. With fair rounds ours is in the round being served, so each slot takes at
- * most one of theirs before ours (their window of this round, then ours); claims racing on every
- * slot at once and the round just begun give a second; two for the clock's edges.
+ * F5 (V13): how many of another workspace's windows may be claimed while one of ours waits, due.
+ * With fair rounds the rounds alternate: each of our own windows ahead of it (claimed in between)
+ * stands for a round that holds one of theirs too; beyond those, each slot takes at most one of
+ * theirs before ours (their window of this round), a second when claims race on every slot at
+ * once or a round just began; two for the clock's edges.
  */
-export function fairWaitBound(slots: number): number {
-  return 2 * slots + 2;
+export function fairWaitBound(slots: number, ownAhead = 0): number {
+  return ownAhead + 2 * slots + 2;
 }
 
 /** F5 (V13): the waits no fault touched (from 2 s before the window fell due to its claim). */
@@ -230,14 +231,18 @@ export function checkHistory(h: History): Violation[] {
 
   // V13
   if (h.fairWaits) {
-    const bound = fairWaitBound(h.fairWaits.slots);
-    for (const w of judgedWaits(h.fairWaits))
+    // A check over nothing proves nothing: the noisy tenant's backlog must have run.
+    if (h.fairWaits.noisyWindows === 0)
+      add('V13', 'noisy tenant', 'none of its windows ran: its uploads were never accepted');
+    for (const w of judgedWaits(h.fairWaits)) {
+      const bound = fairWaitBound(h.fairWaits.slots, w.ownAhead);
       if (w.noisyAhead > bound)
         add(
           'V13',
           `window job ${w.job}`,
-          `${w.noisyAhead} of the noisy workspace’s windows were claimed while it waited ${round((w.claimedAt - w.dueAt) / 1000)} s, due (at most ${bound})`,
+          `${w.noisyAhead} of the noisy workspace’s windows were claimed while it waited ${round((w.claimedAt - w.dueAt) / 1000)} s, due, beside ${w.ownAhead} of its own (at most ${bound})`,
         );
+    }
   }
 
   // V10

@@ -558,11 +558,11 @@ async function report(r: {
   // V13: how much the fairness check had to look at.
   if (history.fairWaits) {
     const judged = judgedWaits(history.fairWaits);
-    const worst = judged.reduce((n, w) => Math.max(n, w.noisyAhead), 0);
+    const worst = judged.reduce((n, w) => Math.max(n, w.noisyAhead - w.ownAhead), 0);
     say(
       `fair share (V13): the noisy workspace's ${history.fairWaits.noisyWindows} windows ran; ${judged.length} of ${history.fairWaits.waits.length} windows claimed once ` +
-        `waited untouched by a fault; at most ${worst} of the noisy workspace’s windows went ` +
-        `first (bound ${fairWaitBound(history.fairWaits.slots)})`,
+        `waited untouched by a fault; at most ${worst} more of the noisy workspace’s windows than of ` +
+        `its own went first (bound ${fairWaitBound(history.fairWaits.slots)} more)`,
     );
   }
   say('invariants');

@@ -526,12 +526,13 @@ void describe('the simulation oracle on crafted histories', () => {
   });
 
   void it('V13: a window that waited, due, behind more of another workspace’s windows than the bound is reported; a wait a fault touched is not judged', () => {
-    const wait = (job: string, dueAt: number, claimedAt: number, noisyAhead: number) => ({
+    const wait = (job: string, dueAt: number, claimedAt: number, noisyAhead: number, ownAhead = 0) => ({
       job,
       live: false,
       dueAt,
       claimedAt,
       noisyAhead,
+      ownAhead,
     });
     const fair = (faultSpans: Array<[number, number]>) => ({
       ...emptyHistory(),
@@ -548,13 +549,24 @@ void describe('the simulation oracle on crafted histories', () => {
       [['V13', 'window job behind']],
       'the wait behind 40 windows, past the bound of 14 for six slots; 14 is within it',
     );
-    assert.match(found[0]!.detail, /40 of the noisy workspace’s windows .* 50 s, due \(at most 14\)/);
+    assert.match(found[0]!.detail, /40 of the noisy workspace’s windows .* 50 s, due, beside 0 of its own \(at most 14\)/);
     // A kill in the middle of the long wait, or one just before it fell due, takes it out of judgement.
     assert.deepEqual(invariantsOf(fair([[30_000, 30_000]])), []);
     assert.deepEqual(invariantsOf(fair([[8_500, 8_500]])), []);
     // A fault long before (or after) it does not.
     assert.deepEqual(invariantsOf(fair([[2_000, 2_000]])), ['V13']);
     assert.deepEqual(invariantsOf(fair([[61_000, 70_000]])), ['V13']);
+    // Behind 30 of its own workspace's windows, 40 of theirs is the rounds alternating: fair.
+    const ownQueue = fair([]);
+    ownQueue.fairWaits.waits = [wait('own queue', 10_000, 60_000, 40, 30)];
+    assert.deepEqual(invariantsOf(ownQueue), []);
+    // A noisy tenant whose backlog never ran leaves the check judging nothing: that is reported.
+    const idle = fair([]);
+    idle.fairWaits.noisyWindows = 0;
+    assert.deepEqual(
+      checkHistory(idle).map((v) => v.subject),
+      ['noisy tenant', 'window job behind'],
+    );
   });
 
   void it('V10: a run below any of its floors is reported, per minute of faults', () => {

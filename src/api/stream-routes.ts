@@ -84,8 +84,11 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
       // F2: streams per key (or session), per workspace and per process; the count is let go in
       // the stream's finally, or below if it never opens.
       const release = counts.take(principal.keyId ?? principal.sessionId ?? '', workspaceId);
+      // Shared only by the streams of one credential: what a read may show depends on who reads
+      // (a private meeting, a share, a role), and that is fixed by the credential.
+      const reader = credentialOf(req, principal);
       const read = (first: boolean) =>
-        sharedRead(`${workspaceId}\0${meetingId}\0${cursor}\0${first}`, () =>
+        sharedRead(`${reader}\0${workspaceId}\0${meetingId}\0${cursor}\0${first}`, () =>
           readStream(
             deps.db,
             workspaceId,
@@ -276,13 +279,18 @@ function settled(events: StreamEvent[]): boolean {
  * S9/U3/F3: whether a stream's credential still holds, asked at most once per keep-alive for all
  * the streams one credential has open in this process (a browser with ten tabs asks once).
  */
+/** The credential a request came with, and what it was resolved to, as one opaque key. */
+function credentialOf(req: FastifyRequest, principal: Principal): string {
+  return createHash('sha256')
+    .update(`${String(req.headers.authorization ?? '')}\0${String(req.headers.cookie ?? '')}`)
+    .update(`\0${principal.workspaceId}\0${principal.role}\0${principal.userId ?? ''}`)
+    .digest('hex');
+}
+
 function sharedAuthCheck(api: ApiDeps): (req: FastifyRequest, principal: Principal) => Promise<boolean> {
   const checks = new Map<string, { at: number; ok: Promise<boolean> }>();
   return (req, principal) => {
-    const key = createHash('sha256')
-      .update(`${String(req.headers.authorization ?? '')}\0${String(req.headers.cookie ?? '')}`)
-      .update(`\0${principal.workspaceId}\0${principal.role}`)
-      .digest('hex');
+    const key = credentialOf(req, principal);
     const now = Date.now();
     const hit = checks.get(key);
     if (hit && now - hit.at < KEEP_ALIVE_MS) return hit.ok;
@@ -296,10 +304,12 @@ function sharedAuthCheck(api: ApiDeps): (req: FastifyRequest, principal: Princip
 }
 
 /**
- * F3: reads of the same meeting from the same place, in flight at once, are one read. The shared
- * poll wakes every stream of a meeting that moved at the same moment, each at the cursor the
- * others have: a meeting followed by a hundred streams is read once per change, not a hundred
- * times. Nothing is kept once the read has answered.
+ * F3: reads of the same meeting from the same place by the same credential, in flight at once,
+ * are one read. The shared poll wakes every stream of a meeting that moved at the same moment,
+ * each at the cursor the others have: a meeting followed by a hundred streams (of one key, one
+ * person's tabs, a team's shared screen) is read once per change, not a hundred times. Nothing is
+ * kept once the read has answered; a read that fails fails for each stream that shared it (each
+ * then ends, and its client comes back with its Last-Event-ID).
  */
 function sharedReads<T>(): (key: string, read: () => Promise<T>) => Promise<T> {
   const inFlight = new Map<string, Promise<T>>();

@@ -613,14 +613,12 @@ create table meetings (
   owner_user_id uuid,
   visibility text default 'workspace'::text not null,
   playback_until timestamp with time zone,
-  quota_reserved_bytes bigint default 0 not null,
   constraint meetings_pkey PRIMARY KEY (id),
   constraint meetings_channels_check CHECK (channels = 'speakers'::text),
   constraint meetings_chunk_format_check CHECK (chunk_format = ANY (ARRAY['wav'::text, 'webm'::text])),
   constraint meetings_declared_chunks_check CHECK (declared_chunks >= 0),
   constraint meetings_minutes_status_check CHECK (minutes_status = ANY (ARRAY['none'::text, 'pending'::text, 'written'::text, 'unavailable'::text, 'failed'::text])),
   constraint meetings_missing_count_check CHECK (missing_count >= 0),
-  constraint meetings_quota_reserved_bytes_check CHECK (quota_reserved_bytes >= 0),
   constraint meetings_source_check CHECK (source = ANY (ARRAY['live'::text, 'upload'::text, 'bot'::text])),
   constraint meetings_status_check CHECK (status = ANY (ARRAY['created'::text, 'recording'::text, 'processing'::text, 'finalizing'::text, 'complete'::text, 'failed'::text])),
   constraint meetings_track_shape CHECK (parent_id IS NULL AND track IS NULL AND track_offset_ms IS NULL OR parent_id IS NOT NULL AND track IS NOT NULL AND track_offset_ms IS NOT NULL AND track_offset_ms >= 0),
@@ -635,7 +633,6 @@ CREATE INDEX meetings_batch ON meetings USING btree (batch_id) WHERE batch_id IS
 CREATE UNIQUE INDEX meetings_parent_track ON meetings USING btree (parent_id, track) WHERE parent_id IS NOT NULL;
 CREATE INDEX meetings_playback_until ON meetings USING btree (playback_until) WHERE playback_until IS NOT NULL;
 CREATE INDEX meetings_processing ON meetings USING btree (id) WHERE status = 'processing'::text;
-CREATE INDEX meetings_quota_reserved ON meetings USING btree (workspace_id) WHERE quota_reserved_bytes > 0;
 CREATE INDEX meetings_transcript_published ON meetings USING btree (transcript_completed_at) WHERE transcript_completed_at IS NOT NULL;
 CREATE INDEX meetings_workspace_created ON meetings USING btree (workspace_id, created_at DESC);
 CREATE TRIGGER meetings_drop_drafts AFTER UPDATE OF transcript_completed_at ON meetings FOR EACH ROW WHEN (new.transcript_completed_at IS NOT NULL AND old.transcript_completed_at IS NULL) EXECUTE FUNCTION verbatim_drop_meeting_drafts();
@@ -790,6 +787,26 @@ create policy tenant_isolation on provider_webhook_events as permissive for all 
   with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
 grant select, insert, update, delete on table provider_webhook_events to verbatim_all_workspaces;
 grant select, insert, update, delete on table provider_webhook_events to verbatim_tenant;
+
+create table quota_reservations (
+  meeting_id uuid not null,
+  workspace_id uuid not null,
+  bytes bigint not null,
+  constraint quota_reservations_pkey PRIMARY KEY (meeting_id),
+  constraint quota_reservations_bytes_check CHECK (bytes >= 0),
+  constraint quota_reservations_meeting_id_fkey FOREIGN KEY (meeting_id) REFERENCES meetings(id) ON DELETE CASCADE,
+  constraint quota_reservations_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id)
+);
+alter table quota_reservations enable row level security;
+CREATE INDEX quota_reservations_workspace ON quota_reservations USING btree (workspace_id);
+create policy all_workspaces on quota_reservations as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on quota_reservations as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table quota_reservations to verbatim_all_workspaces;
+grant select, insert, update, delete on table quota_reservations to verbatim_tenant;
 
 create table search_index_state (
   meeting_id uuid not null,

@@ -30,6 +30,13 @@ export interface WorkspacesTable {
   max_running_jobs: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
+/** F1: the bytes of windows a meeting's split has yet to store, reserved against the quotas while it is processed. */
+export interface QuotaReservationsTable {
+  meeting_id: string;
+  workspace_id: string;
+  bytes: ColumnType<number, number, number>;
+}
+
 export interface ApiKeysTable {
   id: string;
   workspace_id: string;
@@ -221,8 +228,6 @@ export interface MeetingsTable {
   transcript_completed_at: NullableTimestamp;
   /** J19: when the split cut an upload's last window (null until then, and for live meetings). */
   windows_cut_at: NullableTimestamp;
-  /** F1: the bytes of windows its split has yet to store, reserved against the quotas while it is processed. */
-  quota_reserved_bytes: ColumnType<number, number | undefined, number>;
   closeout_wait_started_at: NullableTimestamp;
   untranscribed_in_flight: number | null;
   untranscribed_exhausted: number | null;
@@ -739,6 +744,7 @@ export interface DraftsTable {
 
 export interface Database {
   workspaces: WorkspacesTable;
+  quota_reservations: QuotaReservationsTable;
   api_keys: ApiKeysTable;
   users: UsersTable;
   memberships: MembershipsTable;

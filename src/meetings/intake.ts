@@ -26,6 +26,7 @@ import { liveBlobOf } from '../storage/blob-rows.ts';
 import { createTranscribeJob } from './transcribe-job.ts';
 import {
   assertRoom,
+  releaseReservation,
   reserveRoom,
   compensate,
   referenceStaged,
@@ -348,6 +349,8 @@ export function splitRecordingJob(deps: MeetingDeps): JobDefinition<typeof JobKi
               meetingId,
               Math.round((cutter.decodedSamples * 1000) / SAMPLE_RATE),
             );
+            // F1: what is left of its reservation (an estimate from the recording's head) is given back.
+            await releaseReservation(trx, meetingId);
             // Every earlier window may be settled already: then this split was the last thing the
             // close-out waited for.
             if (!last) await startCloseOutIfSettled(deps, trx, meetingId, ctx.actor);

@@ -394,19 +394,11 @@ export class PgMeetingStore {
     await trx.deleteFrom('meetings').where('id', '=', id).execute();
   }
 
-  /**
-   * The split decoded the whole recording and cut its last window: its duration is known, and what
-   * is left of its reservation (F1: an estimate from the recording's head) is given back.
-   */
+  /** The split decoded the whole recording and cut its last window: its duration is known. */
   async recordSplitFinished(trx: Tx, id: string, durationMs: number): Promise<void> {
     await trx
       .updateTable('meetings')
-      .set({
-        duration_ms: durationMs,
-        windows_cut_at: sql<Date>`now()`,
-        quota_reserved_bytes: 0,
-        updated_at: sql<Date>`now()`,
-      })
+      .set({ duration_ms: durationMs, windows_cut_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
       .where('id', '=', id)
       .execute();
   }

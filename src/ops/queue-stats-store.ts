@@ -112,8 +112,8 @@ export async function workspaceUsage(db: Db, workspaceId?: string): Promise<Work
       coalesce((select sum(size_bytes) from blobs b where b.workspace_id = w.id and b.deleted_at is null), 0)::float8
         + coalesce((select sum(bytes) from object_cleanups c where c.workspace_id = w.id), 0)::float8
         as "storedBytes",
-      coalesce((select sum(m.quota_reserved_bytes) from meetings m where m.workspace_id = w.id
-          and m.quota_reserved_bytes > 0 and m.status = 'processing'), 0)::float8 as "reservedBytes",
+      coalesce((select sum(r.bytes) from quota_reservations r join meetings m on m.id = r.meeting_id
+          where r.workspace_id = w.id and m.status = 'processing'), 0)::float8 as "reservedBytes",
       (select count(*) from jobs j where j.workspace_id = w.id and j.kind = 'transcribe-window'
           and j.status = 'pending')::int as "queuedWindows",
       (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",

@@ -61,7 +61,8 @@ export async function storedBytes(db: Db | Tx, workspaceId: string | null): Prom
 /**
  * F1: the bytes reserved for windows not yet stored (a workspace's, or with null every workspace's),
  * less `exceptMeeting`'s own. Only a meeting being processed holds a reservation: one that ended,
- * however, holds none, so a reservation never outlives its split.
+ * however, holds none, so a reservation never outlives its split. Read as the system role by the
+ * caller: a tenant's view of meetings hides other people's private ones, whose reservations count.
  */
 export async function reservedBytes(
   db: Db | Tx,
@@ -69,31 +70,46 @@ export async function reservedBytes(
   exceptMeeting: string | null = null,
 ): Promise<number> {
   const row = await sql<{ bytes: string }>`
-    select coalesce(sum(quota_reserved_bytes), 0) as bytes from meetings
-     where quota_reserved_bytes > 0 and status = 'processing'
-       and (${workspaceId}::uuid is null or workspace_id = ${workspaceId}::uuid)
-       and (${exceptMeeting}::uuid is null or id <> ${exceptMeeting}::uuid)`.execute(db);
+    select coalesce(sum(r.bytes), 0) as bytes from quota_reservations r
+      join meetings m on m.id = r.meeting_id and m.status = 'processing'
+     where (${workspaceId}::uuid is null or r.workspace_id = ${workspaceId}::uuid)
+       and (${exceptMeeting}::uuid is null or r.meeting_id <> ${exceptMeeting}::uuid)`.execute(db);
   return Number(row.rows[0]!.bytes);
 }
 
 /** F1: the meeting's reservation, when it is being processed (0 otherwise). */
 export async function reservationOf(trx: Tx, meetingId: string): Promise<number> {
-  const row = await trx
-    .selectFrom('meetings')
-    .select('quota_reserved_bytes')
-    .where('id', '=', meetingId)
-    .where('status', '=', 'processing')
-    .executeTakeFirst();
-  return Number(row?.quota_reserved_bytes ?? 0);
+  const row = await sql<{ bytes: string }>`
+    select r.bytes::text as bytes from quota_reservations r
+      join meetings m on m.id = r.meeting_id and m.status = 'processing'
+     where r.meeting_id = ${meetingId}::uuid`.execute(trx);
+  return Number(row.rows[0]?.bytes ?? 0);
 }
 
-/** F1: sets what the meeting holds in reserve (its windows' bytes still to store). */
-export async function setReservation(trx: Tx, meetingId: string, bytes: number): Promise<void> {
-  await trx
-    .updateTable('meetings')
-    .set({ quota_reserved_bytes: Math.max(0, Math.round(bytes)) })
-    .where('id', '=', meetingId)
-    .execute();
+/** F1: sets aside `bytes` for the meeting's windows (replacing what it held). */
+export async function setReservation(
+  trx: Tx,
+  workspaceId: string,
+  meetingId: string,
+  bytes: number,
+): Promise<void> {
+  await sql`insert into quota_reservations (meeting_id, workspace_id, bytes)
+            values (${meetingId}::uuid, ${workspaceId}::uuid, ${Math.max(0, Math.round(bytes))})
+            on conflict (meeting_id) do update set bytes = excluded.bytes`.execute(trx);
+}
+
+/**
+ * F1: a window of `bytes` stored from the meeting's reservation. Only ever decreases it, so an old
+ * split attempt that read it before it ended cannot put it back.
+ */
+export async function spendReservation(trx: Tx, meetingId: string, bytes: number): Promise<void> {
+  await sql`update quota_reservations set bytes = greatest(bytes - ${Math.round(bytes)}, 0)
+             where meeting_id = ${meetingId}::uuid and bytes > 0`.execute(trx);
+}
+
+/** F1: the split has cut its last window: what is left of its estimate is given back. */
+export async function releaseReservation(trx: Tx, meetingId: string): Promise<void> {
+  await sql`delete from quota_reservations where meeting_id = ${meetingId}::uuid`.execute(trx);
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   reservationOf,
   reservedBytes,
   setReservation,
+  spendReservation,
   stagedInFlight,
   storedBytes,
   takeGuards,
@@ -27,7 +28,13 @@ import {
   type StagedObject,
 } from './object-rows.ts';
 
-export { handOffMeetingObjects, referenceStaged, storedBytes, type StagedObject } from './object-rows.ts';
+export {
+  handOffMeetingObjects,
+  referenceStaged,
+  releaseReservation,
+  storedBytes,
+  type StagedObject,
+} from './object-rows.ts';
 
 /**
  * The life of a stored object, from the first byte written to the last byte deleted (B1–B6).
@@ -344,7 +351,10 @@ async function admit(
   if (config.workspaceQuotaBytes === 0 && config.globalQuotaBytes === 0) return;
   await takeGuards(trx, workspaceId, 'admit');
   const meetingId = reservation?.meetingId ?? null;
-  const own = reservation?.mode === 'spend' ? await reservationOf(trx, reservation.meetingId) : 0;
+  const own =
+    reservation?.mode === 'spend'
+      ? await systemInTx(trx, () => reservationOf(trx, reservation.meetingId))
+      : 0;
   // What stays reserved after this admission, beside what it stores.
   const left = reservation?.mode === 'spend' ? Math.max(own - bytes, 0) : 0;
   const checks: Array<[number, string | null, string]> = [
@@ -354,11 +364,11 @@ async function admit(
   for (const [quota, scope, where] of checks) {
     if (quota === 0) continue;
     // The installation's total is read as the system role (S10): a tenant sees only its own bytes.
-    const read = async () => ({
-      stored: await storedBytes(trx, scope),
-      reserved: await reservedBytes(trx, scope, meetingId),
-    });
-    const { stored, reserved } = scope === null ? await systemInTx(trx, read) : await read();
+    // Reservations are read as the system role in both scopes: a member's view of meetings hides
+    // other people's private ones, whose reservations count all the same.
+    const stored =
+      scope === null ? await systemInTx(trx, () => storedBytes(trx, null)) : await storedBytes(trx, scope);
+    const reserved = await systemInTx(trx, () => reservedBytes(trx, scope, meetingId));
     if (stored + reserved + bytes + left > quota) {
       throw new AppError(
         ErrorKind.tooLarge,
@@ -368,8 +378,8 @@ async function admit(
       );
     }
   }
-  if (reservation?.mode === 'reserve') await setReservation(trx, reservation.meetingId, bytes);
-  else if (reservation && own > 0) await setReservation(trx, reservation.meetingId, left);
+  if (reservation?.mode === 'reserve') await setReservation(trx, workspaceId, reservation.meetingId, bytes);
+  else if (reservation && own > 0) await spendReservation(trx, reservation.meetingId, bytes);
 }
 
 /**

@@ -147,7 +147,7 @@ export interface FairWait {
   claimedAt: number;
   /** The noisy workspace's windows claimed in between. */
   noisyAhead: number;
-  /** Its own workspace's other windows claimed in between (each round holds one of theirs too). */
+  /** Its own workspace's windows ahead of it in its lane claimed in between (each such round holds one of theirs too). */
   ownAhead: number;
 }
 

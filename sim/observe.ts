@@ -335,7 +335,8 @@ async function readBotTrails(q: Query, bots: BotWorld): Promise<string[]> {
 
 /**
  * F5 (V13): the quiet workspace's windows claimed once, each with the noisy workspace's window
- * claims (isolated runs aside) between its falling due and its claim. It fell due at its last
+ * claims (isolated runs aside) between its falling due and its claim, and its own workspace's
+ * claimed meanwhile that were ahead of it in its lane (same class, an earlier round). It fell due at its last
  * delivery (a rescued or woken job's wait before that is not one of fairness) or its run_after,
  * whichever is later.
  */
@@ -364,6 +365,7 @@ async function observeFairWaits(
               as noisy_ahead,
             (select count(*) from job_attempts oa join jobs oj on oj.id = oa.job_id
               where oj.workspace_id = $1::uuid and oj.kind = 'transcribe-window' and oj.id <> j.id
+                and oj.fair_class = j.fair_class and oj.fair_round < j.fair_round
                 and oa.started_at > greatest(j.delivered_at, j.run_after) and oa.started_at < a.started_at)::int
               as own_ahead
        from jobs j join job_attempts a on a.job_id = j.id and a.attempt_no = 1

@@ -549,7 +549,10 @@ void describe('the simulation oracle on crafted histories', () => {
       [['V13', 'window job behind']],
       'the wait behind 40 windows, past the bound of 14 for six slots; 14 is within it',
     );
-    assert.match(found[0]!.detail, /40 of the noisy workspace’s windows .* 50 s, due, beside 0 of its own \(at most 14\)/);
+    assert.match(
+      found[0]!.detail,
+      /40 of the noisy workspace’s windows .* 50 s, due, beside 0 of its own \(at most 14\)/,
+    );
     // A kill in the middle of the long wait, or one just before it fell due, takes it out of judgement.
     assert.deepEqual(invariantsOf(fair([[30_000, 30_000]])), []);
     assert.deepEqual(invariantsOf(fair([[8_500, 8_500]])), []);

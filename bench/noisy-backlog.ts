@@ -3,11 +3,8 @@
  * of five hours at most, which its split turns into windows) and whose every window is cut and
  * queued before the measurement beside it starts.
  */
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { App } from '../src/app.ts';
+import { silenceFile } from '../test/support/harness.ts';
 
 export interface NoisyBacklog {
   workspaceId: string;
@@ -29,31 +26,15 @@ export async function queueNoisyBacklog(app: App, base: string, hours: number): 
     if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`);
     return text ? (JSON.parse(text) as Record<string, unknown>) : {};
   };
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-bench-noisy-'));
   const ids: string[] = [];
-  try {
-    for (let left = hours; left > 0; left -= 5) {
-      const file = path.join(tmp, `noisy-${left}.flac`);
-      const seconds = Math.round(Math.min(5, left) * 3600);
-      execFileSync('ffmpeg', [
-        '-loglevel',
-        'error',
-        '-f',
-        'lavfi',
-        '-i',
-        `anullsrc=r=16000:cl=mono:d=${seconds}`,
-        '-c:a',
-        'flac',
-        file,
-      ]);
-      const { id } = (await call('POST', '/v1/meetings', { source: 'upload', title: `noisy ${left}` })) as {
-        id: string;
-      };
-      await call('PUT', `/v1/meetings/${id}/recording`, fs.readFileSync(file), 'audio/flac');
-      ids.push(id);
-    }
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
+  for (let left = hours; left > 0; left -= 5) {
+    const seconds = Math.round(Math.min(5, left) * 3600);
+    const flac = silenceFile(`noisy-${left}.flac`, seconds, ['-c:a', 'flac']);
+    const { id } = (await call('POST', '/v1/meetings', { source: 'upload', title: `noisy ${left}` })) as {
+      id: string;
+    };
+    await call('PUT', `/v1/meetings/${id}/recording`, flac, 'audio/flac');
+    ids.push(id);
   }
   for (const id of ids) {
     const deadline = Date.now() + 3_600_000;

@@ -127,6 +127,65 @@ void it('J5/J19: of the last windows of a meeting committed at once through the 
   }
 });
 
+void it("L19: the window commit says whether its window was marked at its transcript's publication, read after the commit, so the job publishes it without reading the window again", async () => {
+  const h = await startHarness();
+  try {
+    const deps = h.app.deps;
+    const meetingId = randomUUID();
+    await deps.db
+      .insertInto('meetings')
+      .values({
+        id: meetingId,
+        workspace_id: h.workspaceId,
+        source: 'upload',
+        title: 'published',
+        status: 'complete',
+        window_ms: 1000,
+        windows_cut_at: new Date(),
+      })
+      .execute();
+    const late: Record<string, boolean | undefined> = {};
+    for (const [index, marked] of [true, false].entries()) {
+      const windowId = randomUUID();
+      await deps.db
+        .insertInto('windows')
+        .values({
+          id: windowId,
+          workspace_id: h.workspaceId,
+          meeting_id: meetingId,
+          index,
+          start_ms: index * 1000,
+          end_ms: (index + 1) * 1000,
+          status: 'pending',
+          pending_at_publication: marked,
+        })
+        .execute();
+      const job = await deps.db
+        .transaction()
+        .execute((trx) =>
+          createJob(
+            deps,
+            trx,
+            JobKind.transcribeWindow,
+            { meetingId, windowId, windowIndex: index },
+            { workspaceId: h.workspaceId },
+            'test',
+          ),
+        );
+      const claimed = await deps.jobs.claimJob(job!.id, `owner-${index}`);
+      assert.ok(claimed);
+      const [row] = await deps.jobs.runFencedStatementAlone(claimed.handle, (ids) =>
+        completeWindowAttemptStatement(ids, 'worker:test', [{ seq: 0, start_ms: 0, end_ms: 500, text: 'w' }]),
+      );
+      assert.equal(row?.facts?.status, 'complete');
+      late[marked ? 'marked' : 'unmarked'] = row?.facts?.lateWindow;
+    }
+    assert.deepEqual(late, { marked: true, unmarked: false });
+  } finally {
+    await h.close();
+  }
+});
+
 void it('J5: the sweep starts a lost close-out: a processing meeting with every window settled and its windows cut, not one with a window pending or a split still cutting', async () => {
   const h = await startHarness();
   try {

@@ -59,6 +59,7 @@ import * as m0055 from './migrations/0055-workspace-budgets.ts';
 import * as m0056 from './migrations/0056-workspace-hours-cap.ts';
 import * as m0057 from './migrations/0057-workspace-running-cap.ts';
 import * as m0058 from './migrations/0058-quota-reservations.ts';
+import * as m0059 from './migrations/0059-window-commit-late-fact.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -120,6 +121,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0056-workspace-hours-cap': m0056,
   '0057-workspace-running-cap': m0057,
   '0058-quota-reservations': m0058,
+  '0059-window-commit-late-fact': m0059,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

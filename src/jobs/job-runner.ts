@@ -6,7 +6,7 @@ import { LostLeaseError } from './attempt-handle.ts';
 import type { DeliveryPayload } from './delivery-store.ts';
 import { attemptContext } from './attempt-context.ts';
 import type { JobDefinition } from './job-definition.ts';
-import type { PgJobStore } from './pg-job-store.ts';
+import type { ClaimedJob, PgJobStore } from './pg-job-store.ts';
 
 export interface RunnerDeps {
   jobs: PgJobStore;
@@ -30,7 +30,7 @@ class RunTimeout extends Error {}
 /**
  * Runs one delivery: claim (J1), renew the lease while working (J2), and settle the attempt through
  * the fenced store methods (J3). A delivery for a job that is not claimable is acknowledged and
- * dropped, since the row, not the message, is the truth.
+ * dropped, since the row, not the message, is the truth: false then, true when an attempt ran.
  *
  * The handler is raced against the attempt's abort signal: once the lease is lost, the worker is
  * draining or the run is over its time limit, the runner stops waiting — a handler stuck in an
@@ -40,15 +40,21 @@ export async function runDelivery(
   def: JobDefinition,
   payload: DeliveryPayload,
   deps: RunnerDeps,
-): Promise<void> {
-  const actor = `worker:${deps.workerId}`;
+): Promise<boolean> {
   const claimed = await deps.jobs.claimJob(
     payload.jobId,
     deps.workerId,
     { deliveryId: payload.deliveryId, ...(deps.isolated ? { isolated: true } : {}) },
     deps.isolated ?? false,
   );
-  if (!claimed) return;
+  if (!claimed) return false;
+  await runAttempt(def, claimed, deps);
+  return true;
+}
+
+/** One claimed attempt, from its handler's start to its settlement. */
+async function runAttempt(def: JobDefinition, claimed: ClaimedJob, deps: RunnerDeps): Promise<void> {
+  const actor = `worker:${deps.workerId}`;
   const { job, handle } = claimed;
   const log = deps.log.child({ jobId: job.id, kind: job.kind, attempt: handle.attemptNo });
   log.info('attempt started');

@@ -89,18 +89,6 @@ export async function markPendingAtPublication(trx: Tx, meetingId: string): Prom
     .execute();
 }
 
-/** A window's mark at publication and its status; undefined when it is gone. */
-export async function lateWindowState(
-  db: Executor,
-  windowId: string,
-): Promise<{ meeting_id: string; status: string; pending_at_publication: boolean } | undefined> {
-  return db
-    .selectFrom('windows')
-    .select(['meeting_id', 'status', 'pending_at_publication'])
-    .where('id', '=', windowId)
-    .executeTakeFirst();
-}
-
 /**
  * Meetings with a marked window that has settled or has no job left, a few in random order (one
  * meeting that keeps failing does not hold back the others).

@@ -6,7 +6,6 @@ import { reviseParent } from './tracks.ts';
 import type { MeetingDeps } from './deps.ts';
 import {
   clearSettledLateMarks,
-  lateWindowState,
   meetingsWithSettledLateWindows,
   saveLateWindowCounts,
 } from './late-window-store.ts';
@@ -68,13 +67,16 @@ export async function publishSettledLateWindows(
 }
 
 /**
- * A window's job after its commit: if its window was marked at publication, publish it now (the
- * sweep does it otherwise, for a process that died in between).
+ * A window's job after its commit, when the commit said its window was marked at publication
+ * (the statement's `lateWindow`): publish it now (the sweep does it otherwise, for a process that
+ * died in between).
  */
-export async function publishIfLate(deps: MeetingDeps, windowId: string, actor: string): Promise<boolean> {
-  const w = await lateWindowState(deps.db, windowId);
-  if (!w || !w.pending_at_publication || w.status === WindowStatus.pending) return false;
-  return deps.db.transaction().execute((trx) => publishSettledLateWindows(deps, trx, w.meeting_id, actor));
+export async function publishLateWindow(
+  deps: MeetingDeps,
+  meetingId: string,
+  actor: string,
+): Promise<boolean> {
+  return deps.db.transaction().execute((trx) => publishSettledLateWindows(deps, trx, meetingId, actor));
 }
 
 /** The sweep's half: a few meetings per pass with a marked window that has settled or has no job left. */

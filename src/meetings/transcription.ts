@@ -16,7 +16,7 @@ import {
   type SegmentRow,
   type WindowSource,
 } from './window-rows.ts';
-import { publishIfLate, publishSettledLateWindows } from './late-windows.ts';
+import { publishLateWindow, publishSettledLateWindows } from './late-windows.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
 import { startCloseOutAfterCommit, startCloseOutIfSettled } from './close-out-start.ts';
 
@@ -39,10 +39,12 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
       // is held for that statement only, so a meeting's windows commit one after another without
       // waiting on a decision made in this process. When the facts say every window is settled,
       // the close-out starts in a transaction of its own (a live meeting is never processing).
+      let lateWindow = false;
       await ctx.completeWith(async (handle) => {
         const [result] = await deps.jobs.runFencedStatementAlone(handle, (ids) =>
           completeWindowAttemptStatement(ids, ctx.actor, rows),
         );
+        lateWindow = result?.facts?.lateWindow === true;
         // The window is committed and the attempt complete whatever happens next: a start that
         // fails here is the sweep's (startLostCloseOuts), not a failure of this attempt.
         await startCloseOutAfterCommit(
@@ -58,8 +60,9 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
         });
       });
       // L19: a window that settles after its transcript was published revises it (the sweep does
-      // this for a process that dies before it).
-      await publishIfLate(deps, source.window.id, ctx.actor).catch((err: unknown) => {
+      // this for a process that dies before it). The commit said whether it was marked.
+      if (!lateWindow) return;
+      await publishLateWindow(deps, source.window.meeting_id, ctx.actor).catch((err: unknown) => {
         ctx.log.warn({ windowId: source.window.id, err: String(err) }, 'late window not published yet');
       });
     },

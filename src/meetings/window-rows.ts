@@ -105,17 +105,21 @@ export async function loadWindowSource(db: Executor, windowId: string): Promise<
   };
 }
 
+/** The window commit's answer: the close-out gate's facts, and whether its window was marked at publication (L19). */
+export type WindowCommitFacts = CloseOutGateFacts & { lateWindow?: boolean };
+
 /**
  * J5 in one statement, run under the attempt's fence: the window's segments and its move to
  * transcribed, the job's completion, then the facts of the meeting's close-out gate, read under the
- * meeting's lock when it is processing (verbatim_close_out_gate). The caller decides on them.
+ * meeting's lock when it is processing (verbatim_close_out_gate), and whether the window was
+ * marked at its transcript's publication (migration 0059). The caller decides on them.
  */
 export function completeWindowAttemptStatement(
   ids: { jobId: string; attemptId: string; token: string },
   actor: string,
   rows: SegmentRow[],
-): RawBuilder<{ facts: CloseOutGateFacts | null }> {
-  return sql<{ facts: CloseOutGateFacts | null }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
+): RawBuilder<{ facts: WindowCommitFacts | null }> {
+  return sql<{ facts: WindowCommitFacts | null }>`select verbatim_complete_window_attempt(${ids.jobId}::uuid,
     ${ids.attemptId}::uuid, ${ids.token}::uuid, ${actor}, ${JSON.stringify(rows)}::jsonb) as facts`;
 }
 

@@ -300,23 +300,10 @@ function jobRunnerSpecs(
     for (const def of defs) {
       taskList[def.kind] = async (payload) => {
         const delivery = payload as DeliveryPayload;
-        // J20: an isolated job runs alone, in a process of its own that this worker watches.
-        const which = await deps.jobs.laneOf(delivery.jobId);
-        // Isolated but nothing to run now (a stale delivery, or its runner is at it): dropped.
-        if (which === 'isolated-idle') return;
-        if (which === 'isolated') {
-          await runIsolatedDelivery(def.kind, delivery, {
-            jobs: deps.jobs,
-            log: lane.log,
-            config,
-            workerId: lane.workerId,
-            connectionString: lane.connectionString,
-            hooks: lane.hooks,
-            shutdownSignal: lane.shutdownSignal,
-          });
-          return;
-        }
-        await runDelivery(def, delivery, {
+        // Most deliveries are of an ordinary job that is due: the ordinary lane's claim takes it in
+        // one statement, which never takes an isolated job (J20). Only a delivery it could not
+        // claim asks which lane its job is in.
+        const ran = await runDelivery(def, delivery, {
           jobs: deps.jobs,
           log: lane.log,
           checkpoints: deps.checkpoints,
@@ -324,6 +311,20 @@ function jobRunnerSpecs(
           heartbeatMs: config.heartbeatMs,
           leaseMs: config.leaseMs,
           maxRunMs: config.jobTimeoutMs,
+          shutdownSignal: lane.shutdownSignal,
+        });
+        if (ran) return;
+        // J20: an isolated job runs alone, in a process of its own that this worker watches. An
+        // ordinary job not claimed (not due, done, or alive elsewhere), or an isolated one with
+        // nothing to run now, is dropped: the row, not the message, is the truth.
+        if ((await deps.jobs.laneOf(delivery.jobId)) !== 'isolated') return;
+        await runIsolatedDelivery(def.kind, delivery, {
+          jobs: deps.jobs,
+          log: lane.log,
+          config,
+          workerId: lane.workerId,
+          connectionString: lane.connectionString,
+          hooks: lane.hooks,
           shutdownSignal: lane.shutdownSignal,
         });
       };

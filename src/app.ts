@@ -151,6 +151,7 @@ export async function openApp(config: Config, overrides: AppOverrides = {}): Pro
     log,
     failurePolicyOf: (kind) => failurePolicyOf(config, kind),
     lockedFirst: LOCKED_FIRST,
+    splitsPerWorkspace: config.requestLimits.splitsPerWorkspace,
   });
   const sweeps = new PgJobSweeps(database.db, timings, { checkpoints, log });
   const deps: MeetingDeps = {

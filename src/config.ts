@@ -409,6 +409,12 @@ export const SETTINGS = {
         default: '8',
         help: "recordings one workspace may be uploading at once, across api processes; more get 429 `upload.too_many` with `Retry-After` before any byte is kept (a bot's recording is never refused) (F2)",
       }),
+      splitsPerWorkspace: setting({
+        env: 'VERBATIM_SPLITS_PER_WORKSPACE',
+        kind: wholeNumber({ min: 1 }),
+        default: '2',
+        help: "recordings of one workspace decoded and split at once, across every worker; the next waits its turn (it is never refused), and another workspace's split takes the free slot (F2)",
+      }),
       webhookEndpointsPerWorkspace: setting({
         env: 'VERBATIM_WEBHOOK_ENDPOINTS_PER_WORKSPACE',
         kind: wholeNumber({ min: 1 }),

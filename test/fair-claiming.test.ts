@@ -22,8 +22,8 @@ async function world(slots = 1): Promise<{ h: Harness; recognizer: ChunkRecogniz
   return { h, recognizer };
 }
 
-/** A workspace's upload whose split has cut every window, with the one recogniser slot held. */
-async function backlog(h: Harness, key: string, seconds: number, title: string): Promise<string> {
+/** A workspace's upload of `seconds` of silence, accepted (its split is queued). */
+async function upload(h: Harness, key: string, seconds: number, title: string): Promise<string> {
   const auth = { authorization: `Bearer ${key}` };
   const created = await h.request('POST', '/v1/meetings', { source: 'upload', title }, auth);
   assert.equal(created.status, 201, created.text);
@@ -34,6 +34,12 @@ async function backlog(h: Harness, key: string, seconds: number, title: string):
     'content-type': 'audio/flac',
   });
   assert.equal(put.status, 202, put.text);
+  return id;
+}
+
+/** A workspace's upload whose split has cut every window, with the one recogniser slot held. */
+async function backlog(h: Harness, key: string, seconds: number, title: string): Promise<string> {
+  const id = await upload(h, key, seconds, title);
   await waitFor(`${title}: every window cut`, async () => {
     const row = await h.app.database.db
       .selectFrom('meetings')
@@ -205,6 +211,59 @@ void it('F5: a workspace’s running cap holds its batch jobs to the cap, and an
         `attempt ${i} started before attempt ${i - 1} ended`,
       );
     }
+  } finally {
+    await h.close();
+    await recognizer.close();
+  }
+});
+
+void it('F2: a workspace’s splits run at most its split limit at once across the intake slots, and another workspace’s split takes a free slot meanwhile', async () => {
+  const { h, recognizer } = await world(1);
+  try {
+    const quietWorkspace = await h.app.workspaces.createWorkspace('quiet');
+    const { apiKey: quietKey } = await h.app.workspaces.createApiKey(quietWorkspace, 'quiet');
+    // Every split is queued before a worker runs, so without the limit three intake slots would
+    // start three of the busy workspace's at once.
+    const busy: string[] = [];
+    for (let i = 0; i < 4; i++) busy.push(await upload(h, h.apiKey, 600, `busy-${i}`));
+    const quiet = await upload(h, quietKey, 600, 'quiet');
+    h.spawnWorker({ VERBATIM_INTAKE_CONCURRENCY: '3', VERBATIM_SPLITS_PER_WORKSPACE: '1' });
+    for (const id of [...busy, quiet]) {
+      await waitFor(`meeting ${id}: every window cut`, async () => {
+        const row = await h.app.database.db
+          .selectFrom('meetings')
+          .select('windows_cut_at')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return row.windows_cut_at !== null;
+      });
+    }
+    const splits = await h.app.database.db
+      .selectFrom('job_attempts')
+      .innerJoin('jobs', 'jobs.id', 'job_attempts.job_id')
+      .select([
+        'jobs.meeting_id as meeting',
+        'job_attempts.started_at as start',
+        'job_attempts.ended_at as end',
+      ])
+      .where('jobs.kind', '=', 'split-recording')
+      .orderBy('job_attempts.started_at')
+      .execute();
+    const ofBusy = splits.filter((a) => busy.includes(String(a.meeting)));
+    assert.equal(ofBusy.length, 4, 'each of the busy workspace’s splits ran once');
+    for (let i = 1; i < ofBusy.length; i++) {
+      const prev = ofBusy[i - 1]!;
+      assert.ok(
+        prev.end !== null && prev.end <= ofBusy[i]!.start,
+        `the busy workspace’s split ${i} started before split ${i - 1} ended`,
+      );
+    }
+    const quietSplit = splits.find((a) => String(a.meeting) === quiet);
+    assert.ok(quietSplit, 'the quiet workspace’s split ran');
+    assert.ok(
+      quietSplit.start < ofBusy[1]!.start,
+      'the quiet workspace’s split started beside the busy one’s first, not after its backlog',
+    );
   } finally {
     await h.close();
     await recognizer.close();

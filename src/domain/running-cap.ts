@@ -1,4 +1,4 @@
-import { QueueName } from './status.ts';
+import { JobKind, QueueName } from './status.ts';
 
 /**
  * F5: the queues whose batch jobs a workspace's running cap counts and holds back: an upload's
@@ -6,6 +6,13 @@ import { QueueName } from './status.ts';
  * close-outs, minutes and bot calls are never capped, so a team's live meeting stays live.
  */
 export const CAPPED_QUEUES: readonly QueueName[] = [QueueName.intake, QueueName.transcription];
+
+/**
+ * F2: the kind a workspace's split limit counts (VERBATIM_SPLITS_PER_WORKSPACE): an upload's decode
+ * and split, which holds an intake slot for as long as its recording takes to decode, so one
+ * workspace's uploads cannot take every intake slot of every worker.
+ */
+export const SPLIT_KIND: string = JobKind.splitRecording;
 
 /** The fair class of batch work (migration 0053): the class a running cap applies to. */
 export const BATCH_CLASS = 1;
@@ -28,4 +35,9 @@ export function isCappedWork(job: { queue: string; fair_class: number; isolated_
 export function cappedDeferMs(ahead: number, cap: number): number {
   const generations = Math.ceil((ahead + 1) / Math.max(1, cap));
   return Math.min(60_000, Math.max(1_000, generations * 1_000));
+}
+
+/** F2: a job the workspace's split limit applies to (an ordinary split; the isolated lane runs alone). */
+export function isSplitWork(job: { kind: string; isolated_at: Date | null }): boolean {
+  return job.isolated_at === null && job.kind === SPLIT_KIND;
 }

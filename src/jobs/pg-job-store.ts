@@ -20,7 +20,14 @@ import {
   QUEUE_OF,
   JobKind,
 } from '../domain/status.ts';
-import { BATCH_CLASS, CAPPED_QUEUES, cappedDeferMs, isCappedWork } from '../domain/running-cap.ts';
+import {
+  BATCH_CLASS,
+  CAPPED_QUEUES,
+  cappedDeferMs,
+  isCappedWork,
+  isSplitWork,
+  SPLIT_KIND,
+} from '../domain/running-cap.ts';
 import type { Logger } from '../log.ts';
 import { AttemptHandle, LostLeaseError } from './attempt-handle.ts';
 import { flushAudit, withAuditBuffer } from './audit-store.ts';
@@ -72,6 +79,13 @@ export interface ClaimedJob {
   handle: AttemptHandle;
 }
 
+/** F2/F5: a workspace's capped claims, one at a time: held to the end of the claim's transaction. */
+async function lockWorkspaceClaims(trx: Tx, workspaceId: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${'verbatim.running-cap:' + workspaceId}, 0))`.execute(
+    trx,
+  );
+}
+
 /** Without a catalog (a store made by hand in a test): no outage waits, no isolation. */
 const NO_POLICY: FailurePolicy = {
   outageCodes: new Set(),
@@ -93,6 +107,8 @@ export class PgJobStore {
       failurePolicyOf?: (kind: string) => FailurePolicy;
       /** Kinds locked before a meeting's other active jobs when several are ended together. */
       lockedFirst?: readonly string[];
+      /** F2: a workspace's splits running at once, across every worker; unset: no limit. */
+      splitsPerWorkspace?: number;
     },
   ) {
     this.rows = new JobRows(timings, deps);
@@ -172,6 +188,14 @@ export class PgJobStore {
             return null;
           }
         }
+        if (isSplitWork(job) && this.deps.splitsPerWorkspace !== undefined) {
+          // F2: so are its splits, against the split limit.
+          const running = await this.runningSplits(trx, job);
+          if (running >= this.deps.splitsPerWorkspace) {
+            await this.deferCapped(trx, job, this.deps.splitsPerWorkspace);
+            return null;
+          }
+        }
         // Claimed meanwhile and back again, or not due yet: the one statement decides.
         return this.openAttempt(trx, jobId, owner, context, { dueOnly: true, isolated, capChecked: true });
       }
@@ -200,9 +224,7 @@ export class PgJobStore {
       .executeTakeFirst();
     const max = ws?.max_running_jobs ?? null;
     if (max === null) return null;
-    await sql`select pg_advisory_xact_lock(hashtextextended(${'verbatim.running-cap:' + job.workspace_id}, 0))`.execute(
-      trx,
-    );
+    await lockWorkspaceClaims(trx, job.workspace_id);
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from jobs
         where workspace_id = ${job.workspace_id}::uuid and status = 'running'
           and queue in (${sql.join([...CAPPED_QUEUES])}) and fair_class = ${BATCH_CLASS}
@@ -210,8 +232,17 @@ export class PgJobStore {
     return { max, running: rows[0]?.n ?? 0 };
   }
 
+  /** F2: the workspace's splits running now, counted under its lock (as runningCap's count is). */
+  private async runningSplits(trx: Tx, job: JobRow): Promise<number> {
+    await lockWorkspaceClaims(trx, job.workspace_id);
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from jobs
+        where workspace_id = ${job.workspace_id}::uuid and status = 'running' and queue = ${job.queue}
+          and kind = ${SPLIT_KIND} and isolated_at is null`.execute(trx);
+    return rows[0]?.n ?? 0;
+  }
+
   /**
-   * F5: a claim refused by the running cap: the job keeps its place in its lane (its round is
+   * F5: a claim refused by the running cap (or F2's split limit): the job keeps its place in its lane (its round is
    * unchanged, so its message keeps its priority) and is delivered again a little later, sooner
    * the nearer it is to the head of the lane (cappedDeferMs). No attempt is opened, and nothing is
    * audited: the job's status does not change.
@@ -248,7 +279,7 @@ export class PgJobStore {
     jobId: string,
     owner: string,
     context: Record<string, unknown>,
-    /** capChecked: false when no running cap was checked, so a capped workspace's batch job is left to the locked path. */
+    /** capChecked: false when no running cap was checked, so a capped workspace's batch job (or any split, F2) is left to the locked path. */
     opts: { dueOnly: boolean; isolated: boolean; capChecked: boolean },
   ): Promise<ClaimedJob | null> {
     const token = randomUUID();
@@ -264,6 +295,8 @@ export class PgJobStore {
           and (${opts.capChecked}::boolean or isolated_at is not null or fair_class <> ${BATCH_CLASS}
                or queue not in (${sql.join([...CAPPED_QUEUES])})
                or not exists (select 1 from workspaces w where w.id = jobs.workspace_id and w.max_running_jobs is not null))
+          and (${opts.capChecked}::boolean or ${this.deps.splitsPerWorkspace === undefined}::boolean
+               or isolated_at is not null or kind <> ${SPLIT_KIND})
         returning *
       ), a as (
         insert into job_attempts

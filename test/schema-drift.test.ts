@@ -31,6 +31,7 @@ import * as m0056 from '../src/db/migrations/0056-workspace-hours-cap.ts';
 import * as m0057 from '../src/db/migrations/0057-workspace-running-cap.ts';
 import * as m0058 from '../src/db/migrations/0058-quota-reservations.ts';
 import * as m0059 from '../src/db/migrations/0059-window-commit-late-fact.ts';
+import * as m0060 from '../src/db/migrations/0060-stream-counts.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -195,6 +196,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0057,
       m0058,
       m0059,
+      m0060,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

@@ -4,7 +4,7 @@ import http from 'node:http';
 import { it } from 'node:test';
 import { sql } from 'kysely';
 import { markedChunk } from './support/chunk-recognizer.ts';
-import { SPEECH, speechWav, startHarness, waitFor } from './support/harness.ts';
+import { SPEECH, speechWav, spawnVerbatim, startHarness, waitFor } from './support/harness.ts';
 import { listen, spawnApi } from './support/sse.ts';
 
 void it('F2: a burst of concurrent calls within the workspace’s budget is answered in full, and the budget still holds past it', async () => {
@@ -132,6 +132,48 @@ void it('F2: event streams are limited per key (429 stream.too_many with Retry-A
     await c.close();
   } finally {
     await proc.stop();
+    await h.close();
+  }
+});
+
+void it('F7: each workspace’s open event streams, across api processes, are shown by `verbatim status` and the operator page; closed streams and a stopped process leave the count', async () => {
+  const h = await startHarness();
+  const one = await spawnApi(h);
+  const two = await spawnApi(h);
+  let twoStopped = false;
+  try {
+    const other = await h.app.workspaces.createWorkspace('quiet team');
+    const created = await h.request('POST', '/v1/meetings', { source: 'live', title: 'watched' });
+    const id = created.json.id as string;
+    const streams = [
+      listen(one.base, h.apiKey, id),
+      listen(one.base, h.apiKey, id),
+      listen(two.base, h.apiKey, id),
+    ];
+    await waitFor('three streams open', async () => streams.every((s) => s.events.length > 0));
+    const openStreams = async () =>
+      (await h.request('GET', '/v1/operator/overview')).json.usage.openStreams as number;
+    await waitFor(
+      'the operator page to count three streams on two processes',
+      async () => (await openStreams()) === 3,
+    );
+    const status = spawnVerbatim(['status'], h.env());
+    assert.equal(await status.exited, 0, status.output());
+    const lines = status.output().split('\n');
+    assert.match(lines.find((l) => l.startsWith(h.workspaceId)) ?? '', /\s3$/, status.output());
+    assert.match(lines.find((l) => l.startsWith(other)) ?? '', /\s0$/, 'another workspace has none');
+    await streams[0]!.close();
+    await waitFor('a closed stream to leave the count', async () => (await openStreams()) === 2);
+    // Its stream is cut when it stops (the client sees the connection end).
+    streams[2]!.done.catch(() => undefined);
+    await two.proc.stop();
+    twoStopped = true;
+    await waitFor('a stopped process’s streams to leave the count', async () => (await openStreams()) === 1);
+    await streams[1]!.close();
+    await waitFor('the last stream to leave the count', async () => (await openStreams()) === 0);
+  } finally {
+    await one.proc.stop();
+    if (!twoStopped) await two.proc.stop();
     await h.close();
   }
 });

@@ -41,12 +41,12 @@ void it('F7: `verbatim status`, `verbatim workspaces` and the operator page show
       .split('\n')
       .find((l) => l.startsWith(h.workspaceId));
     assert.ok(line, `status has a line for the workspace:\n${status.output()}`);
-    assert.match(line, new RegExp(`\\s${hours.toFixed(2)}\\s+none$`));
+    assert.match(line, new RegExp(`\\s${hours.toFixed(2)}\\s+none\\s+0$`));
     assert.ok(
       status
         .output()
         .split('\n')
-        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\s+none\s+0\.00\s+none$/.test(l)),
+        .some((l) => l.startsWith(other) && /\s0\s+0\s+0\s+0\s+none\s+0\.00\s+none\s+0$/.test(l)),
       'the idle workspace has its line, all zero',
     );
 

@@ -521,12 +521,15 @@ export const OverviewSchema = Type.Object(
             description:
               'F5: the cap an operator set on its batch jobs running at once (uploads, their windows, repairs); live work is never capped',
           }),
+          openStreams: Type.Integer({
+            description: 'F7: its event streams open on every api process that reported in the last minute',
+          }),
         }),
         Type.Null(),
       ],
       {
         description:
-          'F7: this workspace’s weight, stored bytes, queued windows, running jobs, hours transcribed this month, its monthly cap and its running cap',
+          'F7: this workspace’s weight, stored bytes, queued windows, running jobs, hours transcribed this month, its monthly cap, its running cap and its open event streams',
       },
     ),
   },

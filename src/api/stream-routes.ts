@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import os from 'node:os';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RequestLimits } from '../config.ts';
 import { AppError, ErrorKind } from '../domain/errors.ts';
@@ -9,6 +10,7 @@ import type { Principal } from '../workspaces/sign-in.ts';
 import { principalOf, workspaceOf, type ApiDeps } from './context.ts';
 import { stillAuthenticated } from './authorize.ts';
 import { StreamHub } from './stream-hub.ts';
+import { forgetStreamCounts, saveStreamCounts } from '../ops/stream-count-store.ts';
 import { empty, ERRORS, ID_PARAMS, refusal, type RouteSchema } from './contract.ts';
 
 const EVENTS_SCHEMA: RouteSchema = {
@@ -60,6 +62,7 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   const stillAllowed = sharedAuthCheck(api);
   const sharedRead = sharedReads<Awaited<ReturnType<typeof readStream>>>();
   const counts = new StreamCounts(deps.config.requestLimits);
+  const usage = reportStreamCounts(api, counts);
   // Open streams end when the server closes: before it waits for its connections to finish (a
   // stream never would), so a shutdown is not held up by a browser tab left open.
   const open = new Set<() => void>();
@@ -67,7 +70,10 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
     for (const end of open) end();
     done();
   });
-  app.addHook('onClose', async () => hub?.close());
+  app.addHook('onClose', async () => {
+    await usage.stop();
+    await hub?.close();
+  });
 
   app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>(
     '/v1/meetings/:id/events',
@@ -209,11 +215,63 @@ export function registerStreamRoutes(app: FastifyInstance, api: ApiDeps): void {
   );
 }
 
+/** F7: how often an api process looks whether its streams per workspace changed, and writes them if so. */
+const STREAM_COUNTS_CHECK_MS = 5_000;
+/** F7: how often it writes them all the same, so that readers know it is alive (well inside STREAM_COUNTS_FRESH_SECONDS). */
+const STREAM_COUNTS_REFRESH_MS = 20_000;
+
+/**
+ * F7: this process's open streams per workspace, written to the database (stream_counts) for
+ * `verbatim status` and the operator page: within a few seconds of a change, refreshed while any
+ * are open, removed when the server stops. A process with none open writes nothing. Written on
+ * the system path, whatever request last changed the counts.
+ */
+function reportStreamCounts(api: ApiDeps, counts: StreamCounts): { stop: () => Promise<void> } {
+  const processId = `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  let written = '';
+  let writtenAt = 0;
+  let running: Promise<void> | null = null;
+  const tick = () => {
+    if (running) return;
+    const now = counts.perWorkspace();
+    const key = JSON.stringify([...now].sort());
+    if (key === written && (now.size === 0 || Date.now() - writtenAt < STREAM_COUNTS_REFRESH_MS)) return;
+    if (key === '[]' && written === '') return;
+    running = asSystem(() => saveStreamCounts(api.deps.db, processId, now))
+      .then(
+        () => {
+          written = key;
+          writtenAt = Date.now();
+        },
+        (err: unknown) =>
+          api.log.warn({ err: String(err) }, 'open event streams not recorded; next check retries'),
+      )
+      .finally(() => (running = null));
+  };
+  const timer = setInterval(tick, STREAM_COUNTS_CHECK_MS);
+  timer.unref();
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await running;
+      if (written === '' || written === '[]') return;
+      await asSystem(() => forgetStreamCounts(api.deps.db, processId)).catch((err: unknown) =>
+        api.log.warn({ err: String(err) }, 'open event streams not cleared; they age out in a minute'),
+      );
+    },
+  };
+}
+
 /** F2: the event streams open on this process, by credential, by workspace and in all. */
 class StreamCounts {
   private readonly byCredential = new Map<string, number>();
   private readonly byWorkspace = new Map<string, number>();
   private all = 0;
+
+  /** F7: a copy of the open streams per workspace (only workspaces with some open). */
+  perWorkspace(): Map<string, number> {
+    return new Map(this.byWorkspace);
+  }
 
   constructor(private readonly limits: RequestLimits) {}
 

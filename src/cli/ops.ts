@@ -56,14 +56,14 @@ export async function status(app: App): Promise<number> {
   return 0;
 }
 
-/** F7: one line per workspace: what it stores, waits for, runs and transcribed this month. */
+/** F7: one line per workspace: what it stores, waits for, runs, transcribed this month and streams. */
 function printUsage(rows: WorkspaceUsage[]): void {
   out(
-    'workspace                             name                  weight  stored bytes  reserved bytes  queued windows  running  running cap  hours this month  monthly cap',
+    'workspace                             name                  weight  stored bytes  reserved bytes  queued windows  running  running cap  hours this month  monthly cap  open streams',
   );
   for (const w of rows) {
     out(
-      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.reservedBytes).padStart(14)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${(w.maxRunningJobs === null ? 'none' : String(w.maxRunningJobs)).padStart(11)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}`,
+      `${w.workspaceId}  ${w.name.slice(0, 20).padEnd(20)}  ${String(w.weight).padStart(6)}  ${String(w.storedBytes).padStart(12)}  ${String(w.reservedBytes).padStart(14)}  ${String(w.queuedWindows).padStart(14)}  ${String(w.runningJobs).padStart(7)}  ${(w.maxRunningJobs === null ? 'none' : String(w.maxRunningJobs)).padStart(11)}  ${w.hoursThisMonth.toFixed(2).padStart(16)}  ${(w.monthlyHoursCap === null ? 'none' : String(w.monthlyHoursCap)).padStart(11)}  ${String(w.openStreams).padStart(12)}`,
     );
   }
 }

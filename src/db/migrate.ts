@@ -60,6 +60,7 @@ import * as m0056 from './migrations/0056-workspace-hours-cap.ts';
 import * as m0057 from './migrations/0057-workspace-running-cap.ts';
 import * as m0058 from './migrations/0058-quota-reservations.ts';
 import * as m0059 from './migrations/0059-window-commit-late-fact.ts';
+import * as m0060 from './migrations/0060-stream-counts.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -122,6 +123,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0057-workspace-running-cap': m0057,
   '0058-quota-reservations': m0058,
   '0059-window-commit-late-fact': m0059,
+  '0060-stream-counts': m0060,
 };
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */

@@ -1059,6 +1059,26 @@ create policy tenant_isolation on storage_guards as permissive for all to verbat
 grant select, insert, update, delete on table storage_guards to verbatim_all_workspaces;
 grant select, insert, update on table storage_guards to verbatim_tenant;
 
+create table stream_counts (
+  workspace_id uuid not null,
+  process_id text not null,
+  open integer not null,
+  updated_at timestamp with time zone default now() not null,
+  constraint stream_counts_pkey PRIMARY KEY (workspace_id, process_id),
+  constraint stream_counts_open_check CHECK (open > 0),
+  constraint stream_counts_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+alter table stream_counts enable row level security;
+CREATE INDEX stream_counts_process ON stream_counts USING btree (process_id);
+create policy all_workspaces on stream_counts as permissive for all to verbatim_all_workspaces
+  using (true)
+  with check (true);
+create policy tenant_isolation on stream_counts as permissive for all to verbatim_tenant
+  using ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid))
+  with check ((workspace_id = (NULLIF(current_setting('verbatim.workspace_id'::text, true), ''::text))::uuid));
+grant select, insert, update, delete on table stream_counts to verbatim_all_workspaces;
+grant select, insert, update, delete on table stream_counts to verbatim_tenant;
+
 create table timeline_gaps (
   id uuid not null,
   workspace_id uuid not null,

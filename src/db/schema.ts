@@ -37,6 +37,14 @@ export interface QuotaReservationsTable {
   bytes: ColumnType<number, number, number>;
 }
 
+/** F7: event streams open per workspace on each api process (migration 0060). */
+export interface StreamCountsTable {
+  workspace_id: string;
+  process_id: string;
+  open: number;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface ApiKeysTable {
   id: string;
   workspace_id: string;
@@ -745,6 +753,7 @@ export interface DraftsTable {
 export interface Database {
   workspaces: WorkspacesTable;
   quota_reservations: QuotaReservationsTable;
+  stream_counts: StreamCountsTable;
   api_keys: ApiKeysTable;
   users: UsersTable;
   memberships: MembershipsTable;

@@ -3,6 +3,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../db/schema.ts';
 import { POISON } from '../jobs/pg-job-store.ts';
 import { failedWithAudioKept } from '../meetings/pg-meeting-store.ts';
+import { STREAM_COUNTS_FRESH_SECONDS } from './stream-count-store.ts';
 
 export interface QueueStats {
   queue: string;
@@ -102,6 +103,8 @@ export interface WorkspaceUsage {
   monthlyHoursCap: number | null;
   /** F5: at most this many of its batch jobs run at once, when an operator set it. */
   maxRunningJobs: number | null;
+  /** F7: its event streams open on every api process that reported in the last minute. */
+  openStreams: number;
 }
 
 /** F7: every workspace's usage (or one's), for `verbatim status`, `verbatim workspaces` and the operator page. */
@@ -119,7 +122,9 @@ export async function workspaceUsage(db: Db, workspaceId?: string): Promise<Work
       (select count(*) from jobs j where j.workspace_id = w.id and j.status = 'running')::int as "runningJobs",
       ${hoursThisMonth(sql`w.id`)} as "hoursThisMonth",
       w.monthly_hours_cap::float8 as "monthlyHoursCap",
-      w.max_running_jobs as "maxRunningJobs"
+      w.max_running_jobs as "maxRunningJobs",
+      coalesce((select sum(s.open) from stream_counts s where s.workspace_id = w.id
+          and s.updated_at > now() - ${STREAM_COUNTS_FRESH_SECONDS} * interval '1 second'), 0)::int as "openStreams"
     from workspaces w where ${only} order by w.name, w.id`.execute(db);
   return result.rows;
 }

@@ -32,6 +32,7 @@ import * as m0057 from '../src/db/migrations/0057-workspace-running-cap.ts';
 import * as m0058 from '../src/db/migrations/0058-quota-reservations.ts';
 import * as m0059 from '../src/db/migrations/0059-window-commit-late-fact.ts';
 import * as m0060 from '../src/db/migrations/0060-stream-counts.ts';
+import * as m0061 from '../src/db/migrations/0061-readiness-grant.ts';
 import { dumpSchema } from '../src/db/schema-dump.ts';
 import { createTestDatabase, type TestDatabase } from './support/db.ts';
 
@@ -197,6 +198,7 @@ void describe('the committed schema (src/db/schema.sql)', () => {
       m0058,
       m0059,
       m0060,
+      m0061,
     ];
     for (const m of [...later].reverse()) await m.down(db);
     const withHeaders = await dumpSchema(client);

@@ -6,7 +6,8 @@ import { createMetrics } from '../ops/metrics.ts';
 import { operatorOverview } from '../ops/overview-store.ts';
 import { workspaceOf, type ApiDeps } from './context.ts';
 import { ERRORS, json, refusal, type RouteSchema } from './contract.ts';
-import { HealthSchema, OverviewSchema } from './schemas.ts';
+import { HealthSchema, OverviewSchema, ReadySchema } from './schemas.ts';
+import { readiness } from '../ops/readiness.ts';
 
 const HEALTH_SCHEMA: RouteSchema = {
   summary: 'Liveness and database readiness',
@@ -14,6 +15,15 @@ const HEALTH_SCHEMA: RouteSchema = {
   response: {
     200: json('ok', HealthSchema),
     503: json('The database does not answer', HealthSchema),
+  },
+};
+const READY_SCHEMA: RouteSchema = {
+  summary:
+    'P2: readiness: the database answers, every migration of this release is applied, and the blob store takes a write',
+  security: [],
+  response: {
+    200: json('ready', ReadySchema),
+    503: json('Not ready: each failing check is named', ReadySchema),
   },
 };
 const METRICS_SCHEMA: RouteSchema = {
@@ -44,6 +54,11 @@ export function registerOpsRoutes(app: FastifyInstance, api: ApiDeps): void {
   app.get('/healthz', { schema: HEALTH_SCHEMA }, async (_req, reply) => {
     if (await databaseAnswers(api.deps.db)) return { status: 'ok', database: 'ok' };
     return reply.status(503).send({ status: 'unavailable', database: 'unreachable' });
+  });
+
+  app.get('/readyz', { schema: READY_SCHEMA }, async (_req, reply) => {
+    const { ready, ...checks } = await readiness(api.deps.db, api.deps.blobs, api.log);
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...checks });
   });
 
   // S9: closed unless the operator set a token; the token is compared in constant time.

@@ -538,6 +538,13 @@ export const OverviewSchema = Type.Object(
 
 export const HealthSchema = Type.Object({ status: Type.String(), database: Type.String() });
 
+export const ReadySchema = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  database: Type.String({ description: '`ok` or `unreachable`' }),
+  migrations: Type.String({ description: '`ok`, or how many of this release’s migrations are not applied' }),
+  storage: Type.String({ description: '`ok`, or `not writable` (the log says why)' }),
+});
+
 export type MeetingResponse = Static<typeof MeetingSchema>;
 export type ReasonResponse = Static<typeof ReasonSchema>;
 export type TranscriptResponse = Static<typeof TranscriptSchema>;

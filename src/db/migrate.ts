@@ -61,6 +61,7 @@ import * as m0057 from './migrations/0057-workspace-running-cap.ts';
 import * as m0058 from './migrations/0058-quota-reservations.ts';
 import * as m0059 from './migrations/0059-window-commit-late-fact.ts';
 import * as m0060 from './migrations/0060-stream-counts.ts';
+import * as m0061 from './migrations/0061-readiness-grant.ts';
 import { grantTransport } from './roles.ts';
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -124,7 +125,11 @@ const MIGRATIONS: Record<string, Migration> = {
   '0058-quota-reservations': m0058,
   '0059-window-commit-late-fact': m0059,
   '0060-stream-counts': m0060,
+  '0061-readiness-grant': m0061,
 };
+
+/** P2: the names of every migration this release knows, in order (what `/readyz` expects applied). */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS);
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */
 export async function migrateToLatest(db: Kysely<unknown>, connectionString: string): Promise<void> {

@@ -12,7 +12,7 @@ void it('P2: /readyz is 200 on a good install, and 503 naming the check when a m
   try {
     const ready = async () => {
       const res = await h.api.inject({ method: 'GET', url: '/readyz' });
-      return { status: res.statusCode, body: res.json() as Record<string, string> };
+      return { status: res.statusCode, body: res.json<Record<string, string>>() };
     };
     assert.deepEqual(await ready(), {
       status: 200,

@@ -28,21 +28,6 @@ void it('F5: a child started under withNiceness runs at that niceness, and so do
   assert.deepEqual((await niceOf(0)).stdout.toString().trim().split('\n').map(Number), [base, base]);
 });
 
-void it('F5: under withNiceness a command that cannot be started is still told as a spawn failure (ENOENT), not as a crash', async () => {
-  await assert.rejects(
-    withNiceness(10, () =>
-      runProcess({
-        command: '/nonexistent/recogniser',
-        args: [],
-        timeoutMs: 10_000,
-        timeoutError: () => new AppError(ErrorKind.transient, 'test.timeout', 'timed out'),
-        spawnError: (err) => new AppError(ErrorKind.permanent, 'test.spawn', `not started: ${err.code}`),
-      }),
-    ),
-    (err: unknown) => err instanceof AppError && err.code === 'test.spawn' && /ENOENT/.test(err.message),
-  );
-});
-
 async function windowJob(h: Harness, meetingId: string, index: number): Promise<string> {
   const deps = h.app.deps;
   const windowId = randomUUID();

@@ -64,24 +64,12 @@ export type WaitOptions = Pick<
  */
 export function runProcess(opts: RunProcessOptions): Promise<ProcessResult> {
   opts.signal?.throwIfAborted();
-  const [command, args] = atNiceness(opts.command, opts.args);
-  const child = spawn(command, args, {
+  const child = spawn(...atNiceness(opts.command, opts.args), {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
     ...(opts.env === undefined ? {} : { env: opts.env }),
   });
-  const result = waitFor(collect(child), opts);
-  if (command === opts.command) return result;
-  return result.then((r) => {
-    // Under `nice`, a command that cannot be started is nice's exit, 127 (not found) or 126 (not
-    // runnable): told as the spawn failure it would have been without it.
-    if ((r.code === 127 || r.code === 126) && r.stderr.startsWith('nice:')) {
-      const err: NodeJS.ErrnoException = new Error(r.stderr.trim());
-      err.code = r.code === 127 ? 'ENOENT' : 'EACCES';
-      throw opts.spawnError(err);
-    }
-    return r;
-  });
+  return waitFor(collect(child), opts);
 }
 
 /** A child's output gathered from its start, and its end (or its failure to start). */

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { AppError } from '../domain/errors.ts';
 
@@ -32,26 +31,6 @@ export interface RunProcessOptions {
 
 const STDERR_KEEP = 4096;
 
-const niceness = new AsyncLocalStorage<number>();
-
-/**
- * F5: runs `fn` with every child process it starts at `nice` (0 normal, up to 19 lowest), so work
- * that can wait (a backlogged workspace's recognition) yields the processor to work that cannot.
- */
-export function withNiceness<T>(nice: number, fn: () => T): T {
-  return niceness.run(nice, fn);
-}
-
-/**
- * The command and arguments to start for `command` at the current flow's niceness: under
- * coreutils' `nice` when lowered, so the child and everything it starts (a pipeline's stages)
- * begin at that priority, with no moment at the normal one.
- */
-function atNiceness(command: string, args: string[]): [string, string[]] {
-  const nice = niceness.getStore() ?? 0;
-  return nice > 0 ? ['nice', ['-n', String(nice), command, ...args]] : [command, args];
-}
-
 /** What a run of a child waits with: its time limit, the caller's abort, its output's cap. */
 export type WaitOptions = Pick<
   RunProcessOptions,
@@ -64,7 +43,7 @@ export type WaitOptions = Pick<
  */
 export function runProcess(opts: RunProcessOptions): Promise<ProcessResult> {
   opts.signal?.throwIfAborted();
-  const child = spawn(...atNiceness(opts.command, opts.args), {
+  const child = spawn(opts.command, opts.args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
     ...(opts.env === undefined ? {} : { env: opts.env }),
@@ -172,7 +151,6 @@ export class SpareProcess {
   readonly #c: Collected;
 
   constructor(command: string, args: string[]) {
-    // At the normal priority whatever flow starts it: it is for the next caller, not this one.
     const child = spawn('sh', ['-c', 'cat | "$0" "$@"', command, ...args], {
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,

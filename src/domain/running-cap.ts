@@ -41,13 +41,3 @@ export function cappedDeferMs(ahead: number, cap: number): number {
 export function isSplitWork(job: { kind: string; isolated_at: Date | null }): boolean {
   return job.isolated_at === null && job.kind === SPLIT_KIND;
 }
-
-/**
- * F5: a batch job is backlogged when at least this many jobs of its workspace's lane wait besides
- * it: its CPU-heavy children (the local recogniser) then run at BACKLOG_NICENESS, so another
- * workspace's first windows, or a live meeting's, get the processor first when both are busy.
- */
-export const BACKLOG_JOBS = 2;
-
-/** F5: the niceness (0 normal, 19 lowest) of a backlogged job's children. */
-export const BACKLOG_NICENESS = 10;

@@ -15,7 +15,7 @@ export type Settlement = 'completed' | 'requeued' | 'waiting out an outage' | 'c
  */
 export function attemptContext(
   jobs: Pick<PgJobStore, 'completeAttempt' | 'requeueAttempt' | 'requeueForOutage' | 'withFencedAttempt'>,
-  claimed: { job: JobRow; handle: AttemptHandle; backlogged?: boolean },
+  claimed: { job: JobRow; handle: AttemptHandle },
   opts: {
     signal: AbortSignal;
     log: Logger;
@@ -33,7 +33,6 @@ export function attemptContext(
     signal: opts.signal,
     log: opts.log,
     actor,
-    backlogged: claimed.backlogged ?? false,
     complete: async (commit) => {
       await jobs.completeAttempt(handle, actor, commit);
       settled('completed');

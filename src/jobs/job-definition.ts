@@ -11,11 +11,6 @@ export interface JobContext {
   signal: AbortSignal;
   log: Logger;
   actor: string;
-  /**
-   * F5: a batch job of a workspace with more of its lane waiting (BACKLOG_JOBS): its CPU-heavy
-   * children run at a lower priority (withNiceness), so another workspace's work goes first.
-   */
-  backlogged: boolean;
   /** Commits the caller's writes with the attempt's completion (J5). */
   complete(commit?: (trx: Tx, job: JobRow) => Promise<void>): Promise<void>;
   /** Ends this run normally and runs the job again after `delayMs`, spending no retry. */

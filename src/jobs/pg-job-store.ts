@@ -21,7 +21,6 @@ import {
   JobKind,
 } from '../domain/status.ts';
 import {
-  BACKLOG_JOBS,
   BATCH_CLASS,
   CAPPED_QUEUES,
   cappedDeferMs,
@@ -78,8 +77,6 @@ export function specJson(spec: Omit<JobSpec, 'workspaceId'> & { workspaceId?: st
 export interface ClaimedJob {
   job: JobRow;
   handle: AttemptHandle;
-  /** F5: a batch job whose workspace has BACKLOG_JOBS or more of its lane waiting besides it. */
-  backlogged?: boolean;
 }
 
 /** F2/F5: a workspace's capped claims, one at a time: held to the end of the claim's transaction. */
@@ -288,7 +285,7 @@ export class PgJobStore {
     const token = randomUUID();
     const attemptId = randomUUID();
     const actor = `worker:${owner}`;
-    const result = await sql<JobRow & { lane_waiting: number }>`
+    const result = await sql<JobRow>`
       with j as (
         update jobs set status = 'running', attempt_count = attempt_count + 1, current_attempt_id = ${attemptId}::uuid,
           isolated_runs = isolated_runs + (case when isolated_at is null then 0 else 1 end),
@@ -318,20 +315,10 @@ export class PgJobStore {
           jsonb_build_object('jobId', j.id, 'attemptNo', j.attempt_count)
         from j
       )
-      select j.*, case when j.fair_class = ${BATCH_CLASS} then (
-          -- F5: its lane's other jobs waiting (the snapshot is the claim's: it still counts itself).
-          select count(*) - 1 from (select 1 from jobs x where x.workspace_id = j.workspace_id and x.queue = j.queue
-            and x.fair_class = j.fair_class and x.status = 'pending' limit ${BACKLOG_JOBS + 1}) d
-        ) else 0 end::int as lane_waiting
-      from j`.execute(db);
-    const row = result.rows[0];
-    if (!row) return null;
-    const { lane_waiting: laneWaiting, ...job } = row;
-    return {
-      job,
-      handle: new AttemptHandle(job.id, attemptId, job.attempt_count, token),
-      backlogged: laneWaiting >= BACKLOG_JOBS,
-    };
+      select j.* from j`.execute(db);
+    const job = result.rows[0];
+    if (!job) return null;
+    return { job, handle: new AttemptHandle(job.id, attemptId, job.attempt_count, token) };
   }
 
   /** J2/J3: extends the lease only while the token is the job's current running attempt. */

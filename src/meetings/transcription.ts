@@ -18,8 +18,6 @@ import {
 } from './window-rows.ts';
 import { publishLateWindow, publishSettledLateWindows } from './late-windows.ts';
 import { createJob, payloadOf } from '../jobs/catalog.ts';
-import { withNiceness } from '../adapters/subprocess.ts';
-import { BACKLOG_NICENESS } from '../domain/running-cap.ts';
 import { startCloseOutAfterCommit, startCloseOutIfSettled } from './close-out-start.ts';
 
 /** One window: read its audio, recognise it, and commit its segments under the attempt's fence. */
@@ -33,10 +31,7 @@ export function transcribeWindowJob(deps: MeetingDeps): JobDefinition<typeof Job
         await ctx.complete();
         return;
       }
-      // F5: a backlogged workspace's recognition yields the processor to others' (and live) work.
-      const { segments, clusterKeys } = await withNiceness(ctx.backlogged ? BACKLOG_NICENESS : 0, () =>
-        recogniseSource(deps, source, ctx.signal),
-      );
+      const { segments, clusterKeys } = await recogniseSource(deps, source, ctx.signal);
       await deps.checkpoints.hit('transcribe-window.before-commit', { windowIndex: source.window.index });
       const rows = segmentRows(source.window, segments, source.window.speaker_key, clusterKeys);
       // J5 in one statement: fence, window and segments, completion, and the close-out gate's facts.

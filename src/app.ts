@@ -251,7 +251,8 @@ export function buildAppApi(app: App) {
   });
 }
 
-function makeTranscriber(
+/** The recogniser the settings name (also `verbatim doctor`'s, P2). */
+export function makeTranscriber(
   config: Config,
   holds: RetryAfterHolds,
   local: { fast?: boolean; warm?: boolean } = {},

@@ -1142,3 +1142,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   return config;
 }
+
+/** P2: the environment as given, for `verbatim doctor`, which judges each setting itself. */
+export function givenEnvironment(): Env {
+  return process.env;
+}

@@ -99,6 +99,25 @@ export function listSettings(tree: SettingTree): Setting<unknown>[] {
   return Object.values(tree).flatMap((node) => (node instanceof Setting ? [node] : listSettings(node)));
 }
 
+/**
+ * P2: every setting `env` gives a value its kind refuses, each with its message (where
+ * `parseSettings` stops at the first). A setting that reads another is judged with that one as given.
+ */
+export function settingErrors(tree: SettingTree, env: Env): Array<{ env: string; message: string }> {
+  const settings = listSettings(tree);
+  const byEnv = new Map(settings.map((s) => [s.env, s]));
+  const read: ReadSetting = (name) => byEnv.get(name)?.textIn(env) ?? '';
+  const errors: Array<{ env: string; message: string }> = [];
+  for (const s of settings) {
+    try {
+      s.kind.parse(s.textIn(env), s.env, read);
+    } catch (err) {
+      errors.push({ env: s.env, message: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  return errors;
+}
+
 /** Parses every setting of the tree from `env`, in declaration order; the first bad value throws. */
 export function parseSettings<Tree extends SettingTree>(tree: Tree, env: Env): ValuesOf<Tree> {
   const byEnv = new Map(listSettings(tree).map((s) => [s.env, s]));

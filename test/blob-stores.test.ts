@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { lstat, mkdir, mkdtemp, readlink, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import type { Server } from 'node:http';
 import { createServer } from 'node:net';
@@ -387,6 +388,33 @@ void describe('Object store: the s3 store classifies failures', () => {
     s3Stores.push(remote);
     await remote.put('factory/object', Buffer.from('remote'));
     assert.equal((await remote.get('factory/object')).toString(), 'remote');
+  });
+});
+
+void describe('P4: a local store on a read-only file system', () => {
+  void it('P4: a write to a read-only file system is a transient storage.unavailable (the work waits), never a missing object, and what was stored stays readable', async () => {
+    const root = join(dir, 'read-only');
+    const store = new LocalBlobStore(root);
+    await store.put('kept/one', Buffer.from('stored before'));
+    // A read-only remount, as a disk after errors: a read-only bind of the root over itself.
+    execFileSync('mount', ['--bind', root, root]);
+    try {
+      execFileSync('mount', ['-o', 'remount,bind,ro', root]);
+      const err = await store.put('meeting/window-7', Buffer.from('new')).then(
+        () => assert.fail('a write to a read-only file system succeeded'),
+        (e: unknown) => e as AppError,
+      );
+      assert.ok(err instanceof AppError);
+      assert.deepEqual([err.kind, err.code], [ErrorKind.transient, 'storage.unavailable']);
+      const into = await store.put('kept/two', Buffer.from('new')).then(
+        () => assert.fail('a write into an existing folder of a read-only file system succeeded'),
+        (e: unknown) => e as AppError,
+      );
+      assert.deepEqual([into.kind, into.code], [ErrorKind.transient, 'storage.unavailable']);
+      assert.equal((await store.get('kept/one')).toString(), 'stored before');
+    } finally {
+      execFileSync('umount', [root]);
+    }
   });
 });
 

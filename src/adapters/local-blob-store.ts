@@ -11,7 +11,18 @@ import { makePrivateDir, mkdirPrivate, PRIVATE_FILE_MODE } from '../storage/priv
 /** Temporaries of an interrupted atomic write carry this prefix (B7 removes old ones at start-up). */
 export const TEMP_PREFIX = '.verbatim-upload-';
 
-const TRANSIENT_FS_CODES = new Set(['EIO', 'EMFILE', 'ENFILE', 'EAGAIN', 'EBUSY', 'ETIMEDOUT', 'ENOSPC']);
+/** P4: a disk that is full, read-only (remounted after errors) or busy comes back: the work waits. */
+const TRANSIENT_FS_CODES = new Set([
+  'EIO',
+  'EMFILE',
+  'ENFILE',
+  'EAGAIN',
+  'EBUSY',
+  'ETIMEDOUT',
+  'ENOSPC',
+  'EDQUOT',
+  'EROFS',
+]);
 
 /**
  * Blobs as files under one root; writes go to a temporary and are renamed into place. S6: the tree
@@ -154,6 +165,16 @@ async function ignoreMissing<T>(op: Promise<T>): Promise<T | undefined> {
 function classify(err: unknown, op: string): AppError {
   if (err instanceof AppError) return err;
   const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
+  if (code === 'ENOENT' && op === 'write') {
+    // Node's recursive mkdir says ENOENT for a directory a read-only file system refused: a write
+    // that finds no directory it can make is storage that is not there, never an absent object.
+    return new AppError(
+      ErrorKind.transient,
+      'storage.unavailable',
+      'blob write failed: its directory could not be made (a read-only or missing file system)',
+      { cause: err },
+    );
+  }
   if (code === 'ENOENT')
     return new AppError(ErrorKind.permanent, 'storage.not_found', `blob ${op}: not found`);
   const kind = TRANSIENT_FS_CODES.has(code) ? ErrorKind.transient : ErrorKind.unclassified;

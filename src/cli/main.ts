@@ -2,7 +2,7 @@
 import { inspect as describeValue, parseArgs } from 'node:util';
 import { buildAppApi, jobDefinitions, openApp, startAppWorker, type App } from '../app.ts';
 import { runIsolatedJob } from '../worker/isolated-runner.ts';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, givenEnvironment, loadConfig } from '../config.ts';
 import { isDatabaseConnectionLoss } from '../db/connect.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { ensureFirstKey, ensureSetupLink, keysCreate, keysList, keysRevoke } from './keys.ts';
@@ -11,6 +11,7 @@ import { deadLetters, inspect, release, resubmit, status, workspacesCommand } fr
 import { transcribeFile } from './transcribe.ts';
 import { searchCommand } from './search.ts';
 import { auditCommand } from './audit.ts';
+import { printFindings, runDoctor } from './doctor.ts';
 import { UsageError } from './usage-error.ts';
 
 const USAGE = `verbatim — meeting transcription that never loses a word
@@ -19,6 +20,8 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim api                the HTTP API only
   verbatim worker             a worker only
   verbatim migrate            apply database migrations and exit
+  verbatim doctor             check this install (settings, ffmpeg, recogniser, database, storage,
+                              clock, disk): each fault with how to fix it; exit 1 on any fault
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
   verbatim status             per queue: pending, running, age of the oldest due job; per workspace:
                               stored and reserved bytes, queued windows, running jobs and cap, hours and cap
@@ -65,6 +68,13 @@ async function main(argv: string[]): Promise<number> {
   if (!command || values.help) {
     process.stdout.write(USAGE);
     return command ? 0 : 2;
+  }
+  if (command === 'doctor') {
+    // P2: it reports bad settings itself, so it reads them before loadConfig would refuse them.
+    const log = createLogger('warn');
+    return printFindings(await runDoctor(givenEnvironment(), log), (line) =>
+      process.stdout.write(`${line}\n`),
+    );
   }
   const config = loadConfig();
   const log = createLogger(config.logLevel);

@@ -334,6 +334,33 @@ function makeServer(
 }
 
 /**
+ * P2: how `verbatim doctor` reaches the embedded Postgres of `dataDir`: `running`, the app login's
+ * URL of the one a Verbatim process runs now (its pid file names its port); `stopped`, a cluster
+ * that exists and is not running; `none`, no cluster there yet.
+ */
+export function embeddedState(
+  dataDir: string,
+): { state: 'running'; url: string } | { state: 'stopped' } | { state: 'none' } {
+  const pgDir = path.join(path.resolve(dataDir), 'pg');
+  if (!fs.existsSync(path.join(pgDir, 'PG_VERSION'))) return { state: 'none' };
+  let lines: string[];
+  try {
+    lines = fs.readFileSync(path.join(pgDir, 'postmaster.pid'), 'utf8').split('\n');
+  } catch {
+    return { state: 'stopped' };
+  }
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  const password = readSecretFile(path.join(path.resolve(dataDir), APP_PASSWORD_FILE));
+  if (!(pid > 0 && isAlive(pid) && port > 0) || password === null) return { state: 'stopped' };
+  const login = encodeURIComponent(EMBEDDED_APP_LOGIN);
+  return {
+    state: 'running',
+    url: `postgres://${login}:${encodeURIComponent(password)}@127.0.0.1:${port}/verbatim`,
+  };
+}
+
+/**
  * A stale pid file from a killed run would stop Postgres from starting; a live one means another
  * Postgres already runs on this cluster (a second Verbatim on the same data dir).
  */

@@ -16,7 +16,8 @@ export interface Readiness {
   storage: string;
 }
 
-async function within<T>(ms: number, what: Promise<T>): Promise<T> {
+/** `what`, or a rejection after `ms`. */
+export async function within<T>(ms: number, what: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);

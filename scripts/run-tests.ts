@@ -30,6 +30,9 @@ const LONG = [
   // live-end, live-close-out and live were one file of 481 s; started together, their recognisers
   // contend for the same two CPUs, so other long files go between them.
   'test/live-end.test.ts',
+  // P1: 20 s with podman's layers cached; the first build on a machine (debootstrap, Debian's
+  // packages, npm ci) takes about 4 minutes, mostly waiting on the network, so it starts early.
+  'test/image.test.ts',
   'test/meeting-stream.test.ts', // 196 s
   'test/web-app.test.ts', // 159 s
   'test/live-close-out.test.ts',

@@ -8,8 +8,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian's Chromium runs the web app's end-to-end tests (test/web-*.test.ts) through playwright-core;
 # psql acts as another OS user against the embedded Postgres (test/embedded-security.test.ts);
-# unzip reads a DOCX export back (test/speaker-exports.test.ts).
-extra=(chromium postgresql-client unzip)
+# unzip reads a DOCX export back (test/speaker-exports.test.ts); podman and debootstrap build and
+# mount the container image (test/image.test.ts, docs/deploy.md).
+extra=(chromium postgresql-client unzip podman debootstrap)
 command -v pg_ctlcluster >/dev/null 2>&1 || extra+=(postgresql)
 bash scripts/setup.sh "${extra[@]}"
 

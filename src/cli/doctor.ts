@@ -453,7 +453,7 @@ async function checkRecogniser(
       fix:
         config.asr.kind === 'pocketsphinx'
           ? 'install Debian’s pocketsphinx and pocketsphinx-en-us'
-          : 'check VERBATIM_ASR_URL, its key and model, and that the server answers',
+          : 'check VERBATIM_WHISPER_URL, its key and model, and that the server answers',
     });
   } finally {
     await transcriber.close?.();

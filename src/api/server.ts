@@ -138,6 +138,8 @@ export function buildApi(api: ApiDeps): FastifyInstance {
     // A refusal that clears by itself says when to try again (chunk.too_far_ahead).
     if (err instanceof AppError && err.retryAfterSeconds !== undefined)
       void reply.header('retry-after', String(Math.ceil(err.retryAfterSeconds)));
+    // P4: an outage (storage or database down) says when to try again; nothing was kept of the request.
+    else if (e.status === 503) void reply.header('retry-after', String(OUTAGE_RETRY_AFTER_S));
     if (e.status >= 500)
       req.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'request failed');
     void reply.status(e.status).send({ error: { kind: e.kind, code: e.code, message: e.message } });
@@ -177,6 +179,9 @@ export function buildApi(api: ApiDeps): FastifyInstance {
   );
   return app;
 }
+
+/** P4: what a 503 for an outage tells the client to wait before it tries again. */
+const OUTAGE_RETRY_AFTER_S = 5;
 
 interface HttpError {
   status: number;

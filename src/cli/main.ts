@@ -12,6 +12,7 @@ import { transcribeFile } from './transcribe.ts';
 import { searchCommand } from './search.ts';
 import { auditCommand } from './audit.ts';
 import { printFindings, runDoctor } from './doctor.ts';
+import { backupCommand, restoreCommand } from './backup.ts';
 import { UsageError } from './usage-error.ts';
 
 const USAGE = `verbatim — meeting transcription that never loses a word
@@ -20,6 +21,8 @@ const USAGE = `verbatim — meeting transcription that never loses a word
   verbatim api                the HTTP API only
   verbatim worker             a worker only
   verbatim migrate            apply database migrations and exit
+  verbatim backup DIR         the database (pg_dump, as the owner) and local stored audio into DIR
+  verbatim restore DIR        a backup into an empty database and this data dir (P6)
   verbatim doctor             check this install (settings, ffmpeg, recogniser, database, storage,
                               clock, disk): each fault with how to fix it; exit 1 on any fault
   verbatim transcribe FILE    upload FILE through the API, show progress, print transcript and minutes
@@ -103,6 +106,10 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write('migrations applied\n');
       return 0;
     }
+    case 'backup':
+      return backupCommand(config, log, rest[0]);
+    case 'restore':
+      return restoreCommand(config, log, rest[0]);
     case 'transcribe': {
       const file = rest[0];
       if (!file) throw new UsageError('transcribe needs a FILE');

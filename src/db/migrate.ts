@@ -1,5 +1,5 @@
 import { Logger as GraphileLogger, runMigrations } from 'graphile-worker';
-import { Kysely, Migrator, PostgresDialect, type Migration } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type Migration } from 'kysely';
 import pg from 'pg';
 import * as m0001 from './migrations/0001-core.ts';
 import * as m0002 from './migrations/0002-fenced-functions.ts';
@@ -133,14 +133,20 @@ export const MIGRATION_NAMES: readonly string[] = Object.keys(MIGRATIONS);
 
 /** Applies our frozen migrations, then installs graphile-worker's schema (the job transport). */
 export async function migrateToLatest(db: Kysely<unknown>, connectionString: string): Promise<void> {
-  const migrator = new Migrator({
-    db,
-    provider: { getMigrations: () => Promise.resolve(MIGRATIONS) },
-  });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((r) => r.status === 'Error');
-  if (error || failed) {
-    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
+  if (await aheadOfThisRelease(db)) {
+    // P5: a newer release migrated this database. Its migrations only expand the schema
+    // (docs/deploy.md, Rolling upgrades), so this release runs on it as it is; Kysely's migrator
+    // would refuse it as corrupted, and an old process restarted mid-upgrade would never start.
+  } else {
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: () => Promise.resolve(MIGRATIONS) },
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    const failed = results?.find((r) => r.status === 'Error');
+    if (error || failed) {
+      throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, { cause: error });
+    }
   }
   // graphile-worker's own pool has no 'error' listener: its migrations run on a quiet pool of ours.
   const pool = quietPool(connectionString);
@@ -168,6 +174,31 @@ function quietPool(connectionString: string): pg.Pool {
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
+}
+
+/**
+ * P5: whether the database holds migrations this release does not know, with every one it knows
+ * applied (a newer release migrated it). One that lacks some of ours as well was migrated by
+ * another line of releases: that is refused, naming both.
+ */
+export async function aheadOfThisRelease(db: Kysely<unknown>): Promise<boolean> {
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration`
+    .execute(db)
+    .catch((err: unknown) => {
+      if ((err as { code?: string }).code === '42P01') return { rows: [] };
+      throw err;
+    });
+  const applied = new Set(rows.map((r) => r.name));
+  const ours = new Set(MIGRATION_NAMES);
+  const newer = [...applied].filter((n) => !ours.has(n)).sort();
+  if (newer.length === 0) return false;
+  const missing = MIGRATION_NAMES.filter((n) => !applied.has(n));
+  if (missing.length > 0) {
+    throw new Error(
+      `the database has migrations this release does not know (${newer[0]}) and lacks ones it does (${missing[0]}): it was migrated by another line of releases; run the release that migrated it`,
+    );
+  }
+  return true;
 }
 
 /** Runs the migrations as the owner, on connections of their own that end with them. */

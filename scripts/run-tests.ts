@@ -43,6 +43,8 @@ const LONG = [
   'test/chunk-cost.test.ts', // 101 s
   'test/webhook-fairness.test.ts', // 190 s in a full run (2026-12-07)
   'test/webhooks.test.ts', // 120 s in a full run
+  'test/rolling-upgrade.test.ts', // 75 s alone: the previous release compiled, a live meeting
+  'test/backup.test.ts', // 50 s alone
   'test/people.test.ts', // 115 s in a full run
   'test/playback.test.ts', // 110 s in a full run
   'test/web-outbox-end.test.ts', // 86 s

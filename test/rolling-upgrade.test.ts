@@ -167,11 +167,12 @@ void it('P5: the previous release’s api and worker beside this release’s dur
 
 void it('P5: a process started on a database a newer release migrated runs on it; one whose database lacks its own migrations beside unknown ones is refused, naming both', async () => {
   const db = await createTestDatabase();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-ahead-'));
   try {
     const env = {
       DATABASE_URL: db.appUrl,
       VERBATIM_MIGRATION_DATABASE_URL: db.url,
-      VERBATIM_DATA_DIR: '/tmp',
+      VERBATIM_DATA_DIR: dataDir,
     };
     // A newer release's migration, applied after all of this release's.
     await sql`insert into kysely_migration (name, timestamp) values ('9999-from-a-newer-release', now())`.execute(
@@ -194,5 +195,6 @@ void it('P5: a process started on a database a newer release migrated runs on it
     );
   } finally {
     await db.drop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });

@@ -7,9 +7,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { it } from 'node:test';
-import { SPEECH, speechWav, startHarness, waitForMeeting } from './support/harness.ts';
+import { SPEECH, spawnVerbatim, speechWav, startHarness, waitForMeeting } from './support/harness.ts';
 
 void it('P4: while the local store is read-only an upload is refused with 503 and Retry-After, nothing is half-stored, and the same upload is accepted and transcribed once storage is back', async () => {
   const h = await startHarness();
@@ -51,5 +52,26 @@ void it('P4: while the local store is read-only an upload is refused with 503 an
   } finally {
     if (mounted) execFileSync('umount', [blobs]);
     await h.close();
+  }
+});
+
+void it('S6: a shared folder given as the data dir (sticky and writable by all, as /tmp) is refused and left as it was, never narrowed to the service', async () => {
+  const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'verbatim-shared-'));
+  const shared = path.join(parent, 'tmp');
+  fs.mkdirSync(shared);
+  fs.chmodSync(shared, 0o1777);
+  try {
+    const run = spawnVerbatim(['keys', 'list'], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/postgres',
+      VERBATIM_DATA_DIR: shared,
+    });
+    assert.equal(await run.exited, 2, run.output());
+    assert.match(
+      run.output(),
+      /is a shared folder \(mode 1777, as \/tmp\): give Verbatim a folder of its own/,
+    );
+    assert.equal(fs.statSync(shared).mode & 0o7777, 0o1777, 'its mode is untouched');
+  } finally {
+    fs.rmSync(parent, { recursive: true, force: true });
   }
 });

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { ConfigError } from '../config.ts';
 
 /** S6: directories only their owner can enter, and files only their owner can read. */
 export const PRIVATE_DIR_MODE = 0o700;
@@ -18,6 +19,13 @@ export async function makePrivateDir(dir: string, traverseGid?: number): Promise
   const stat = await fs.stat(dir);
   const wanted = traverseGid === undefined ? PRIVATE_DIR_MODE : TRAVERSE_DIR_MODE;
   const had = stat.mode & 0o7777;
+  // A shared folder (sticky and writable by all, as /tmp) is never narrowed: that would lock every
+  // other user and service of the machine out of it.
+  if ((had & 0o1000) !== 0 && (had & 0o002) !== 0) {
+    throw new ConfigError(
+      `${dir} is a shared folder (mode ${had.toString(8)}, as /tmp): give Verbatim a folder of its own (VERBATIM_DATA_DIR)`,
+    );
+  }
   try {
     if (traverseGid !== undefined && stat.gid !== traverseGid) await fs.chown(dir, stat.uid, traverseGid);
     if (had !== wanted) await fs.chmod(dir, wanted);

@@ -65,13 +65,27 @@ before(async () => {
     mounts.unshift(path.join(rootfs, target));
   };
   await mount(['-t', 'proc', 'proc'], 'proc');
-  await mount(['--rbind', '/dev'], 'dev');
+  // A /dev of its own (a tmpfs with the few nodes a service opens, and its own /dev/shm for
+  // Postgres), never the host's: unmounting a bind of the host's could reach the host's mounts.
+  await mount(['-t', 'tmpfs', '-o', 'mode=755', 'tmpfs'], 'dev');
+  for (const [name, minor] of [
+    ['null', 3],
+    ['zero', 5],
+    ['random', 8],
+    ['urandom', 9],
+  ] as const) {
+    await run('mknod', ['-m', '666', path.join(rootfs, 'dev', name), 'c', '1', String(minor)]);
+  }
+  fs.mkdirSync(path.join(rootfs, 'dev/shm'));
+  await mount(['-t', 'tmpfs', '-o', 'mode=1777', 'tmpfs'], 'dev/shm');
   await mount(['-t', 'tmpfs', '-o', 'mode=1777', 'tmpfs'], 'tmp');
   await mount(['--bind', dataDir], volume);
 });
 
 after(async () => {
-  for (const target of mounts) await run('umount', ['-R', target]).catch(() => undefined);
+  const failed: string[] = [];
+  for (const target of mounts) await run('umount', [target]).catch(() => failed.push(target));
+  assert.deepEqual(failed, [], 'every mount the test made is gone');
   if (rootfs) await run('podman', ['image', 'unmount', TAG]).catch(() => undefined);
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
@@ -183,11 +197,19 @@ void it('P1: the image, built from Debian trixie here and run as its non-root us
       new Promise<'slow'>((resolve) => setTimeout(() => resolve('slow'), 60_000)),
     ]);
     if (code === 'slow') service.kill('SIGKILL');
-    // The embedded Postgres stopped with it: nothing of the user's is left running.
-    const left = (
-      await run('ps', ['-o', 'pid=', '-u', String(user.uid)]).catch(() => ({ stdout: '' }))
-    ).stdout.trim();
-    if (left) await run('kill', ['-9', ...left.split(/\s+/)]).catch(() => undefined);
+    // The embedded Postgres stopped with it: no process is left whose root is the image's.
+    const left = fs
+      .readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return fs.readlinkSync(`/proc/${p}/root`) === rootfs;
+        } catch {
+          return false;
+        }
+      })
+      .join(' ');
+    if (left) await run('kill', ['-9', ...left.split(' ')]).catch(() => undefined);
     assert.equal(code, 0, `the service stopped cleanly on SIGTERM:\n${log.text().slice(-2000)}`);
     assert.equal(left, '', 'no process of the image user outlived the service');
   }

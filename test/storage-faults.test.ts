@@ -43,9 +43,7 @@ void it('P4: while the local store is read-only an upload is refused with 503 an
       'content-type': 'audio/wav',
     });
     assert.equal(accepted.status, 202, accepted.text);
-    const done = await waitForMeeting(h, id);
-    const text = JSON.stringify(done).toLowerCase();
-    assert.ok(text.length > 0);
+    await waitForMeeting(h, id);
     const transcript = await h.request('GET', `/v1/meetings/${id}/transcript?format=txt`);
     for (const word of ['budget', 'marketing'])
       assert.ok(transcript.text.toLowerCase().includes(word), transcript.text);

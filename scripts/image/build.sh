@@ -7,8 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tag=${1:-localhost/verbatim:latest}
+# VERBATIM_IMAGE_REFRESH=1: the base made again and no layer reused, for Debian's security updates.
+refresh=()
+if [ "${VERBATIM_IMAGE_REFRESH:-0}" = 1 ]; then
+  podman rmi -f localhost/debian:trixie-slim >/dev/null 2>&1 || true
+  rm -f "${VERBATIM_IMAGE_CACHE:-/var/cache/verbatim-image}/trixie-minbase.tar"
+  refresh=(--no-cache --pull=never)
+fi
 bash scripts/image/base.sh
 ca=${VERBATIM_BUILD_CA:-${NODE_EXTRA_CA_CERTS:-}}
 secret=()
 if [ -n "$ca" ] && [ -s "$ca" ]; then secret=(--secret "id=extra-ca,src=$ca"); fi
-podman build --isolation chroot --format docker --layers "${secret[@]}" -f Containerfile -t "$tag" .
+podman build --isolation chroot --format docker --layers "${refresh[@]}" "${secret[@]}" -f Containerfile -t "$tag" .

@@ -34,7 +34,7 @@ interface Manifest {
  * The owner's URL split for pg_dump/pg_restore: the password goes in PGPASSWORD, never on a command
  * line another user of the machine could read in `ps`.
  */
-function ownerConnection(config: Config): { url: string; env: NodeJS.ProcessEnv } {
+function ownerConnection(config: Config): { given: string; url: string; env: NodeJS.ProcessEnv } {
   const given = config.migrationDatabaseUrl ?? config.databaseUrl;
   if (!given) {
     throw new UsageError(
@@ -44,7 +44,11 @@ function ownerConnection(config: Config): { url: string; env: NodeJS.ProcessEnv 
   const url = new URL(given);
   const password = decodeURIComponent(url.password);
   url.password = '';
-  return { url: url.toString(), env: { ...pathOnlyEnv(), ...(password ? { PGPASSWORD: password } : {}) } };
+  return {
+    given,
+    url: url.toString(),
+    env: { ...pathOnlyEnv(), ...(password ? { PGPASSWORD: password } : {}) },
+  };
 }
 
 /** Copies the local blob tree into `to`, keeping what is there; temporaries of unfinished writes stay out. */
@@ -83,11 +87,12 @@ export async function backupCommand(config: Config, log: Logger, dir: string | u
   const target = path.resolve(dir);
   await fs.mkdir(target, { recursive: true, mode: 0o700 });
   if ((await fs.readdir(target)).length > 0) throw new UsageError(`${target} is not empty`);
-  const { url, env } = ownerConnection(config);
+  await fs.chmod(target, 0o700);
+  const { given, url, env } = ownerConnection(config);
   const local = config.storage.kind === 'local';
   const blobRoot = path.join(config.dataDir, 'blobs');
   if (local) await copyBlobs(blobRoot, path.join(target, BLOBS));
-  const database = openDatabase(url, log.child({ level: 'silent' }), 1);
+  const database = openDatabase(given, log.child({ level: 'silent' }), 1);
   let applied: string[];
   try {
     const missing = new Set(await migrationsNotApplied(database.db, MIGRATION_NAMES));
@@ -99,6 +104,8 @@ export async function backupCommand(config: Config, log: Logger, dir: string | u
     env,
     maxBuffer: 16 * 1024 * 1024,
   });
+  // Every transcript is in it: readable by the owner only, whatever the umask.
+  await fs.chmod(path.join(target, DUMP), 0o600);
   const blobFiles = local ? await copyBlobs(blobRoot, path.join(target, BLOBS)) : 0;
   // Without the key the restored install cannot open the webhook secrets it seals (U7).
   const secretKey = config.secretKey === null ? 'file' : 'setting';
@@ -148,7 +155,7 @@ export async function restoreCommand(config: Config, log: Logger, dir: string | 
       `the backup is of a newer release (${manifest.release.migrations} migrations, this one knows ${MIGRATION_NAMES.length}): restore it with that release or a later one`,
     );
   }
-  const { url, env } = ownerConnection(config);
+  const { given, url, env } = ownerConnection(config);
   const keyFile = path.join(config.dataDir, SECRET_KEY_FILE);
   if (manifest.secretKey === 'file' && config.secretKey === null) {
     const backedUp = (await fs.readFile(path.join(source, SECRET_KEY_FILE), 'utf8')).trim();
@@ -164,21 +171,21 @@ export async function restoreCommand(config: Config, log: Logger, dir: string | 
   } else if (manifest.secretKey === 'setting' && config.secretKey === null) {
     throw new UsageError('the backup was sealed with VERBATIM_SECRET_KEY: set the same one to restore it');
   }
-  const database = openDatabase(url, log.child({ level: 'silent' }), 1);
+  const database = openDatabase(given, log.child({ level: 'silent' }), 1);
   try {
-    const missing = await migrationsNotApplied(database.db, MIGRATION_NAMES).catch(() => null);
+    // Only a missing migration table means an empty database; any other failure stops the restore.
+    const missing = await migrationsNotApplied(database.db, MIGRATION_NAMES).catch((err: unknown) => {
+      if ((err as { code?: string }).code === '42P01') return null;
+      throw err;
+    });
     if (missing !== null && missing.length < MIGRATION_NAMES.length) {
       throw new UsageError('the database is not empty: restore into a new database (docs/deploy.md)');
     }
   } finally {
     await database.close();
   }
-  await run(
-    'pg_restore',
-    ['--exit-on-error', '--single-transaction', `--dbname=${url}`, path.join(source, DUMP)],
-    { env, maxBuffer: 16 * 1024 * 1024 },
-  );
-  out(`database restored (${manifest.release.migrations} migrations; the next start applies newer ones)`);
+  // The files first (the key, the objects): alone they are harmless, while rows without their
+  // objects would fail meetings.
   if (manifest.secretKey === 'file' && config.secretKey === null) {
     await fs.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
     await fs.copyFile(path.join(source, SECRET_KEY_FILE), keyFile).catch((err: NodeJS.ErrnoException) => {
@@ -192,5 +199,11 @@ export async function restoreCommand(config: Config, log: Logger, dir: string | 
   } else {
     out('storage: restore the bucket with your S3 tools before starting (docs/deploy.md)');
   }
+  await run(
+    'pg_restore',
+    ['--exit-on-error', '--single-transaction', `--dbname=${url}`, path.join(source, DUMP)],
+    { env, maxBuffer: 16 * 1024 * 1024 },
+  );
+  out(`database restored (${manifest.release.migrations} migrations; the next start applies newer ones)`);
   return 0;
 }

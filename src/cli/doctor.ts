@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
-import { readFile, statfs } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { readFile, rmdir, statfs } from 'node:fs/promises';
+import path from 'node:path';
 import { tmpdir } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
@@ -10,7 +12,7 @@ import type { RetryAfterHolds } from '../adapters/provider-http.ts';
 import { makeTranscriber } from '../app.ts';
 import { loadConfig, pathOnlyEnv, SETTINGS, type Config } from '../config.ts';
 import { openDatabase, type DatabaseHandle } from '../db/connect.ts';
-import { embeddedState, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded.ts';
+import { embeddedState } from '../db/embedded.ts';
 import { MIGRATION_NAMES } from '../db/migrate.ts';
 import { describeLogin, loginIsPrivileged } from '../db/roles.ts';
 import { asSystem, assertTenantRole } from '../db/tenant.ts';
@@ -52,8 +54,8 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
 
 /**
  * P2: `verbatim doctor`. Checks this install as the settings describe it and says what is wrong
- * and how to fix it; it changes nothing (no migration, no key, no file but a probe object it
- * deletes). Every check runs even after another fails, where it can.
+ * and how to fix it; it changes nothing (no migration, no key, no database started, no file but a
+ * probe object it deletes, with any folder the probe made). Every check runs even after another fails, where it can.
  */
 export async function runDoctor(env: Env, log: Logger): Promise<Finding[]> {
   const findings: Finding[] = [];
@@ -91,17 +93,13 @@ export async function runDoctor(env: Env, log: Logger): Promise<Finding[]> {
   const phrase = await checkFfmpeg(config, add);
 
   let database: DatabaseHandle | null = null;
-  let embedded: EmbeddedDatabase | null = null;
   try {
-    const reached = await reachDatabase(config, log, add);
-    database = reached.database;
-    embedded = reached.embedded;
+    database = await reachDatabase(config, log, add);
     const migrated = database ? await checkDatabase(database.db, add) : false;
     await checkStorage(config, migrated ? database!.db : null, add);
     await checkRecogniser(config, database?.db ?? null, phrase, add);
   } finally {
     await database?.close();
-    await embedded?.stop();
   }
   await checkDisk(config, add);
   return findings;
@@ -197,16 +195,15 @@ async function checkFfmpeg(config: Config, add: (f: Finding) => void): Promise<I
 }
 
 /**
- * The database the processes use: DATABASE_URL, or the embedded one (the running one's app login;
- * one that is stopped is started for the checks and stopped again).
+ * The database the processes use: DATABASE_URL, or the embedded one that Verbatim runs now (its
+ * app login); a stopped one is not started, which would change its data dir.
  */
 async function reachDatabase(
   config: Config,
   log: Logger,
   add: (f: Finding) => void,
-): Promise<{ database: DatabaseHandle | null; embedded: EmbeddedDatabase | null }> {
+): Promise<DatabaseHandle | null> {
   let url = config.databaseUrl;
-  let embedded: EmbeddedDatabase | null = null;
   let where = 'DATABASE_URL';
   if (!url) {
     const state = embeddedState(config.dataDir);
@@ -217,28 +214,21 @@ async function reachDatabase(
         detail: `no DATABASE_URL and no embedded database in ${config.dataDir} yet`,
         fix: '`verbatim start` makes one, or set DATABASE_URL',
       });
-      return { database: null, embedded: null };
+      return null;
     }
     where = `the embedded Postgres in ${config.dataDir}`;
-    if (state.state === 'running') url = state.url;
-    else {
-      try {
-        embedded = await startEmbeddedPostgres(
-          { dataDir: config.dataDir, port: config.embeddedPgPort },
-          log.child({ level: 'warn' }),
-        );
-        url = await embedded.appLogin();
-      } catch (err) {
-        await embedded?.stop();
-        add({
-          check: 'database',
-          verdict: 'fault',
-          detail: `${where} did not start: ${message(err)}`,
-          fix: 'read the message; `verbatim start` logs the same',
-        });
-        return { database: null, embedded: null };
-      }
+    if (state.state === 'stopped') {
+      // Starting it would change the data dir (modes, the app login, a password file): the
+      // doctor changes nothing, so it checks the database only while Verbatim runs it.
+      add({
+        check: 'database',
+        verdict: 'warn',
+        detail: `${where} is not running: its checks were skipped`,
+        fix: 'start Verbatim (`verbatim start`), then run `verbatim doctor` again',
+      });
+      return null;
     }
+    url = state.url;
   }
   const database = openDatabase(url, log.child({ level: 'silent' }), 2);
   try {
@@ -253,17 +243,16 @@ async function reachDatabase(
             fix: 'upgrade PostgreSQL',
           },
     );
-    return { database, embedded };
+    return database;
   } catch (err) {
     await database.close();
-    await embedded?.stop();
     add({
       check: 'database',
       verdict: 'fault',
       detail: `${where} does not answer: ${message(err)}`,
       fix: 'start PostgreSQL, or correct DATABASE_URL (host, port, user, database)',
     });
-    return { database: null, embedded: null };
+    return null;
   }
 }
 
@@ -354,11 +343,15 @@ async function checkDatabase(db: Db, add: (f: Finding) => void): Promise<boolean
 /** The blob store takes a write and a delete; what is stored against the installation's quota. */
 async function checkStorage(config: Config, db: Db | null, add: (f: Finding) => void): Promise<void> {
   const where = config.storage.kind === 's3' ? `bucket ${config.storage.bucket}` : `${config.dataDir}/blobs`;
-  const key = `doctor/${randomUUID()}`;
+  // At the store's root, so the probe makes no folder; a root the probe had to make goes too.
+  const key = `.doctor-probe-${randomUUID()}`;
+  const localRoot = config.storage.kind === 'local' ? path.join(config.dataDir, 'blobs') : null;
+  const rootMade = localRoot !== null && !existsSync(localRoot);
   try {
     const blobs = createBlobStore(config);
     await within(CHECK_MS, blobs.put(key, Buffer.from('doctor')));
     await within(CHECK_MS, blobs.delete(key));
+    if (rootMade) await rmdir(localRoot).catch(() => undefined);
     add({ check: 'storage', verdict: 'ok', detail: `${where} takes a write and a delete` });
   } catch (err) {
     add({

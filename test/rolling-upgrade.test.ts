@@ -4,7 +4,7 @@
  * migrations only expand the schema (docs/deploy.md, Rolling upgrades).
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -57,26 +57,14 @@ function previousRelease(): { version: string; commit: string; cli: string } {
 }
 
 /** One of the previous release's processes, with the harness's settings. */
-function spawnRelease(cli: string, args: string[], env: Record<string, string>): WorkerProcess {
-  const proc = spawn(process.execPath, [cli, ...args], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  return {
-    proc,
-    pid: proc.pid!,
-    output: () => out,
-    exited,
-    stop: async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      proc.kill('SIGTERM');
-      await exited;
-    },
-  };
+const spawnRelease = (cli: string, args: string[], env: Record<string, string>) =>
+  spawnVerbatim(args, env, cli);
+
+/** Stops a process as a rolling upgrade does: SIGTERM, then its drain. */
+async function terminate(p: WorkerProcess): Promise<void> {
+  if (p.proc.exitCode !== null || p.proc.signalCode !== null) return;
+  p.proc.kill('SIGTERM');
+  await p.exited;
 }
 
 /** Lines a process logged at error level or worse (pino: 50 and 60). */
@@ -136,8 +124,8 @@ void it('P5: the previous release’s api and worker beside this release’s dur
       );
     }
     // The previous release's processes are replaced mid-meeting.
-    await oldWorker.stop();
-    await oldApi.stop();
+    await terminate(oldWorker);
+    await terminate(oldApi);
     assert.equal((await h.request('POST', `/v1/meetings/${id}/end`)).status, 202);
     const done = await waitForMeeting(h, id);
     assert.equal(done.windows.done, done.windows.total, JSON.stringify(done.windows));
@@ -160,7 +148,7 @@ void it('P5: the previous release’s api and worker beside this release’s dur
     for (const p of old) assert.deepEqual(errorsIn(p.output()), [], `${release.version} logged no error`);
     assert.deepEqual(errorsIn(h.logs()), [], 'this release logged no error');
   } finally {
-    for (const p of old) await p.stop();
+    for (const p of old) await terminate(p);
     await h.close();
   }
 });

@@ -213,9 +213,12 @@ export function killIsolatedRunners(databaseUrl: string): number {
   return killed;
 }
 
-/** Runs the real CLI entry point in a child process, capturing its output. */
-export function spawnVerbatim(args: string[], env: Record<string, string>): WorkerProcess {
-  const proc = spawn(process.execPath, [...cliArgs(), ...args], {
+/**
+ * Runs the real CLI entry point in a child process, capturing its output; with `cli`, another
+ * build's entry point (a previous release, P5).
+ */
+export function spawnVerbatim(args: string[], env: Record<string, string>, cli?: string): WorkerProcess {
+  const proc = spawn(process.execPath, [...(cli === undefined ? cliArgs() : [cli]), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
